@@ -1,0 +1,40 @@
+# make setup | demo | test | bench
+#   setup: system packages, .venv and a release build of the extension (scripts/setup.sh)
+#   test:  Rust unit tests, pytest on CPython 3.11, then pytest on a free-threaded CPython
+#          (scripts/free-threaded-python.sh: ~15 min the first time on a machine, it builds 3.13t)
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+export PATH := $(CURDIR)/.venv/bin:$(HOME)/.cargo/bin:$(PATH)
+PY := $(CURDIR)/.venv/bin/python
+# The pytest-run-parallel pass runs the files of this list that exist.
+PARALLEL_TESTS := tests/test_read.py tests/test_threads.py
+
+.PHONY: setup demo test test-rust test-py test-ft bench
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	$(PY) examples/demo.py
+
+test: test-rust test-py test-ft
+
+# Without maturin, pyo3 links the test binary against libpython: point the loader at it.
+test-rust: setup
+	LD_LIBRARY_PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" \
+	PYO3_PYTHON=$(PY) cargo test --release -p tgm-codec --lib
+
+test-py: setup
+	$(PY) -m pytest -q tests
+
+# PYTHON_GIL=0 keeps the GIL off even if some extension asks for it.
+test-ft: setup
+	FT=$$(bash scripts/free-threaded-python.sh | tail -n 1); \
+	echo "free-threaded python: $$FT"; \
+	PYTHON_GIL=0 $$FT -m pytest -q tests; \
+	files=$$(ls $(PARALLEL_TESTS) 2>/dev/null || true); \
+	if [ -z "$$files" ]; then echo "no $(PARALLEL_TESTS): pytest-run-parallel pass skipped"; \
+	else PYTHON_GIL=0 $$FT -m pytest -q -p run-parallel --parallel-threads=4 -m "not thread_unsafe" $$files; fi
+
+bench: setup
+	$(PY) benchmarks/run.py

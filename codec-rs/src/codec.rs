@@ -1,0 +1,211 @@
+//! Whole messages in memory: encoding (the writer, the zarr codec) and decoding (the zarr codec).
+
+use std::collections::BTreeMap;
+
+use ciborium::Value;
+use numpy::PyUntypedArray;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata};
+
+use crate::cbor::{from_py, map_from_py};
+use crate::errors::{CoreError, CoreResult, Kind};
+use crate::message::ParsedMessage;
+use crate::pyarray::{parse_selection, InBuffer, OutBuffer};
+use crate::read::read_object;
+
+fn type_err(m: String) -> CoreError {
+    CoreError::new(Kind::Type, m)
+}
+
+/// Message metadata from upstream's dict form: `base` is per object, every other key
+/// (including `_extra_`'s contents) is a message-level annotation.
+fn global_metadata(meta: &Bound<'_, PyDict>, num_objects: usize) -> CoreResult<GlobalMetadata> {
+    let mut global = GlobalMetadata::default();
+    for (key, value) in meta.iter() {
+        let key: String = key.extract().map_err(|_| type_err("metadata keys must be str".into()))?;
+        match key.as_str() {
+            "base" => {
+                let list = value.cast::<PyList>().map_err(|_| type_err("metadata[\"base\"] must be a list".into()))?;
+                for (i, entry) in list.iter().enumerate() {
+                    global.base.push(map_from_py(&entry, &format!("metadata[\"base\"][{i}]"))?);
+                }
+            }
+            "_extra_" => global.extra.extend(map_from_py(&value, "metadata[\"_extra_\"]")?),
+            "_reserved_" => {
+                return Err(CoreError::new(Kind::Value, "metadata[\"_reserved_\"] is written by the library"));
+            }
+            _ => {
+                global.extra.insert(key.clone(), from_py(&value, &format!("metadata[{key:?}]"))?);
+            }
+        }
+    }
+    if global.base.len() > num_objects {
+        return Err(CoreError::new(
+            Kind::Value,
+            format!("metadata[\"base\"] has {} entries for {num_objects} objects", global.base.len()),
+        ));
+    }
+    Ok(global)
+}
+
+fn parse_dtype(name: &str) -> CoreResult<Dtype> {
+    use Dtype::*;
+    Ok(match name {
+        "float16" => Float16,
+        "bfloat16" => Bfloat16,
+        "float32" => Float32,
+        "float64" => Float64,
+        "complex64" => Complex64,
+        "complex128" => Complex128,
+        "int8" => Int8,
+        "int16" => Int16,
+        "int32" => Int32,
+        "int64" => Int64,
+        "uint8" => Uint8,
+        "uint16" => Uint16,
+        "uint32" => Uint32,
+        "uint64" => Uint64,
+        _ => return Err(CoreError::new(Kind::Codec, format!("unsupported dtype {name:?}"))),
+    })
+}
+
+/// A descriptor from upstream's dict form: the named fields, every other key a parameter.
+fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<DataObjectDescriptor> {
+    let mut fields: BTreeMap<String, Value> = map_from_py(dict, what)?;
+    let mut text = |key: &str, default: &str| -> CoreResult<String> {
+        match fields.remove(key) {
+            None => Ok(default.to_owned()),
+            Some(Value::Text(s)) => Ok(s),
+            Some(_) => Err(type_err(format!("{what}[{key:?}] must be a string"))),
+        }
+    };
+    let obj_type = text("type", "ntensor")?;
+    let dtype = parse_dtype(&text("dtype", "")?).map_err(|e| e.context(what))?;
+    let byte_order = match text("byte_order", "")?.as_str() {
+        "" => ByteOrder::native(),
+        "little" => ByteOrder::Little,
+        "big" => ByteOrder::Big,
+        other => return Err(CoreError::new(Kind::Value, format!("{what}: byte_order {other:?} is not little or big"))),
+    };
+    let encoding = text("encoding", "none")?;
+    let filter = text("filter", "none")?;
+    let compression = text("compression", "none")?;
+    let shape: Vec<u64> = match fields.remove("shape") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::Integer(i) => u64::try_from(i128::from(*i)).ok(),
+                _ => None,
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| type_err(format!("{what}[\"shape\"] must hold non-negative ints")))?,
+        _ => return Err(type_err(format!("{what}[\"shape\"] is required (a list of ints)"))),
+    };
+    fields.remove("ndim");
+    fields.remove("strides");
+    let mut strides = vec![1u64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * shape[k + 1];
+    }
+    Ok(DataObjectDescriptor {
+        obj_type,
+        ndim: shape.len() as u64,
+        shape,
+        strides,
+        dtype,
+        byte_order,
+        encoding,
+        filter,
+        compression,
+        masks: None,
+        params: fields,
+    })
+}
+
+/// Encodes one message from upstream's dict forms; runs detached.
+#[pyfunction]
+#[pyo3(signature = (metadata, objects, hash = true, allow_nan = false, allow_inf = false))]
+pub fn encode_message<'py>(
+    py: Python<'py>,
+    metadata: &Bound<'py, PyDict>,
+    objects: &Bound<'py, PyList>,
+    hash: bool,
+    allow_nan: bool,
+    allow_inf: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let global = global_metadata(metadata, objects.len())?;
+    let mut descriptors = Vec::with_capacity(objects.len());
+    let mut inputs = Vec::with_capacity(objects.len());
+    for (i, item) in objects.iter().enumerate() {
+        let what = format!("objects[{i}]");
+        let (desc, array): (Bound<'py, PyAny>, Bound<'py, PyUntypedArray>) = item
+            .extract()
+            .map_err(|_| type_err(format!("{what} must be a (descriptor dict, numpy array) pair")))?;
+        let desc = descriptor(&desc, &what)?;
+        let input = InBuffer::new(&array, &what)?;
+        let expected = desc.shape.iter().product::<u64>() * desc.dtype.byte_width() as u64;
+        if input.len as u64 != expected {
+            return Err(CoreError::new(
+                Kind::Value,
+                format!("{what}: the array has {} bytes, shape {:?} of {} needs {expected}", input.len, desc.shape, desc.dtype),
+            )
+            .into());
+        }
+        descriptors.push(desc);
+        inputs.push(input);
+    }
+    let options = EncodeOptions { hashing: hash, threads: 1, allow_nan, allow_inf, ..Default::default() };
+    let encoded = py.detach(|| {
+        // SAFETY: the arrays are referenced by `objects` for the whole call.
+        let pairs: Vec<(&DataObjectDescriptor, &[u8])> =
+            descriptors.iter().zip(&inputs).map(|(d, b)| (d, unsafe { b.as_slice() })).collect();
+        tensogram::encode(&global, &pairs, &options).map_err(|e| CoreError::from_tensogram(&e, "encode failed"))
+    })?;
+    Ok(PyBytes::new(py, &encoded))
+}
+
+/// Parses an in-memory message (for the zarr codec: one message per chunk).
+fn parse(buf: &[u8]) -> CoreResult<ParsedMessage> {
+    let spans = tensogram::scan(buf);
+    if spans.len() != 1 || spans[0] != (0, buf.len()) {
+        return Err(CoreError::new(Kind::Format, "the buffer is not exactly one Tensogram message"));
+    }
+    ParsedMessage::parse(buf)
+}
+
+/// Reads `selection` of object `obj` of the message in `buf` into `out`; runs detached.
+#[pyfunction]
+#[pyo3(signature = (buf, obj, selection, out, verify_hash = false))]
+pub fn decode_message_into(
+    py: Python<'_>,
+    buf: &Bound<'_, PyBytes>,
+    obj: usize,
+    selection: Option<&Bound<'_, PyAny>>,
+    out: &Bound<'_, PyUntypedArray>,
+    verify_hash: bool,
+) -> PyResult<()> {
+    let bytes = buf.as_bytes();
+    let parsed = py.detach(|| parse(bytes))?;
+    let entry = parsed.objects.get(obj).ok_or_else(|| {
+        CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
+    })?;
+    let sel = parse_selection(selection, &entry.descriptor.shape)?;
+    let mut out_buf = OutBuffer::new(out, entry.descriptor.dtype.byte_width())?;
+    py.detach(move || {
+        // SAFETY: `out` is borrowed for the whole call.
+        read_object(bytes, entry, &sel, unsafe { out_buf.as_mut_slice() }, verify_hash)
+    })?;
+    Ok(())
+}
+
+/// Descriptors of the objects of an in-memory message.
+#[pyfunction]
+pub fn message_descriptors<'py>(py: Python<'py>, buf: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyList>> {
+    let parsed = parse(buf.as_bytes())?;
+    let list = PyList::empty(py);
+    for entry in &parsed.objects {
+        list.append(crate::file::descriptor_to_py(py, entry)?)?;
+    }
+    Ok(list)
+}

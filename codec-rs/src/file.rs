@@ -1,0 +1,258 @@
+//! `FileHandle`: one mapped `.tgm` file, its message index, and hyperslab reads.
+
+use std::fs::File;
+use std::sync::OnceLock;
+
+use memmap2::Mmap;
+use numpy::PyUntypedArray;
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::cbor::{map_to_py, to_py};
+use crate::errors::{CoreError, CoreResult, Kind};
+use crate::message::ParsedMessage;
+use crate::pyarray::{parse_selection, OutBuffer};
+use crate::read::read_object;
+
+const MAGIC: &[u8] = b"TENSOGRM";
+
+/// A `.tgm` file mapped once and shared by every thread: `&self` methods only.
+#[pyclass(frozen, module = "tgm_xarray._core")]
+pub struct FileHandle {
+    path: String,
+    map: Mmap,
+    /// `(offset, length)` of every message; together they cover the file exactly.
+    spans: Vec<(usize, usize)>,
+    /// Each message's frames, parsed on first use.
+    parsed: Vec<OnceLock<CoreResult<ParsedMessage>>>,
+}
+
+/// Finds every message and checks they tile the file: a truncated last message or bytes that
+/// belong to no message are errors, never skipped.
+fn index_messages(data: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
+    let format = |m: String| CoreError::new(Kind::Format, m);
+    if data.is_empty() {
+        return Err(format("the file is empty".into()));
+    }
+    if !data.starts_with(MAGIC) {
+        return Err(format("not a Tensogram file (it does not start with the magic bytes TENSOGRM)".into()));
+    }
+    let spans = tensogram::scan(data);
+    let mut pos = 0usize;
+    for (i, &(offset, length)) in spans.iter().enumerate() {
+        if offset != pos {
+            return Err(format(format!(
+                "bytes {pos}..{offset} before message {i} are not part of any message (corrupt file)"
+            )));
+        }
+        pos = offset + length;
+    }
+    if pos != data.len() {
+        return Err(format(format!(
+            "bytes {pos}..{} are not a complete message (truncated file or trailing garbage; \
+             {} complete message(s) before them)",
+            data.len(),
+            spans.len()
+        )));
+    }
+    Ok(spans)
+}
+
+impl FileHandle {
+    fn open(path: &str) -> PyResult<FileHandle> {
+        let file = File::open(path).map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?;
+        let size = file.metadata().map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?.len();
+        let map = if size == 0 {
+            // mmap refuses empty files; an empty anonymous map gives the same "empty file" error.
+            memmap2::MmapOptions::new().len(0).map_anon().and_then(|m| m.make_read_only())
+        } else {
+            // SAFETY: the map is read-only; a file truncated by another process while mapped
+            // is outside what any mmap reader can defend against (documented in docs/errors.md).
+            unsafe { Mmap::map(&file) }
+        }
+        .map_err(|e| PyOSError::new_err(format!("{path}: cannot map the file: {e}")))?;
+        let spans = index_messages(&map).map_err(|e| e.context(path))?;
+        let parsed = spans.iter().map(|_| OnceLock::new()).collect();
+        Ok(FileHandle { path: path.to_owned(), map, spans, parsed })
+    }
+
+    fn check_message(&self, msg: usize) -> CoreResult<()> {
+        if msg >= self.spans.len() {
+            return Err(CoreError::new(
+                Kind::Index,
+                format!("{}: message {msg} is out of range ({} messages)", self.path, self.spans.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn message_bytes(&self, msg: usize) -> &[u8] {
+        let (offset, length) = self.spans[msg];
+        &self.map[offset..offset + length]
+    }
+
+    /// The parsed frames of message `msg` (parsed on first use, then shared).
+    fn message(&self, msg: usize) -> CoreResult<&ParsedMessage> {
+        self.check_message(msg)?;
+        self.parsed[msg]
+            .get_or_init(|| {
+                ParsedMessage::parse(self.message_bytes(msg))
+                    .map_err(|e| e.context(&format!("{}: message {msg}", self.path)))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn object(&self, msg: usize, obj: usize) -> CoreResult<(&ParsedMessage, usize)> {
+        let parsed = self.message(msg)?;
+        if obj >= parsed.objects.len() {
+            return Err(CoreError::new(
+                Kind::Index,
+                format!(
+                    "{}: message {msg}: object {obj} is out of range ({} objects)",
+                    self.path,
+                    parsed.objects.len()
+                ),
+            ));
+        }
+        Ok((parsed, obj))
+    }
+}
+
+/// The descriptor of an object as a Python dict (the wire keys, without the szip offset table).
+pub(crate) fn descriptor_to_py<'py>(py: Python<'py>, entry: &crate::message::ObjectEntry) -> PyResult<Bound<'py, PyDict>> {
+    let d = &entry.descriptor;
+    let dict = PyDict::new(py);
+    dict.set_item("type", &d.obj_type)?;
+    dict.set_item("ndim", d.ndim)?;
+    dict.set_item("shape", d.shape.clone())?;
+    dict.set_item("strides", d.strides.clone())?;
+    dict.set_item("dtype", d.dtype.to_string())?;
+    dict.set_item("byte_order", format!("{:?}", d.byte_order).to_lowercase())?;
+    dict.set_item("encoding", &d.encoding)?;
+    dict.set_item("filter", &d.filter)?;
+    dict.set_item("compression", &d.compression)?;
+    let masks = PyList::empty(py);
+    if let Some(m) = &d.masks {
+        for (name, present) in [("nan", m.nan.is_some()), ("pos_inf", m.pos_inf.is_some()), ("neg_inf", m.neg_inf.is_some())] {
+            if present {
+                masks.append(name)?;
+            }
+        }
+    }
+    dict.set_item("masks", masks)?;
+    let params = PyDict::new(py);
+    for (k, v) in d.params.iter().filter(|(k, _)| k.as_str() != "szip_block_offsets") {
+        params.set_item(k, to_py(py, v)?)?;
+    }
+    dict.set_item("params", params)?;
+    Ok(dict)
+}
+
+#[pymethods]
+impl FileHandle {
+    #[new]
+    fn py_new(py: Python<'_>, path: &str) -> PyResult<FileHandle> {
+        py.detach(|| FileHandle::open(path))
+    }
+
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    #[getter]
+    fn file_size(&self) -> usize {
+        self.map.len()
+    }
+
+    fn __len__(&self) -> usize {
+        self.spans.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<FileHandle {:?}: {} messages>", self.path, self.spans.len())
+    }
+
+    /// `(offset, length)` of message `msg` in the file.
+    fn message_span(&self, msg: usize) -> PyResult<(usize, usize)> {
+        self.check_message(msg)?;
+        Ok(self.spans[msg])
+    }
+
+    /// Parses every message's frames (detached); later metadata calls cost no parsing.
+    fn parse_all(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| (0..self.spans.len()).try_for_each(|i| self.message(i).map(|_| ())))?;
+        Ok(())
+    }
+
+    /// The message's metadata: `{"base": [...], "_extra_": {...}, "_reserved_": {...}}`.
+    fn metadata<'py>(&self, py: Python<'py>, msg: usize) -> PyResult<Bound<'py, PyDict>> {
+        let parsed = py.detach(|| self.message(msg))?;
+        let meta = &parsed.metadata;
+        let dict = PyDict::new(py);
+        let base = PyList::empty(py);
+        for entry in &meta.base {
+            base.append(map_to_py(py, entry)?)?;
+        }
+        dict.set_item("base", base)?;
+        dict.set_item("_extra_", map_to_py(py, &meta.extra)?)?;
+        dict.set_item("_reserved_", map_to_py(py, &meta.reserved)?)?;
+        Ok(dict)
+    }
+
+    /// The descriptors of the message's objects, as dicts.
+    fn descriptors<'py>(&self, py: Python<'py>, msg: usize) -> PyResult<Bound<'py, PyList>> {
+        let parsed = py.detach(|| self.message(msg))?;
+        let list = PyList::empty(py);
+        for entry in &parsed.objects {
+            list.append(descriptor_to_py(py, entry)?)?;
+        }
+        Ok(list)
+    }
+
+    /// An identity of the object's stored bytes: equal for objects stored identically.
+    fn fingerprint(&self, py: Python<'_>, msg: usize, obj: usize) -> PyResult<String> {
+        Ok(py.detach(|| -> CoreResult<String> {
+            let (parsed, obj) = self.object(msg, obj)?;
+            let entry = &parsed.objects[obj];
+            let d = &entry.descriptor;
+            let payload = &self.message_bytes(msg)[entry.payload.clone()];
+            Ok(format!(
+                "{}:{:?}:{}:{}:{}:{}",
+                d.dtype,
+                d.shape,
+                d.encoding,
+                d.filter,
+                d.compression,
+                tensogram::compute_hash(payload)
+            ))
+        })?)
+    }
+
+    /// Reads `selection` of object `obj` of message `msg` into `out` (see docs/architecture.md).
+    #[pyo3(signature = (msg, obj, selection, out, verify_hash = false))]
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        msg: usize,
+        obj: usize,
+        selection: Option<&Bound<'_, PyAny>>,
+        out: &Bound<'_, PyUntypedArray>,
+        verify_hash: bool,
+    ) -> PyResult<()> {
+        let (parsed, obj) = py.detach(|| self.object(msg, obj))?;
+        let entry = &parsed.objects[obj];
+        let where_ = || format!("{}: message {msg}, object {obj}", self.path);
+        let sel = parse_selection(selection, &entry.descriptor.shape).map_err(|e| e.context(&where_()))?;
+        let mut buf = OutBuffer::new(out, entry.descriptor.dtype.byte_width()).map_err(|e| e.context(&where_()))?;
+        let bytes = self.message_bytes(msg);
+        py.detach(move || {
+            // SAFETY: `out` is borrowed for the whole call.
+            let out = unsafe { buf.as_mut_slice() };
+            read_object(bytes, entry, &sel, out, verify_hash)
+        })
+        .map_err(|e| e.context(&where_()).into())
+    }
+}

@@ -1,0 +1,31 @@
+//! The Rust core of tgm-xarray: mapped `.tgm` files, hyperslab reads and message encoding,
+//! all running with the interpreter detached so that Python threads read in parallel.
+
+use pyo3::prelude::*;
+
+mod cbor;
+mod codec;
+mod errors;
+mod file;
+mod message;
+mod pyarray;
+mod read;
+mod selection;
+mod szip;
+
+/// Elements produced by the decoders in this process so far.
+#[pyfunction]
+fn decoded_elements() -> u64 {
+    read::DECODED_ELEMENTS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[pymodule(gil_used = false)]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<file::FileHandle>()?;
+    m.add_function(wrap_pyfunction!(codec::encode_message, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::decode_message_into, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::message_descriptors, m)?)?;
+    m.add_function(wrap_pyfunction!(decoded_elements, m)?)?;
+    m.add("TENSOGRAM_VERSION", "0.24.0")?;
+    Ok(())
+}

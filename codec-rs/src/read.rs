@@ -1,0 +1,154 @@
+//! Decoding a hyperslab of one object into a caller's buffer. Runs with the interpreter detached.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tensogram::decode::{decode_object_from_frame, decode_range_from_payload, DecodeOptions};
+use tensogram::wire::FrameType;
+use tensogram::ByteOrder;
+
+use crate::errors::{CoreError, CoreResult, Kind};
+use crate::message::{Access, ObjectEntry};
+use crate::selection::{AxisSel, Plan};
+use crate::szip;
+
+/// Elements produced by the decoders in this process (tests use it to prove what was decoded).
+pub static DECODED_ELEMENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Parallelism comes from the caller's threads (dask, zarr), never from a pool per call.
+fn decode_options() -> DecodeOptions {
+    DecodeOptions { threads: 1, native_byte_order: true, verify_hash: false, ..Default::default() }
+}
+
+/// Checks the object's stored xxh3 hash against its frame, once per object.
+fn verify_hash(msg: &[u8], entry: &ObjectEntry) -> CoreResult<()> {
+    entry
+        .hash_checked
+        .get_or_init(|| {
+            match tensogram::hash::check_frame_hash(&msg[entry.frame.clone()], FrameType::NTensorFrame) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(CoreError::new(
+                    Kind::Hash,
+                    "verify_hash=True but the object was written without a hash",
+                )),
+                Err(e) => Err(CoreError::from_tensogram(&e, "hash check failed")),
+            }
+        })
+        .clone()
+}
+
+/// Whether decoding only the planned ranges is cheaper than decoding the whole object.
+fn ranges_pay_off(entry: &ObjectEntry, plan: &Plan) -> bool {
+    let total = entry.num_elements();
+    let wanted = plan.decoded_len();
+    if wanted >= total {
+        return false;
+    }
+    match entry.descriptor.compression.as_str() {
+        // Each range decodes whole RSI blocks from its start offset.
+        "szip" => {
+            let p = &entry.descriptor.params;
+            let block = |k: &str| match p.get(k) {
+                Some(ciborium::Value::Integer(i)) => u64::try_from(i128::from(*i)).unwrap_or(0),
+                _ => 0,
+            };
+            let rsi_len = block("szip_rsi") * block("szip_block_size");
+            wanted + plan.ranges.len() as u64 * rsi_len < total
+        }
+        "blosc2" => wanted * 2 <= total,
+        _ => true,
+    }
+}
+
+/// Reads `sel` of object `entry` (of message `msg`) into `out`, in native byte order.
+pub fn read_object(
+    msg: &[u8],
+    entry: &ObjectEntry,
+    sel: &[AxisSel],
+    out: &mut [u8],
+    check_hash: bool,
+) -> CoreResult<()> {
+    let desc = &entry.descriptor;
+    let itemsize = desc.dtype.byte_width();
+    if itemsize == 0 {
+        return Err(CoreError::new(Kind::Codec, format!("dtype {} cannot be read as an array", desc.dtype)));
+    }
+    if sel.len() != desc.shape.len() {
+        return Err(CoreError::new(
+            Kind::Index,
+            format!("selection has {} axes but the object has {} dimensions", sel.len(), desc.shape.len()),
+        ));
+    }
+    for (axis, (s, &n)) in sel.iter().zip(&desc.shape).enumerate() {
+        s.check(axis, n).map_err(|m| CoreError::new(Kind::Index, m))?;
+    }
+    let plan = Plan::new(&desc.shape, sel);
+    if out.len() as u64 != plan.out_len * itemsize as u64 {
+        return Err(CoreError::new(
+            Kind::Value,
+            format!("output buffer holds {} bytes, the selection needs {}", out.len(), plan.out_len * itemsize as u64),
+        ));
+    }
+    if check_hash {
+        verify_hash(msg, entry)?;
+    }
+    if plan.out_len == 0 {
+        return Ok(());
+    }
+    let payload = &msg[entry.payload.clone()];
+    let options = decode_options();
+    let codec_err = |e: tensogram::TensogramError| CoreError::from_tensogram(&e, "decode failed");
+
+    let decoded = match entry.access {
+        Access::Raw => {
+            for (i, &(off, count)) in plan.ranges.iter().enumerate() {
+                let start = off as usize * itemsize;
+                plan.scatter(i, &payload[start..start + count as usize * itemsize], out, itemsize);
+            }
+            if desc.byte_order != ByteOrder::native() {
+                swap_bytes(out, desc.dtype.swap_unit_size());
+            }
+            plan.decoded_len()
+        }
+        Access::Ranged if ranges_pay_off(entry, &plan) => {
+            let ranged_desc = if desc.compression == "szip" {
+                entry
+                    .szip_ranged
+                    .get_or_init(|| szip::with_decoder_offsets(desc, payload))
+                    .as_ref()
+                    .map_err(Clone::clone)?
+            } else {
+                desc
+            };
+            let parts = decode_range_from_payload(ranged_desc, payload, &plan.ranges, &options)
+                .map_err(codec_err)?;
+            for (i, part) in parts.iter().enumerate() {
+                plan.scatter(i, part, out, itemsize);
+            }
+            plan.decoded_len()
+        }
+        _ => {
+            let (_, whole) = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?;
+            if whole.len() != entry.num_elements() as usize * itemsize {
+                return Err(CoreError::new(Kind::Codec, "decoded payload has the wrong size"));
+            }
+            for (i, &(off, count)) in plan.ranges.iter().enumerate() {
+                let start = off as usize * itemsize;
+                plan.scatter(i, &whole[start..start + count as usize * itemsize], out, itemsize);
+            }
+            entry.num_elements()
+        }
+    };
+    DECODED_ELEMENTS.fetch_add(decoded, Ordering::Relaxed);
+    Ok(())
+}
+
+fn swap_bytes(buf: &mut [u8], unit: usize) {
+    if unit > 1 {
+        buf.chunks_exact_mut(unit).for_each(|c| c.reverse());
+    }
+}
+
+/// Every element of an object of this shape.
+pub fn full_selection(shape: &[u64]) -> Vec<AxisSel> {
+    shape.iter().map(|&n| AxisSel::full(n)).collect()
+}

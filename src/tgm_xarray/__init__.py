@@ -1,0 +1,54 @@
+"""Read and write Tensogram (``.tgm``) files from xarray, dask and zarr.
+
+The reads run in a Rust core with the interpreter released, so dask's threads decode chunks in
+parallel on ordinary and free-threaded CPython alike.
+
+>>> import xarray as xr                                        # doctest: +SKIP
+>>> ds = xr.open_dataset("forecast.tgm", engine="tensogram", chunks={})   # doctest: +SKIP
+"""
+
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+
+from tgm_xarray.errors import (
+    TgmCodecError,
+    TgmConflictError,
+    TgmDuplicateError,
+    TgmError,
+    TgmFormatError,
+    TgmHashMismatchError,
+    TgmIndexError,
+)
+from tgm_xarray.file import TgmFile, open_file
+
+try:
+    __version__ = version("tgm-xarray")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0+unknown"
+
+# Heavier or optional parts load on first use: `import tgm_xarray` must not import zarr.
+_LAZY = {
+    "to_tgm": "tgm_xarray.writer",
+    "TensogramCodec": "tgm_xarray.zarr_codec",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tgm_xarray' has no attribute {name!r}")
+
+
+__all__ = [
+    "TgmCodecError",
+    "TgmConflictError",
+    "TgmDuplicateError",
+    "TgmError",
+    "TgmFile",
+    "TgmFormatError",
+    "TgmHashMismatchError",
+    "TgmIndexError",
+    "TensogramCodec",
+    "open_file",
+    "to_tgm",
+]

@@ -1,0 +1,120 @@
+"""Tensogram metadata as flat, netCDF-friendly attributes.
+
+Tensogram metadata is CBOR: nested maps, byte strings, lists of anything. xarray attributes
+must survive ``to_netcdf``, so they may only be strings, numbers, or lists of numbers or of
+strings. Nested maps are flattened into dotted keys (``mars.class``, ``grib.paramId``), which
+is also how the planner names metadata keys everywhere else (filters, dimensions).
+
+>>> flatten({"mars": {"class": "od", "step": 0}, "_reserved_": {"tensor": {}}})
+{'mars.class': 'od', 'mars.step': 0}
+>>> to_attrs({"flag": True, "digest": b"\\x01\\xff", "levels": [1000, 850], "grid": [{"n": 1}]})
+{'digest': '01ff', 'flag': 1, 'grid': '[{"n": 1}]', 'levels': [1000, 850]}
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+#: Encoder-owned metadata (tensor layout, encode time, UUID): never user attributes.
+RESERVED_KEY = "_reserved_"
+#: Metadata that shapes the Dataset (dimension-name hints) instead of describing the data.
+STRUCTURAL_KEYS = frozenset({RESERVED_KEY, "dim_names"})
+#: CF attributes listed first, in this order; the rest follow sorted by name.
+CF_FIRST = ("units", "long_name", "standard_name")
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def flatten(meta: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested mappings into dotted keys, leaving out ``_reserved_`` entries."""
+    flat: dict[str, Any] = {}
+    for key, value in meta.items():
+        if key == RESERVED_KEY:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def without_structural(meta: Mapping[Any, Any]) -> dict[Any, Any]:
+    """Copy of a metadata map without its top-level :data:`STRUCTURAL_KEYS`."""
+    return {key: value for key, value in meta.items() if key not in STRUCTURAL_KEYS}
+
+
+def freeze(value: Any) -> Any:
+    """A hashable stand-in for a metadata value, to compare and count values."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, float) and value != value:
+        return "NaN"  # NaN != NaN would make a constant NaN look like it varies
+    return value
+
+
+def is_scalar(value: Any) -> bool:
+    """Whether a metadata value can label a dimension (a string, number or boolean)."""
+    return isinstance(value, (str, numbers.Number)) and not isinstance(value, complex)
+
+
+def attr_value(value: Any) -> Any:
+    """netCDF-friendly form of one metadata value, or ``None`` when it has none (``None``).
+
+    Booleans become 0/1, integers beyond int64 and other odd scalars become strings, byte
+    strings become hex, lists of numbers or of strings stay lists, and any other list (mixed,
+    nested, empty) becomes its JSON text.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return _list_value(value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, default=_json_default, sort_keys=True)
+    return _scalar_value(value)
+
+
+def to_attrs(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Attributes from flattened metadata: values made netCDF-friendly, CF keys first."""
+    converted = {key: attr_value(value) for key, value in flat.items()}
+    ordered = [key for key in CF_FIRST if key in converted]
+    ordered += sorted(key for key in converted if key not in CF_FIRST)
+    return {key: converted[key] for key in ordered if converted[key] is not None}
+
+
+def _scalar_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+        return number if _INT64_MIN <= number <= _INT64_MAX else str(number)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return str(value)
+
+
+def _list_value(items: list[Any] | tuple[Any, ...]) -> Any:
+    if items and all(isinstance(v, str) for v in items):
+        return list(items)
+    if items and all(isinstance(v, numbers.Real) for v in items):
+        converted = [_scalar_value(v) for v in items]
+        if all(isinstance(v, int) for v in converted):
+            return converted
+        if all(isinstance(v, (int, float)) for v in converted):
+            return [float(v) for v in converted]
+    return json.dumps(list(items), default=_json_default, sort_keys=True)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return str(value)

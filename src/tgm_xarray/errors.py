@@ -1,0 +1,34 @@
+"""The exceptions tgm-xarray raises (documented in docs/errors.md).
+
+Every error is a ``TgmError`` (itself a ``ValueError``, so code that catches ``ValueError`` around
+a read keeps working); messages name the file, the message and the object concerned. A missing
+file stays a ``FileNotFoundError``.
+"""
+
+
+class TgmError(ValueError):
+    """Base class of every tgm-xarray error."""
+
+
+class TgmFormatError(TgmError):
+    """The bytes are not a well-formed Tensogram file: truncated, corrupt or another format."""
+
+
+class TgmCodecError(TgmError):
+    """An object's encoding, filter or compression is unsupported, or its payload fails to decode."""
+
+
+class TgmHashMismatchError(TgmError):
+    """An object's stored xxh3 hash does not match its bytes (with ``verify_hash=True``)."""
+
+
+class TgmIndexError(TgmError, IndexError):
+    """A message, object or element index is out of range."""
+
+
+class TgmConflictError(TgmError):
+    """Messages that cannot form one hypercube (same variable, different structure)."""
+
+
+class TgmDuplicateError(TgmConflictError):
+    """Two messages carry the same variable at the same coordinates."""

@@ -1,0 +1,117 @@
+"""The per-process cache of open file handles, shared by every thread.
+
+Opening a handle maps the file and indexes its messages; every later read through it costs no
+system call. The cache is keyed by what identifies a file's *contents* (real path, device, inode,
+size, modification time), so a file rewritten in place is opened afresh and never read through
+a stale index. It is a bounded LRU; a handle evicted while a reader still holds it stays valid
+until that reader lets go (handles are reference counted, never closed under a reader).
+
+Forked children start with an empty cache: a mapping made before ``fork`` is shared with the
+parent, and the lock may have been held by another thread at the time of the fork.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import NamedTuple
+
+from tgm_xarray._core import FileHandle
+
+#: How many handles the cache keeps open at most.
+DEFAULT_MAX_OPEN = 128
+
+
+class FileKey(NamedTuple):
+    """What identifies one version of a file's contents."""
+
+    path: str
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: str | os.PathLike) -> FileKey:
+        """Stats ``path`` (``FileNotFoundError`` if it is missing)."""
+        real = os.path.realpath(os.fspath(path))
+        st = os.stat(real)
+        return cls(real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class HandleCache:
+    """A thread-safe LRU of ``FileHandle`` keyed by ``FileKey``."""
+
+    def __init__(self, max_open: int = DEFAULT_MAX_OPEN):
+        if max_open < 1:
+            raise ValueError(f"max_open must be at least 1, got {max_open}")
+        self.max_open = max_open
+        self._handles: OrderedDict[FileKey, FileHandle] = OrderedDict()
+        self._lock = threading.Lock()
+        # One lock per key being opened, so concurrent first opens of one file open it once
+        # while opens of other files go ahead.
+        self._opening: dict[FileKey, threading.Lock] = {}
+        self.opens = 0  # handles opened so far (tests count them)
+
+    def acquire(self, path: str | os.PathLike) -> FileHandle:
+        """The handle of the current contents of ``path``, opening it if needed."""
+        key = FileKey.of(path)
+        with self._lock:
+            handle = self._hit(key)
+            if handle is not None:
+                return handle
+            opening = self._opening.setdefault(key, threading.Lock())
+        with opening:
+            with self._lock:
+                handle = self._hit(key)
+            if handle is None:
+                handle = FileHandle(key.path)
+                with self._lock:
+                    self.opens += 1
+                    self._handles[key] = handle
+                    self._evict()
+            with self._lock:
+                self._opening.pop(key, None)
+        return handle
+
+    def _hit(self, key: FileKey) -> FileHandle | None:
+        handle = self._handles.get(key)
+        if handle is not None:
+            self._handles.move_to_end(key)
+        return handle
+
+    def _evict(self) -> None:
+        while len(self._handles) > self.max_open:
+            self._handles.popitem(last=False)
+
+    def release(self, path: str | os.PathLike) -> None:
+        """Drops the cache's references to every version of ``path``."""
+        real = os.path.realpath(os.fspath(path))
+        with self._lock:
+            for key in [k for k in self._handles if k.path == real]:
+                del self._handles[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._handles.clear()
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+    def _reset_after_fork(self) -> None:
+        self._handles = OrderedDict()
+        self._lock = threading.Lock()
+        self._opening = {}
+
+
+#: The process-wide cache.
+CACHE = HandleCache()
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=CACHE._reset_after_fork)
+
+
+def acquire(path: str | os.PathLike) -> FileHandle:
+    """The shared handle of ``path`` (see ``HandleCache.acquire``)."""
+    return CACHE.acquire(path)

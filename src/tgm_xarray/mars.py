@@ -1,0 +1,254 @@
+"""MARS conventions: which metadata keys become cfgrib-like dimensions, and how they decode.
+
+Operational ``.tgm`` files carry the MARS request of each field (``mars.date``, ``mars.time``,
+``mars.step``, ``mars.levtype``, ``mars.levelist``, ``mars.number``). cfgrib users expect them as
+the dimensions ``number``, ``time``, ``step`` and a level named after the level type; this module
+knows those conventions and nothing about xarray or files. Every key is looked up in the ``mars``
+namespace first and then as a plain key (``date``, ``step``, ...), so generic producers work too.
+
+>>> axes = find_axes({"mars.date": "20260404", "mars.time": "1200", "mars.step": 6,
+...                   "mars.levtype": "pl", "mars.levelist": 500})
+>>> sorted(axes)
+['isobaricInhPa', 'step', 'time']
+>>> str(decode_axes([axes])[0]["time"].value)
+'2026-04-04T12:00:00.000000000'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+#: Level dimension named after ``levtype``, as cfgrib names it after ``typeOfLevel``.
+LEVEL_DIMS: dict[str, str] = {
+    "pl": "isobaricInhPa",
+    "sfc": "surface",
+    "ml": "hybrid",
+    "pt": "theta",
+    "pv": "potentialVorticity",
+    "sol": "soilLayer",
+}
+#: Level dimension of an unknown or missing ``levtype``.
+DEFAULT_LEVEL_DIM = "level"
+#: Dimensions in the order cfgrib stacks them; the level dimension comes last.
+AXIS_ORDER = ("number", "time", "step")
+
+# Level dimensions whose values sort from the top of the atmosphere down (largest first), as
+# pressure levels conventionally do; every other dimension sorts ascending.
+DESCENDING = frozenset({"isobaricInhPa"})
+
+# Value of the `surface` coordinate, as cfgrib gives it (a surface field has no `levelist`).
+SURFACE_VALUE = 0
+
+_TIME_ATTRS = {"standard_name": "forecast_reference_time", "long_name": "initial time of forecast"}
+#: CF attributes of the coordinates built here (cfgrib's, minus encoding-only keys: the values
+#: are already datetime64/timedelta64, so they carry no ``units``/``calendar``).
+COORD_ATTRS: dict[str, dict[str, str]] = {
+    "number": {
+        "units": "1",
+        "standard_name": "realization",
+        "long_name": "ensemble member numerical id",
+    },
+    "time": _TIME_ATTRS,
+    "step": {"standard_name": "forecast_period", "long_name": "time since forecast_reference_time"},
+    "valid_time": {"standard_name": "time", "long_name": "time"},
+    "isobaricInhPa": {
+        "units": "hPa",
+        "positive": "down",
+        "stored_direction": "decreasing",
+        "standard_name": "air_pressure",
+        "long_name": "pressure",
+    },
+    "hybrid": {
+        "units": "1",
+        "positive": "down",
+        "long_name": "hybrid level",
+        "standard_name": "atmosphere_hybrid_sigma_pressure_coordinate",
+    },
+    "theta": {
+        "units": "K",
+        "standard_name": "air_potential_temperature",
+        "long_name": "potential temperature",
+    },
+    "potentialVorticity": {"units": "K m2 kg-1 s-1", "long_name": "potential vorticity"},
+    "soilLayer": {"units": "1", "long_name": "soil layer"},
+    "surface": {"units": "1", "long_name": "original GRIB coordinate for key: level(surface)"},
+    "level": {"long_name": "level"},
+}
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+# `6`, `6h`, `30m`, or a range `0-6` (accumulations) indexed by its end, as cfgrib's `endStep`.
+_STEP = re.compile(r"(?:\d+(?:\.\d+)?[smhd]?-)?(\d+(?:\.\d+)?)([smhd]?)")
+_STEP_UNITS = {"s": "s", "m": "m", "h": "h", "d": "D", "": "h"}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One field's position along a cfgrib-like dimension.
+
+    ``keys`` are the metadata keys the value was read from (they become a coordinate, so they
+    leave the attributes); ``value`` is raw after :func:`find_axes` and decoded after
+    :func:`decode_axes`; ``levtype`` is the level type of a level dimension (``None`` when the
+    field has none, and always ``None`` for the other dimensions).
+    """
+
+    keys: tuple[str, ...]
+    value: Any
+    levtype: str | None = None
+
+
+def lookup(keys: Mapping[str, Any], name: str) -> tuple[str, Any] | None:
+    """Return ``(key, value)`` of a MARS key, preferring ``mars.<name>`` over the plain ``<name>``.
+
+    >>> lookup({"levtype": "sfc", "mars.levtype": "pl"}, "levtype")
+    ('mars.levtype', 'pl')
+    """
+    for key in (f"mars.{name}", name):
+        value = keys.get(key)
+        if value is not None:
+            return key, value
+    return None
+
+
+def level_dim(levtype: Any) -> str:
+    """Name of the level dimension for a ``levtype`` (``pl`` -> ``isobaricInhPa``, ...)."""
+    return LEVEL_DIMS.get(str(levtype), DEFAULT_LEVEL_DIM) if levtype is not None else DEFAULT_LEVEL_DIM
+
+
+def find_axes(keys: Mapping[str, Any]) -> dict[str, Axis]:
+    """Find the cfgrib-like dimensions of one field from its flattened metadata keys.
+
+    Returns raw values; :func:`decode_axes` decodes them for a whole set of fields.
+    """
+    axes: dict[str, Axis] = {}
+    number = lookup(keys, "number")
+    if number is not None:
+        axes["number"] = Axis((number[0],), number[1])
+    date = lookup(keys, "date")
+    if date is not None:
+        time_of_day = lookup(keys, "time")
+        used = (date[0], time_of_day[0]) if time_of_day else (date[0],)
+        axes["time"] = Axis(used, (date[1], time_of_day[1] if time_of_day else 0))
+    elif isinstance(keys.get("time"), str) and _ISO_DATE.match(keys["time"]):
+        axes["time"] = Axis(("time",), (keys["time"], None))
+    step = lookup(keys, "step")
+    if step is not None:
+        axes["step"] = Axis((step[0],), step[1])
+    levtype = lookup(keys, "levtype")
+    level = lookup(keys, "levelist")
+    if level is None and keys.get("level") is not None:
+        level = ("level", keys["level"])
+    kind = levtype[1] if levtype else None
+    if level is not None:
+        axes[level_dim(kind)] = Axis((level[0],), level[1], str(kind) if kind is not None else None)
+    elif kind == "sfc":
+        axes[LEVEL_DIMS["sfc"]] = Axis((), SURFACE_VALUE, "sfc")
+    return axes
+
+
+def decode_axes(fields: Sequence[Mapping[str, Axis]]) -> list[dict[str, Axis]]:
+    """Decode the raw axes of a set of fields: ``time`` to datetime64, ``step`` to timedelta64.
+
+    The decision is taken for all fields at once so that one dimension never mixes decoded and
+    raw values: when any field's date/time or step does not parse, that dimension is dropped
+    from every field and its keys are treated like any other metadata key. Numeric strings of
+    ``number`` and levels become numbers.
+    """
+    decoders = {"time": _reference_time, "step": _step, "number": _number}
+    decoded = [dict(axes) for axes in fields]
+    for name, decode in decoders.items():
+        try:
+            values = [decode(axes[name].value) if name in axes else None for axes in fields]
+        except ValueError:
+            for axes in decoded:
+                axes.pop(name, None)
+            continue
+        for axes, value in zip(decoded, values):
+            if name in axes:
+                axes[name] = replace(axes[name], value=value)
+    for axes in decoded:
+        for name, axis in axes.items():
+            if is_level(name):
+                axes[name] = replace(axis, value=_number_or_str(axis.value))
+    return decoded
+
+
+def is_level(dim: str) -> bool:
+    """Whether a dimension found by :func:`find_axes` is the level dimension."""
+    return dim not in AXIS_ORDER
+
+
+def sort_values(dim: str, values: list[Any]) -> list[Any]:
+    """Sort a dimension's coordinate values: pressure descending (cfgrib's stored direction), all
+    other dimensions ascending."""
+    return sorted(values, reverse=dim in DESCENDING)
+
+
+def valid_time(time: np.ndarray, time_dims: tuple[str, ...], step: np.ndarray,
+               step_dims: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
+    """``valid_time = time + step`` over the dimensions of whichever of them are dimensions."""
+    lhs = time.reshape(time.shape + (1,) * step.ndim)
+    return time_dims + step_dims, (lhs + step).astype("datetime64[ns]")
+
+
+def _reference_time(raw: tuple[Any, Any]) -> np.datetime64:
+    date, time_of_day = raw
+    if time_of_day is None:  # an ISO 8601 `time` string
+        return np.datetime64(date, "ns")
+    return _date(date) + _time_of_day(time_of_day)
+
+
+def _date(value: Any) -> np.datetime64:
+    text = str(value)
+    if re.fullmatch(r"\d{8}", text):
+        text = f"{text[:4]}-{text[4:6]}-{text[6:]}"
+    elif not _ISO_DATE.match(text):
+        raise ValueError(f"not a date: {value!r}")
+    return np.datetime64(text, "ns")
+
+
+def _time_of_day(value: Any) -> np.timedelta64:
+    text = str(value).replace(":", "")
+    if not text.isdigit() or len(text) > 4:
+        raise ValueError(f"not a time of day: {value!r}")
+    # MARS writes hours alone (`12`) or hours and minutes (`1200`, `0000`).
+    hours, minutes = (int(text), 0) if len(text) <= 2 else (int(text[:-2]), int(text[-2:]))
+    if hours > 23 or minutes > 59:
+        raise ValueError(f"not a time of day: {value!r}")
+    return np.timedelta64(hours * 60 + minutes, "m").astype("timedelta64[ns]")
+
+
+def _step(value: Any) -> np.timedelta64:
+    if isinstance(value, bool):
+        raise ValueError(f"not a step: {value!r}")
+    if isinstance(value, (int, float)):
+        return np.timedelta64(round(float(value) * 3_600_000_000_000), "ns")
+    match = _STEP.fullmatch(str(value).strip())
+    if match is None:
+        raise ValueError(f"not a step: {value!r}")
+    amount, unit = match.groups()
+    nanoseconds = np.timedelta64(1, _STEP_UNITS[unit]).astype("timedelta64[ns]").astype(np.int64)
+    return np.timedelta64(round(float(amount) * int(nanoseconds)), "ns")
+
+
+def _number(value: Any) -> int:
+    number = _number_or_str(value)
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise ValueError(f"not an ensemble member number: {value!r}")
+    return number
+
+
+def _number_or_str(value: Any) -> Any:
+    """Turn numeric strings (``"500"``, ``"0.5"``) into numbers; leave anything else alone."""
+    if not isinstance(value, str):
+        return value
+    for convert in (int, float):
+        try:
+            return convert(value)
+        except ValueError:
+            pass
+    return value
