@@ -26,6 +26,8 @@ STRUCTURAL_KEYS = frozenset({RESERVED_KEY, "dim_names"})
 CF_FIRST = ("units", "long_name", "standard_name")
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Types CBOR decodes to most often, checked before the (slower) abstract base classes.
+_PLAIN_SCALARS = (str, int, float, bool)
 
 
 def flatten(meta: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
@@ -35,7 +37,7 @@ def flatten(meta: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
         if key == RESERVED_KEY:
             continue
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
+        if not isinstance(value, _PLAIN_SCALARS) and isinstance(value, Mapping):
             flat.update(flatten(value, f"{name}."))
         else:
             flat[name] = value
@@ -49,20 +51,23 @@ def without_structural(meta: Mapping[Any, Any]) -> dict[Any, Any]:
 
 def freeze(value: Any) -> Any:
     """A hashable stand-in for a metadata value, to compare and count values."""
+    if isinstance(value, float) and value != value:
+        return "NaN"  # NaN != NaN would make a constant NaN look like it varies
+    if isinstance(value, _PLAIN_SCALARS) or value is None:
+        return value
     if isinstance(value, Mapping):
         return tuple(sorted((str(k), freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     if isinstance(value, bytearray):
         return bytes(value)
-    if isinstance(value, float) and value != value:
-        return "NaN"  # NaN != NaN would make a constant NaN look like it varies
     return value
 
 
 def is_scalar(value: Any) -> bool:
     """Whether a metadata value can label a dimension (a string, number or boolean)."""
-    return isinstance(value, (str, numbers.Number)) and not isinstance(value, complex)
+    return isinstance(value, _PLAIN_SCALARS) or (
+        isinstance(value, numbers.Number) and not isinstance(value, complex))
 
 
 def attr_value(value: Any) -> Any:

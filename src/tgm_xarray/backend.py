@@ -164,7 +164,7 @@ class TensogramDataStore(AbstractDataStore):
             if name not in coord_names:
                 extra = sorted(c for c in coord_names if c not in var.dims and set(variables[c].dims) <= set(var.dims))
                 if extra:
-                    var.encoding["coordinates"] = " ".join(extra)
+                    var.attrs["coordinates"] = " ".join(extra)
         return variables, self.get_attrs()
 
     def close(self) -> None:

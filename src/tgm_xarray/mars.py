@@ -116,7 +116,9 @@ def lookup(keys: Mapping[str, Any], name: str) -> tuple[str, Any] | None:
 
 def level_dim(levtype: Any) -> str:
     """Name of the level dimension for a ``levtype`` (``pl`` -> ``isobaricInhPa``, ...)."""
-    return LEVEL_DIMS.get(str(levtype), DEFAULT_LEVEL_DIM) if levtype is not None else DEFAULT_LEVEL_DIM
+    if levtype is None:
+        return DEFAULT_LEVEL_DIM
+    return LEVEL_DIMS.get(str(levtype), DEFAULT_LEVEL_DIM)
 
 
 def find_axes(keys: Mapping[str, Any]) -> dict[str, Axis]:
@@ -192,7 +194,7 @@ def valid_time(time: np.ndarray, time_dims: tuple[str, ...], step: np.ndarray,
                step_dims: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
     """``valid_time = time + step`` over the dimensions of whichever of them are dimensions."""
     lhs = time.reshape(time.shape + (1,) * step.ndim)
-    return time_dims + step_dims, (lhs + step).astype("datetime64[ns]")
+    return time_dims + step_dims, np.asarray(lhs + step, dtype="datetime64[ns]")
 
 
 def _reference_time(raw: tuple[Any, Any]) -> np.datetime64:
