@@ -19,6 +19,13 @@ fn decoded_elements() -> u64 {
     read::DECODED_ELEMENTS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The most reads that have run at once since the last reset; resets the count.
+#[pyfunction]
+fn take_max_concurrent_reads() -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    read::MAX_READS_IN_FLIGHT.swap(read::READS_IN_FLIGHT.load(Relaxed), Relaxed)
+}
+
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::FileHandle>()?;
@@ -26,6 +33,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_message_into, m)?)?;
     m.add_function(wrap_pyfunction!(codec::message_descriptors, m)?)?;
     m.add_function(wrap_pyfunction!(decoded_elements, m)?)?;
+    m.add_function(wrap_pyfunction!(take_max_concurrent_reads, m)?)?;
     m.add("TENSOGRAM_VERSION", "0.24.0")?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Decoding a hyperslab of one object into a caller's buffer. Runs with the interpreter detached.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use tensogram::decode::{decode_object_from_frame, decode_range_from_payload, DecodeOptions};
 use tensogram::wire::FrameType;
@@ -13,6 +13,26 @@ use crate::szip;
 
 /// Elements produced by the decoders in this process (tests use it to prove what was decoded).
 pub static DECODED_ELEMENTS: AtomicU64 = AtomicU64::new(0);
+/// Reads running right now, and the most seen at once (tests use it to prove reads overlap).
+pub static READS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+pub static MAX_READS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a read as in flight for as long as it lives.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> InFlight {
+        let now = READS_IN_FLIGHT.fetch_add(1, Ordering::Relaxed) + 1;
+        MAX_READS_IN_FLIGHT.fetch_max(now, Ordering::Relaxed);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        READS_IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Parallelism comes from the caller's threads (dask, zarr), never from a pool per call.
 fn decode_options() -> DecodeOptions {
@@ -94,6 +114,7 @@ pub fn read_object(
     if plan.out_len == 0 {
         return Ok(());
     }
+    let _in_flight = InFlight::enter();
     let payload = &msg[entry.payload.clone()];
     let options = decode_options();
     let codec_err = |e: tensogram::TensogramError| CoreError::from_tensogram(&e, "decode failed");

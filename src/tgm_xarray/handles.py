@@ -12,7 +12,9 @@ parent, and the lock may have been held by another thread at the time of the for
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 from collections import OrderedDict
 from typing import NamedTuple
@@ -37,6 +39,8 @@ class FileKey(NamedTuple):
         """Stats ``path`` (``FileNotFoundError`` if it is missing)."""
         real = os.path.realpath(os.fspath(path))
         st = os.stat(real)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory, not a .tgm file", real)
         return cls(real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
