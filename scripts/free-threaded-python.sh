@@ -48,7 +48,8 @@ build_cpython() {
   #    trixie (3.13.5) is the fallback once forky drops python3.13.
   mkdir -p "$work" && chmod 777 "$work"   # 777: lets the _apt user download (no warning)
   rm -f "$work"/python3.13_*
-  trap 'rm -f "$src_list"' EXIT
+  # shellcheck disable=SC2064  # expand now: $src_list is local to this function
+  trap "rm -f $src_list" EXIT
   for suite in ${FT_SRC_SUITES:-forky trixie}; do
     say "apt: fetch python3.13 source from $suite"
     printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
@@ -97,8 +98,10 @@ say "interpreter: $PY ($("$PY" -VV | head -1))"
 PYV=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
 VENV=${TGM_FT_VENV:-/opt/venv${PYV}t-tgm}
 VPY=$VENV/bin/python
+# cmake>=3.26: libaec-sys (szip) needs it, Debian has 3.25. scipy: xarray's NetCDF (3) writer, as
+# netCDF4 and h5py have no cp313t wheels.
 REQS=(numpy xarray "dask[array]" distributed numcodecs google-crc32c pytest pytest-run-parallel
-      tqdm packaging "maturin>=1.16,<2" "cmake>=3.26")   # cmake>=3.26: libaec-sys (szip); Debian has 3.25
+      tqdm packaging scipy "maturin>=1.16,<2" "cmake>=3.26")
 CONSTRAINTS=()
 if [ "$PYV" = 313 ]; then
   # zarr 3.4 requires msgspec, whose C code refuses to build on 3.13t
@@ -138,7 +141,7 @@ fi
 env -u PYTHON_GIL "$VPY" -W ignore - >&2 <<'EOF' || die "the GIL does not stay disabled (see above)"
 import importlib, importlib.metadata as md, sys
 core = ["numpy", "xarray", "dask", "dask.array", "zarr", "numcodecs", "google_crc32c", "pytest"]
-extra = ["distributed", "pytest_run_parallel", "tqdm", "tensogram"]
+extra = ["distributed", "pytest_run_parallel", "tqdm", "scipy.io", "tensogram"]
 gil_on = False
 for m in core + extra:
     try:

@@ -632,7 +632,7 @@ def test_differing_coordinates_conflict(tmp_path):
 def test_duplicates(tmp_path):
     meta = {"name": "t", "mars": {"step": 6}}
     path = _write(tmp_path / "dup.tgm", [
-        _message((meta, _field(1))), _message((meta, _field(2))), _message((meta, _field(3))),
+        _message((meta, _field(1))), _message((meta, _field(1))), _message((meta, _field(1))),
     ])
     with pytest.raises(TgmDuplicateError) as info:
         _plan(path)
@@ -654,12 +654,28 @@ def test_duplicates_name_their_coordinates(tmp_path):
 
 
 @needs
-def test_upstream_golden_duplicates():
-    with pytest.raises(TgmDuplicateError, match="object_0"):
-        _plan(MULTI_MESSAGE)
-    plan = _plan(MULTI_MESSAGE, duplicates="last")
-    assert plan.variables["object_0"].refs == ((1, 0),)
-    assert plan.variables["object_0"].attrs == {"parameter": "pressure", "product": "efi"}
+def test_same_metadata_different_contents_stack_by_message(tmp_path):
+    meta = {"name": "t", "mars": {"step": 6}}
+    path = _write(tmp_path / "unlabelled.tgm", [
+        _message((meta, _field(1))), _message((meta, _field(2))), _message((meta, _field(3))),
+    ])
+    var = _plan(path).variables["t"]
+    assert var.dims[0] == "message" and var.refs == ((0, 0), (1, 0), (2, 0))
+    # one byte-identical copy among them is a duplicate again
+    path = _write(tmp_path / "mixed.tgm", [
+        _message((meta, _field(1))), _message((meta, _field(2))), _message((meta, _field(1))),
+    ])
+    with pytest.raises(TgmDuplicateError):
+        _plan(path)
+
+
+def test_upstream_golden_multi_message_stacks_by_message():
+    # Two messages with identical metadata but different values ([1, 2] and [3, 4]).
+    plan = _plan(MULTI_MESSAGE)
+    var = plan.variables["object_0"]
+    assert var.dims == ("message", "dim_0") and var.refs == ((0, 0), (1, 0))
+    assert plan.index_coords["message"][1].tolist() == [0, 1]
+    assert var.attrs == {"parameter": "pressure", "product": "efi"}
 
 
 def test_name_clash_with_a_coordinate(tmp_path):

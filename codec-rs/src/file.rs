@@ -14,8 +14,9 @@ use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ParsedMessage;
 use crate::pyarray::{parse_selection, OutBuffer};
 use crate::read::read_object;
-
-const MAGIC: &[u8] = b"TENSOGRM";
+use tensogram::wire::{
+    FrameHeader, Preamble, END_MAGIC, FRAME_HEADER_SIZE, FRAME_MAGIC, MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
+};
 
 /// A `.tgm` file mapped once and shared by every thread: `&self` methods only.
 #[pyclass(frozen, module = "tgm_xarray._core")]
@@ -28,8 +29,8 @@ pub struct FileHandle {
     parsed: Vec<OnceLock<CoreResult<ParsedMessage>>>,
 }
 
-/// Finds every message and checks they tile the file: a truncated last message or bytes that
-/// belong to no message are errors, never skipped.
+/// Finds every message, requiring that they tile the file: a truncated message or bytes that
+/// belong to no message are errors, never skipped (`tensogram::scan` skips them silently).
 fn index_messages(data: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
     let format = |m: String| CoreError::new(Kind::Format, m);
     if data.is_empty() {
@@ -38,25 +39,52 @@ fn index_messages(data: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
     if !data.starts_with(MAGIC) {
         return Err(format("not a Tensogram file (it does not start with the magic bytes TENSOGRM)".into()));
     }
-    let spans = tensogram::scan(data);
+    let mut spans = Vec::new();
     let mut pos = 0usize;
-    for (i, &(offset, length)) in spans.iter().enumerate() {
-        if offset != pos {
-            return Err(format(format!(
-                "bytes {pos}..{offset} before message {i} are not part of any message (corrupt file)"
-            )));
+    while pos < data.len() {
+        let here = |m: &str| {
+            format(format!("bytes {pos}..{} (after {} complete message(s)) {m}", data.len(), spans.len()))
+        };
+        if !data[pos..].starts_with(MAGIC) {
+            return Err(here("are not a message: trailing garbage or a corrupt file"));
         }
-        pos = offset + length;
-    }
-    if pos != data.len() {
-        return Err(format(format!(
-            "bytes {pos}..{} are not a complete message (truncated file or trailing garbage; \
-             {} complete message(s) before them)",
-            data.len(),
-            spans.len()
-        )));
+        let preamble = Preamble::read_from(&data[pos..]).map_err(|_| here("are a truncated message"))?;
+        let length = if preamble.total_length > 0 {
+            let length = usize::try_from(preamble.total_length).unwrap_or(usize::MAX);
+            let end = pos.checked_add(length).filter(|&e| e <= data.len() && length >= PREAMBLE_SIZE + POSTAMBLE_SIZE);
+            match end {
+                Some(end) if &data[end - END_MAGIC.len()..end] == END_MAGIC => length,
+                Some(_) => return Err(here("are a message whose end marker is missing (corrupt file)")),
+                None => return Err(here("are a truncated message")),
+            }
+        } else {
+            streaming_length(&data[pos..]).ok_or_else(|| here("are a truncated or corrupt streaming-mode message"))?
+        };
+        spans.push((pos, length));
+        pos += length;
     }
     Ok(spans)
+}
+
+/// The length of a message written in streaming mode (no length in its preamble), found by
+/// walking its frame headers to the postamble: searching for the end marker instead would stop
+/// inside any payload that happens to contain those eight bytes.
+fn streaming_length(msg: &[u8]) -> Option<usize> {
+    let mut pos = PREAMBLE_SIZE;
+    loop {
+        let rest = msg.get(pos..)?;
+        if rest.starts_with(FRAME_MAGIC) {
+            let length = usize::try_from(FrameHeader::read_from(rest).ok()?.total_length).ok()?;
+            if length < FRAME_HEADER_SIZE {
+                return None;
+            }
+            // Frames start at 8-byte offsets from the message start.
+            pos = pos.checked_add(length)?.checked_add(7)? & !7;
+        } else {
+            let end = pos.checked_add(POSTAMBLE_SIZE)?;
+            return (msg.get(end - END_MAGIC.len()..end)? == END_MAGIC).then_some(end);
+        }
+    }
 }
 
 impl FileHandle {
@@ -77,14 +105,14 @@ impl FileHandle {
         Ok(FileHandle { path: path.to_owned(), map, spans, parsed })
     }
 
-    fn check_message(&self, msg: usize) -> CoreResult<()> {
-        if msg >= self.spans.len() {
-            return Err(CoreError::new(
+    /// Message `msg` as an index, or an error naming the file (negative indices included).
+    fn check_message(&self, msg: i64) -> CoreResult<usize> {
+        usize::try_from(msg).ok().filter(|&m| m < self.spans.len()).ok_or_else(|| {
+            CoreError::new(
                 Kind::Index,
                 format!("{}: message {msg} is out of range ({} messages)", self.path, self.spans.len()),
-            ));
-        }
-        Ok(())
+            )
+        })
     }
 
     fn message_bytes(&self, msg: usize) -> &[u8] {
@@ -93,8 +121,8 @@ impl FileHandle {
     }
 
     /// The parsed frames of message `msg` (parsed on first use, then shared).
-    fn message(&self, msg: usize) -> CoreResult<&ParsedMessage> {
-        self.check_message(msg)?;
+    fn message(&self, msg: i64) -> CoreResult<&ParsedMessage> {
+        let msg = self.check_message(msg)?;
         self.parsed[msg]
             .get_or_init(|| {
                 ParsedMessage::parse(self.message_bytes(msg))
@@ -104,9 +132,9 @@ impl FileHandle {
             .map_err(Clone::clone)
     }
 
-    fn object(&self, msg: usize, obj: usize) -> CoreResult<(&ParsedMessage, usize)> {
+    fn object(&self, msg: i64, obj: i64) -> CoreResult<(&ParsedMessage, usize)> {
         let parsed = self.message(msg)?;
-        if obj >= parsed.objects.len() {
+        let Some(obj) = usize::try_from(obj).ok().filter(|&o| o < parsed.objects.len()) else {
             return Err(CoreError::new(
                 Kind::Index,
                 format!(
@@ -115,7 +143,7 @@ impl FileHandle {
                     parsed.objects.len()
                 ),
             ));
-        }
+        };
         Ok((parsed, obj))
     }
 }
@@ -176,19 +204,18 @@ impl FileHandle {
     }
 
     /// `(offset, length)` of message `msg` in the file.
-    fn message_span(&self, msg: usize) -> PyResult<(usize, usize)> {
-        self.check_message(msg)?;
-        Ok(self.spans[msg])
+    fn message_span(&self, msg: i64) -> PyResult<(usize, usize)> {
+        Ok(self.spans[self.check_message(msg)?])
     }
 
     /// Parses every message's frames (detached); later metadata calls cost no parsing.
     fn parse_all(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| (0..self.spans.len()).try_for_each(|i| self.message(i).map(|_| ())))?;
+        py.detach(|| (0..self.spans.len() as i64).try_for_each(|i| self.message(i).map(|_| ())))?;
         Ok(())
     }
 
     /// The message's metadata: `{"base": [...], "_extra_": {...}, "_reserved_": {...}}`.
-    fn metadata<'py>(&self, py: Python<'py>, msg: usize) -> PyResult<Bound<'py, PyDict>> {
+    fn metadata<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyDict>> {
         let parsed = py.detach(|| self.message(msg))?;
         let meta = &parsed.metadata;
         let dict = PyDict::new(py);
@@ -203,7 +230,7 @@ impl FileHandle {
     }
 
     /// The descriptors of the message's objects, as dicts.
-    fn descriptors<'py>(&self, py: Python<'py>, msg: usize) -> PyResult<Bound<'py, PyList>> {
+    fn descriptors<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyList>> {
         let parsed = py.detach(|| self.message(msg))?;
         let list = PyList::empty(py);
         for entry in &parsed.objects {
@@ -213,12 +240,12 @@ impl FileHandle {
     }
 
     /// An identity of the object's stored bytes: equal for objects stored identically.
-    fn fingerprint(&self, py: Python<'_>, msg: usize, obj: usize) -> PyResult<String> {
+    fn fingerprint(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<String> {
         Ok(py.detach(|| -> CoreResult<String> {
             let (parsed, obj) = self.object(msg, obj)?;
             let entry = &parsed.objects[obj];
             let d = &entry.descriptor;
-            let payload = &self.message_bytes(msg)[entry.payload.clone()];
+            let payload = &self.message_bytes(msg as usize)[entry.payload.clone()];
             Ok(format!(
                 "{}:{:?}:{}:{}:{}:{}",
                 d.dtype,
@@ -236,8 +263,8 @@ impl FileHandle {
     fn read_into(
         &self,
         py: Python<'_>,
-        msg: usize,
-        obj: usize,
+        msg: i64,
+        obj: i64,
         selection: Option<&Bound<'_, PyAny>>,
         out: &Bound<'_, PyUntypedArray>,
         verify_hash: bool,
@@ -247,7 +274,7 @@ impl FileHandle {
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
         let sel = parse_selection(selection, &entry.descriptor.shape).map_err(|e| e.context(&where_()))?;
         let mut buf = OutBuffer::new(out, entry.descriptor.dtype.byte_width()).map_err(|e| e.context(&where_()))?;
-        let bytes = self.message_bytes(msg);
+        let bytes = self.message_bytes(msg as usize);
         py.detach(move || {
             // SAFETY: `out` is borrowed for the whole call.
             let out = unsafe { buf.as_mut_slice() };

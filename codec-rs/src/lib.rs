@@ -8,6 +8,7 @@ mod codec;
 mod errors;
 mod file;
 mod message;
+mod packing;
 mod pyarray;
 mod read;
 mod selection;

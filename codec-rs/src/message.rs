@@ -7,6 +7,7 @@ use tensogram::wire::FrameHeader;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult};
+use crate::packing::Packed;
 
 /// How an object's payload can serve a partial read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,11 +27,13 @@ pub struct ObjectEntry {
     pub frame: Range<usize>,
     pub payload: Range<usize>,
     pub access: Access,
+    /// Set when whole-object reads can unpack straight into the output (see `packing.rs`).
+    pub packed: Option<Packed>,
     /// The descriptor used for range decodes of szip objects, with RSI offsets recomputed by
     /// the decoder (see `szip.rs`); filled on the first partial read.
     pub szip_ranged: OnceLock<CoreResult<DataObjectDescriptor>>,
-    /// Result of the hash check, done at most once per object.
-    pub hash_checked: OnceLock<CoreResult<()>>,
+    /// Result of the hash check (`false`: no hash stored), done at most once per object.
+    pub hash_checked: OnceLock<CoreResult<bool>>,
 }
 
 impl ObjectEntry {
@@ -75,6 +78,7 @@ impl ParsedMessage {
             let has_masks = desc.masks.as_ref().is_some_and(|m| !m.is_empty()) || !masks.is_empty();
             objects.push(ObjectEntry {
                 access: access_of(&desc, has_masks),
+                packed: Packed::of(&desc, has_masks),
                 descriptor: desc,
                 frame: frame_offset..frame_end,
                 payload: payload_start..payload_start + payload.len(),
@@ -83,5 +87,22 @@ impl ParsedMessage {
             });
         }
         Ok(ParsedMessage { metadata: decoded.global_metadata, objects })
+    }
+}
+
+/// An integer parameter of the descriptor (`None` if missing or not an integer).
+pub fn int_param(desc: &DataObjectDescriptor, key: &str) -> Option<i64> {
+    match desc.params.get(key)? {
+        ciborium::Value::Integer(i) => i64::try_from(i128::from(*i)).ok(),
+        _ => None,
+    }
+}
+
+/// A float parameter of the descriptor (integers are accepted too).
+pub fn float_param(desc: &DataObjectDescriptor, key: &str) -> Option<f64> {
+    match desc.params.get(key)? {
+        ciborium::Value::Float(f) => Some(*f),
+        ciborium::Value::Integer(i) => Some(i128::from(*i) as f64),
+        _ => None,
     }
 }

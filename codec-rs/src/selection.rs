@@ -136,6 +136,11 @@ impl Plan {
         Plan { ranges, inner, picks, out_len }
     }
 
+    /// True when the output is the whole object in its own order.
+    pub fn is_whole(&self, total: u64) -> bool {
+        self.ranges == [(0, total)] && self.picks.is_none()
+    }
+
     /// Elements the plan's ranges decode (at least `out_len`).
     pub fn decoded_len(&self) -> u64 {
         self.ranges.iter().map(|r| r.1).sum()
@@ -208,6 +213,8 @@ mod tests {
         let sel: Vec<_> = shape.iter().map(|&n| AxisSel::full(n)).collect();
         let plan = Plan::new(&shape, &sel);
         assert_eq!(plan.ranges, vec![(0, 120)]);
+        assert!(plan.is_whole(120));
+        assert!(!Plan::new(&shape, &[r(3, -1, 4), AxisSel::full(5), AxisSel::full(6)]).is_whole(120));
         assert_eq!(run(&shape, &sel), reference(&shape, &sel));
     }
 

@@ -15,13 +15,12 @@ use libaec_sys::{
 use tensogram::DataObjectDescriptor;
 
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::message::int_param;
 
 fn param_u32(desc: &DataObjectDescriptor, key: &str) -> CoreResult<u32> {
-    match desc.params.get(key) {
-        Some(Value::Integer(i)) => u32::try_from(i128::from(*i)).ok(),
-        _ => None,
-    }
-    .ok_or_else(|| CoreError::new(Kind::Format, format!("szip parameter {key} is missing or invalid")))
+    int_param(desc, key)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| CoreError::new(Kind::Format, format!("szip parameter {key} is missing or invalid")))
 }
 
 /// Returns a copy of `desc` whose `szip_block_offsets` are the decoder's.
@@ -67,6 +66,7 @@ pub fn with_decoder_offsets(
         result?
     };
 
+    crate::read::DECODED_ELEMENTS.fetch_add(num_values, std::sync::atomic::Ordering::Relaxed);
     let samples_per_rsi = rsi as u64 * block_size as u64;
     let rsi_blocks = num_values.div_ceil(samples_per_rsi) as usize;
     let offsets: Vec<Value> =

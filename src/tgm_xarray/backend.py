@@ -103,15 +103,16 @@ class TensogramBackendArray(BackendArray):
         file = self.ref.file
         for pos in np.ndindex(grid.shape):
             which = grid[pos]
+            cell = pos + (Ellipsis,)  # a view even for 0-d fields
             if which < 0:
-                out[pos] = _fill_value(self.dtype)
+                out[cell] = _fill_value(self.dtype)
                 continue
             msg, obj = self.refs[which]
             _, stored = file.layout(msg, obj)
             if stored == self.dtype:
-                file.read(msg, obj, field_key, out=out[pos], verify_hash=self.verify_hash)
+                file.read(msg, obj, field_key, out=out[cell], verify_hash=self.verify_hash)
             else:
-                out[pos] = file.read(msg, obj, field_key, verify_hash=self.verify_hash)
+                out[cell] = file.read(msg, obj, field_key, verify_hash=self.verify_hash)
         return out.reshape(final_shape)
 
 
@@ -163,8 +164,9 @@ class TensogramDataStore(AbstractDataStore):
         for name, var in variables.items():
             if name not in coord_names:
                 extra = sorted(c for c in coord_names if c not in var.dims and set(variables[c].dims) <= set(var.dims))
+                declared = var.attrs.get("coordinates", "").split()
                 if extra:
-                    var.attrs["coordinates"] = " ".join(extra)
+                    var.attrs["coordinates"] = " ".join(sorted(set(extra) | set(declared)))
         return variables, self.get_attrs()
 
     def close(self) -> None:

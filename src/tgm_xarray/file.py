@@ -122,7 +122,11 @@ class TgmFile:
                     f"{self.path}: message {msg}: object {obj} is out of range ({len(descriptors)} objects)"
                 )
             d = descriptors[obj]
-            layout = self._layouts[key] = (tuple(d["shape"]), numpy_dtype(d["dtype"]))
+            try:
+                dtype = numpy_dtype(d["dtype"])
+            except TgmCodecError as err:
+                raise TgmCodecError(f"{self.path}: message {msg}, object {obj}: {err}") from None
+            layout = self._layouts[key] = (tuple(d["shape"]), dtype)
         return layout
 
     def read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
@@ -137,7 +141,10 @@ class TgmFile:
         if index is None:
             selection, sizes, dropped = None, shape, []
         else:
-            selection, sizes, dropped = normalize_index(index, shape)
+            try:
+                selection, sizes, dropped = normalize_index(index, shape)
+            except TgmIndexError as err:
+                raise TgmIndexError(f"{self.path}: message {msg}, object {obj}: {err}") from None
         result_shape = tuple(s for axis, s in enumerate(sizes) if axis not in dropped)
         if out is None:
             out = np.empty(result_shape, dtype)

@@ -407,6 +407,8 @@ def _plan(messages: list[_Message], options: _Options) -> DatasetPlan:
     _axis_coords(variables, options, index_coords, lookups)
     for var in variables.values():
         var.generic = _extra_dims(var)
+        if _stack_indistinct_fields(var, options):
+            var.generic.append(MESSAGE_DIM)
     _generic_coords(variables, index_coords, lookups, options)
     _add_valid_time(index_coords)
     _resolve_inner_dims(variables, coords, index_coords, options)
@@ -609,6 +611,32 @@ def _extra_dims(var: _Variable) -> list[str]:
     else:
         chosen = _greedy_dims(keys, candidates, base, sizes, separates)
     return sorted(chosen)
+
+
+#: The dimension that stacks fields no metadata tells apart, labelled by message number.
+MESSAGE_DIM = "message"
+
+
+def _stack_indistinct_fields(var: _Variable, options: _Options) -> bool:
+    """Whether fields with identical metadata but different contents must stack along ``message``.
+
+    Such fields are distinct data the metadata fails to label (upstream's golden
+    ``multi_message.tgm``): stacking them by message number drops nothing. Fields that also
+    have identical bytes are true duplicates and are left to the ``duplicates=`` rule.
+    """
+    cells: dict[tuple, list[_Object]] = defaultdict(list)
+    for f in var.fields:
+        cells[tuple(freeze(_outer_value(f, d)) for d in var.outer + var.generic)].append(f.object)
+    clashes = [objects for objects in cells.values() if len(objects) > 1]
+    if not clashes or any(len({o.msg for o in objects}) < len(objects) for objects in clashes):
+        return False
+    for objects in clashes:
+        prints = [options.fingerprint(*o.ref) for o in objects]
+        if len(set(prints)) < len(prints):
+            return False
+    for f in var.fields:
+        f.object.keys[MESSAGE_DIM] = f.object.msg
+    return True
 
 
 def _greedy_dims(keys, candidates, base, sizes, separates) -> tuple[str, ...]:
