@@ -1,0 +1,348 @@
+"""The ``tgm-xarray`` command: convert GRIB, NetCDF and Zarr to ``.tgm``, and inspect ``.tgm`` files.
+
+::
+
+    tgm-xarray convert 2t.grib2 lsm.grib2 forecast.tgm --bits 16
+    tgm-xarray convert era5.nc era5.tgm --variables t2m,msl --chunks time=1
+    tgm-xarray info forecast.tgm
+    tgm-xarray dump forecast.tgm --message 0
+
+``docs/cli.md`` describes every option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tgm_xarray.encoding import COMPRESSIONS, OPTIONS
+from tgm_xarray.errors import TgmConflictError, TgmError
+
+GRIB_SUFFIXES = (".grib", ".grib1", ".grib2", ".grb", ".grb1", ".grb2")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 on success, 1 on error, 2 on misuse)."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print("tgm-xarray: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `tgm-xarray dump f.tgm | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (TgmError, OSError, ValueError, ImportError) as error:
+        print(f"tgm-xarray: error: {error}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tgm-xarray", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    convert = commands.add_parser(
+        "convert", help="convert files xarray opens (GRIB, NetCDF, Zarr) into one .tgm file",
+        description="Convert every INPUT into OUTPUT.tgm, in order, atomically: OUTPUT is only "
+                    "replaced (or appended to) once every input is written.")
+    convert.add_argument("inputs", nargs="+", metavar="INPUT", help="GRIB, NetCDF or Zarr path")
+    convert.add_argument("output", metavar="OUTPUT.tgm")
+    convert.add_argument("--bits", type=int, help="simple packing with this many bits per value "
+                         "(floating-point variables; lossy, max error < (max-min)/(2**bits-1))")
+    convert.add_argument("--compression", choices=COMPRESSIONS,
+                         help="compression of every variable (zfp and sz3: floating point only)")
+    parameters = ", ".join(sorted(OPTIONS - {"bits", "compression"}))
+    convert.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                         help=f"codec parameter, e.g. zstd_level=9 (any of: {parameters})")
+    convert.add_argument("--variables", metavar="A,B", help="only these data variables")
+    convert.add_argument("--chunks", metavar="SPEC",
+                         help="dask chunks to open inputs with: 'auto', '{}' (the file's own), "
+                              "or DIM=N,... (default: no dask; fields are still read one by one)")
+    convert.add_argument("--layout", choices=("field", "variable"), default="field",
+                         help="one message per field (default) or per variable")
+    convert.add_argument("--engine", help="xarray engine of the inputs (default: cfgrib for "
+                         ".grib*, zarr for .zarr, else xarray's guess)")
+    convert.add_argument("--append", action="store_true", help="append to OUTPUT if it exists")
+    convert.add_argument("--threads", type=int, help="messages encoded at once (default: CPUs)")
+    convert.add_argument("--no-hash", dest="hash", action="store_false",
+                         help="do not store xxh3 hashes")
+    progress = convert.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_const", const=True,
+                          help="always show a progress bar")
+    progress.add_argument("--no-progress", dest="progress", action="store_const", const=False,
+                          help="never show one (default: only when stderr is a terminal)")
+    convert.set_defaults(run=_convert, progress=None)
+
+    info = commands.add_parser("info", help="summarise a .tgm file: variables, codecs, sizes")
+    info.add_argument("file")
+    info.add_argument("--json", action="store_true", help="print the summary as JSON")
+    info.set_defaults(run=_info)
+
+    dump = commands.add_parser("dump", help="print the metadata and descriptors as JSON")
+    dump.add_argument("file")
+    dump.add_argument("--message", type=int, help="only this message")
+    dump.set_defaults(run=_dump)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# convert
+# --------------------------------------------------------------------------------------------
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from tgm_xarray.layout import plan
+    from tgm_xarray.writer import TgmWriter
+
+    options = _options(args.option)
+    chunks = _chunks(args.chunks)
+    wanted = [v for v in args.variables.split(",") if v] if args.variables else None
+    datasets = [ds for path in args.inputs for ds in open_inputs(path, args.engine, chunks)]
+    if wanted:
+        missing = sorted(set(wanted) - {str(v) for ds in datasets for v in ds.data_vars})
+        if missing:
+            raise ValueError(f"--variables: no input has {missing}")
+        datasets = [ds[[v for v in wanted if v in ds.data_vars]] for ds in datasets]
+        datasets = [ds for ds in datasets if ds.data_vars]
+    # Plan everything first: a bad option fails before the output is touched.
+    plans = [plan(ds, encoding=cli_encoding(ds, args.bits, args.compression, options),
+                  layout=args.layout) for ds in datasets]
+    mode = "a" if args.append else "w"
+    with TgmWriter(args.output, mode, hash=args.hash, threads=args.threads,
+                   progress=args.progress) as writer:
+        for p in plans:
+            writer.write_plan(p)
+    size = os.path.getsize(args.output)
+    print(f"{args.output}: wrote {writer.messages} messages from {len(args.inputs)} input(s); "
+          f"file size {size:,} bytes")
+    return 0
+
+
+def open_inputs(path: str, engine: str | None, chunks: Any) -> list:
+    """The Datasets of one input: one for NetCDF/Zarr, one per hypercube for GRIB (cfgrib).
+
+    GRIB index files are not written (``indexpath=""``): inputs may sit in read-only places.
+    """
+    import xarray as xr
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"input {path!r} does not exist")
+    if engine is None:
+        lower = path.rstrip("/").lower()
+        engine = "cfgrib" if lower.endswith(GRIB_SUFFIXES) else \
+            "zarr" if lower.endswith(".zarr") or os.path.isdir(path) else None
+    if engine == "cfgrib":
+        import cfgrib
+
+        return cfgrib.open_datasets(path, backend_kwargs={"indexpath": ""}, chunks=chunks)
+    return [xr.open_dataset(path, engine=engine, chunks=chunks)]
+
+
+def cli_encoding(ds, bits: int | None, compression: str | None, options: dict) -> dict:
+    """Per-variable encodings from the command line. Lossy settings (``--bits``, zfp, sz3 and
+    their options) apply to floating-point variables only; the rest to every variable.
+
+    >>> import xarray as xr, numpy as np
+    >>> ds = xr.Dataset({"t": ("x", np.zeros(2)), "n": ("x", np.zeros(2, "int8"))})
+    >>> cli_encoding(ds, 16, "szip", {})
+    {'t': {'bits': 16, 'compression': 'szip'}, 'n': {'compression': 'szip'}}
+    """
+    settings = {k: v for k, v in (("bits", bits), ("compression", compression)) if v is not None}
+    settings.update(options)
+    lossy_codec = compression in ("zfp", "sz3")
+    lossless = {k: v for k, v in settings.items()
+                if not lossy_codec and k != "bits" and not k.startswith("sp_")}
+    encoding = {}
+    for name, var in ds.data_vars.items():
+        chosen = settings if var.dtype.kind == "f" else lossless
+        if chosen:
+            encoding[name] = dict(chosen)
+    return encoding
+
+
+def _options(items: list[str]) -> dict:
+    options = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in OPTIONS:
+            raise ValueError(f"--option {item!r}: expected KEY=VALUE with KEY one of {sorted(OPTIONS)}")
+        options[key] = _number(text)
+    return options
+
+
+def _chunks(spec: str | None) -> Any:
+    if spec is None or spec == "auto":
+        return spec
+    if spec == "{}":
+        return {}
+    chunks = {}
+    for item in spec.split(","):
+        dim, sep, size = item.partition("=")
+        value = _number(size)
+        if not sep or not dim or not (isinstance(value, int) or value == "auto"):
+            raise ValueError(f"--chunks {spec!r}: expected 'auto', '{{}}' or DIM=N,...")
+        chunks[dim] = value
+    return chunks
+
+
+def _number(text: str) -> Any:
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# info and dump
+# --------------------------------------------------------------------------------------------
+
+
+def describe(path: str) -> dict:
+    """A summary of a ``.tgm`` file: sizes, codecs, and the Dataset(s) it opens as.
+
+    ``ratio`` is the decoded size of every object over the file size.
+    """
+    from tgm_xarray._core import FileHandle
+
+    handle = FileHandle(path)
+    size = os.path.getsize(path)
+    codecs: Counter = Counter()
+    decoded: Counter = Counter()
+    objects = 0
+    for msg in range(len(handle)):
+        for d in handle.descriptors(msg):
+            label = codec_label(d)
+            codecs[label] += 1
+            decoded[label] += _decoded_bytes(d)
+            objects += 1
+    total = sum(decoded.values())
+    return {
+        "file": path, "bytes": size, "messages": len(handle), "objects": objects,
+        "decoded_bytes": total, "ratio": total / size if size else math.nan,
+        "codecs": [{"codec": c, "objects": codecs[c], "decoded_bytes": decoded[c]}
+                   for c in sorted(codecs, key=lambda c: -decoded[c])],
+        "groups": _groups(path),
+    }
+
+
+def codec_label(descriptor: dict) -> str:
+    """A short name of an object's pipeline, e.g. ``packing16+blosc2(zstd)``.
+
+    >>> codec_label({"encoding": "simple_packing", "filter": "none", "compression": "szip",
+    ...              "params": {"sp_bits_per_value": 24}})
+    'packing24+szip'
+    """
+    params = descriptor.get("params") or {}
+    parts = []
+    if descriptor.get("encoding") == "simple_packing":
+        parts.append(f"packing{params.get('sp_bits_per_value', '')}")
+    if descriptor.get("filter") not in (None, "none"):
+        parts.append(descriptor["filter"])
+    compression = descriptor.get("compression")
+    if compression not in (None, "none"):
+        detail = params.get("blosc2_codec") or params.get("zfp_mode") or params.get("sz3_error_bound_mode")
+        parts.append(f"{compression}({detail})" if detail else compression)
+    return "+".join(parts) or "none"
+
+
+def _decoded_bytes(descriptor: dict) -> int:
+    count = math.prod(descriptor.get("shape") or ())
+    if descriptor.get("dtype") == "bitmask":
+        return (count + 7) // 8
+    try:
+        return count * np.dtype(descriptor["dtype"]).itemsize
+    except TypeError:  # bfloat16 without ml_dtypes
+        return count * 2
+
+
+def _groups(path: str) -> dict:
+    """The Dataset the file opens as (``"/"``), or each group of ``open_datatree`` when the
+    messages do not form one Dataset."""
+    from tgm_xarray.backend import TensogramBackendEntrypoint
+
+    entrypoint = TensogramBackendEntrypoint()
+    try:
+        datasets = {"/": entrypoint.open_dataset(path)}
+    except TgmConflictError:
+        datasets = entrypoint.open_groups_as_dict(path)
+    return {name: _dataset_summary(ds) for name, ds in datasets.items() if ds.variables}
+
+
+def _dataset_summary(ds) -> dict:
+    def entry(var):
+        return {"dims": list(var.dims), "shape": list(var.shape), "dtype": str(var.dtype)}
+    return {
+        "dims": {str(k): int(v) for k, v in ds.sizes.items()},
+        "data_vars": {str(k): entry(v) for k, v in ds.data_vars.items()},
+        "coords": {str(k): entry(v) for k, v in ds.coords.items()},
+    }
+
+
+def _info(args: argparse.Namespace) -> int:
+    summary = describe(args.file)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"{summary['file']}: {summary['bytes']:,} bytes, {summary['messages']} messages, "
+          f"{summary['objects']} objects")
+    print(f"decoded size {summary['decoded_bytes']:,} bytes, compression ratio "
+          f"{summary['ratio']:.2f}")
+    print("codecs:")
+    for c in summary["codecs"]:
+        print(f"  {c['codec']:<28} {c['objects']:>6} objects {c['decoded_bytes']:>16,} bytes decoded")
+    for name, group in summary["groups"].items():
+        print(f"group {name}:" if name != "/" else "dataset:")
+        print("  dimensions: " + ", ".join(f"{k}={v}" for k, v in group["dims"].items()))
+        for kind in ("data_vars", "coords"):
+            print(f"  {'variables' if kind == 'data_vars' else 'coordinates'}:")
+            for var, e in group[kind].items():
+                print(f"    {var:<20} ({', '.join(e['dims'])}) {e['dtype']}")
+    return 0
+
+
+def _dump(args: argparse.Namespace) -> int:
+    from tgm_xarray._core import FileHandle
+
+    handle = FileHandle(args.file)
+    messages = range(len(handle)) if args.message is None else [args.message]
+    entries = []
+    for msg in messages:
+        if not 0 <= msg < len(handle):
+            raise ValueError(f"--message {msg}: the file has {len(handle)} messages")
+        offset, length = handle.message_span(msg)
+        entries.append({"message": msg, "offset": offset, "length": length,
+                        "metadata": handle.metadata(msg), "descriptors": handle.descriptors(msg)})
+    json.dump(jsonable(entries), sys.stdout, indent=2)
+    print()
+    return 0
+
+
+def jsonable(value: Any) -> Any:
+    """Metadata as strict JSON: byte strings as hex, non-finite numbers as strings.
+
+    >>> jsonable({"digest": b"\\x01\\xff", "v": [float("nan"), 1.5]})
+    {'digest': '01ff', 'v': ['NaN', 1.5]}
+    """
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

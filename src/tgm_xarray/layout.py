@@ -1,0 +1,484 @@
+"""How a Dataset is laid out in Tensogram messages: the writer's plan, built from metadata only.
+
+:func:`plan` decides, before any value is read, what every message will hold, so that the
+reader (``mapping.build_hypercube``) rebuilds the same Dataset:
+
+- ``layout="field"`` (GRIB-like): one message per field. A variable's *stacked* dimensions
+  become per-message metadata keys, one field per combination: ``time``, ``step``, ``number``
+  and the level dimension as MARS keys (``mars.date``/``mars.time``, ``mars.step``,
+  ``mars.number``, ``mars.levtype`` + ``mars.levelist``), any other dimension as a key named
+  after it. The rest (by default the last two dimensions, e.g. latitude and longitude) form the
+  field, stored with the 1-D coordinates of its dimensions.
+- ``layout="variable"``: one message per data variable, holding all of it.
+
+A dimension is stacked only when the reader can rebuild its coordinate from keys: it has an
+index coordinate of unique values in the reader's sort order, of numbers or strings (times
+only for ``time``, durations only for ``step``), and more than one value unless it is a MARS
+dimension (which then reads back as a scalar coordinate, as cfgrib squeezes it). Others stay
+inside the field, with a warning when that makes messages hold several fields.
+Scalar MARS coordinates (``time``, ``step``, ``number``, a level) also become keys. The
+remaining coordinates (scalar, non-index, or on dimensions no field holds) go, CF-encoded, in one
+trailing message, named in the ``coordinates`` attribute of the variables they belong to.
+
+>>> import xarray as xr
+>>> ds = xr.Dataset({"t": (("step", "y", "x"), np.zeros((2, 3, 4)))},
+...                 coords={"step": np.array([0, 6], "timedelta64[h]"), "y": [1, 2, 3]})
+>>> p = plan(ds)
+>>> p.count, p.variables[0].stacked, p.variables[0].inner
+(2, ('step',), ('y', 'x'))
+>>> [m.objects[0].base["mars"] for m in p.messages()]
+[{'step': 0}, {'step': 6}]
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from xarray import conventions
+
+from tgm_xarray import mars
+from tgm_xarray.encoding import Codec, reader_options, resolve
+from tgm_xarray.errors import TgmCodecError
+
+LAYOUTS = ("field", "variable")
+#: Level dimension -> MARS ``levtype`` (the inverse of ``mars.LEVEL_DIMS``, without ``surface``,
+#: whose coordinate the reader always sets to 0).
+LEVTYPES = {dim: levtype for levtype, dim in mars.LEVEL_DIMS.items() if levtype != "sfc"}
+#: Dimensions that are never field dimensions by default.
+MARS_DIMS = frozenset({"number", "time", "step", mars.DEFAULT_LEVEL_DIM, *mars.LEVEL_DIMS.values()})
+#: Metadata keys the reader gives a meaning of their own: a dimension of one of these names is
+#: stacked only through its MARS rule, never under a plain key of its name (except ``time``
+#: holding numbers, which the reader takes as a plain key).
+RESERVED_KEYS = frozenset({"name", "mars", "dim_names", "coordinates", "_reserved_", "_extra_",
+                           "param", "shortName", "number", "date", "time", "step", "levtype",
+                           "levelist", "level"})
+
+Keys = dict[str, Any]
+_NS_PER_HOUR, _NS_PER_MINUTE, _NS_PER_SECOND = 3_600_000_000_000, 60_000_000_000, 1_000_000_000
+
+
+@dataclass(frozen=True)
+class ObjectSpec:
+    """One object of a message: its values (lazy), how they are stored, and ``base`` metadata."""
+
+    name: str
+    variable: xr.Variable
+    codec: Codec
+    base: dict
+
+
+@dataclass(frozen=True)
+class MessageSpec:
+    """One message. ``field`` is true for a data field, which may be skipped when all-NaN;
+    ``label`` says which, for error messages."""
+
+    objects: tuple[ObjectSpec, ...]
+    extra: dict
+    field: bool = True
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class VariableLayout:
+    """A data variable: stacked dimensions (one field each) and the dimensions of a field."""
+
+    name: str
+    variable: xr.Variable  # CF-encoded, dimensions ordered stacked + inner
+    stacked: tuple[str, ...]
+    inner: tuple[str, ...]
+    codec: Codec
+    base: dict  # metadata shared by every field
+    stack_keys: tuple[tuple[Keys, ...], ...]  # per stacked dim, per position
+    coordinates: tuple[ObjectSpec, ...]  # the 1-D coordinates of the inner dimensions
+
+    @property
+    def count(self) -> int:
+        return math.prod(len(keys) for keys in self.stack_keys)
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """Every message of one Dataset, in writing order (fields by variable, in C order)."""
+
+    variables: tuple[VariableLayout, ...]
+    auxiliary: tuple[ObjectSpec, ...]  # coordinates for the trailing message
+    extra: dict
+
+    @property
+    def count(self) -> int:
+        """Number of messages (at most: the writer may drop known auxiliary coordinates)."""
+        return sum(v.count for v in self.variables) + bool(self.auxiliary)
+
+    def messages(self) -> Iterator[MessageSpec]:
+        """The field messages, lazily (a field is sliced, not read); then the auxiliary one."""
+        for var in self.variables:
+            for position in np.ndindex(*(len(keys) for keys in var.stack_keys)):
+                base = var.base
+                for dim_keys, i in zip(var.stack_keys, position):
+                    base = merge(base, dim_keys[i])
+                field = ObjectSpec(var.name, var.variable[position] if position else var.variable,
+                                   var.codec, base)
+                where = f" at {dict(zip(var.stacked, position))}" if position else ""
+                yield MessageSpec((field, *var.coordinates), self.extra,
+                                  label=f"variable {var.name!r}{where}")
+        if self.auxiliary:
+            yield MessageSpec(self.auxiliary, self.extra, field=False,
+                              label=f"coordinates {[o.name for o in self.auxiliary]}")
+
+
+def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
+         layout: str = "field", field_dims: Sequence[str] | None = None) -> DatasetPlan:
+    """Lay ``ds`` out in messages, checking every name and encoding (reads no data values).
+
+    ``field_dims`` names the dimensions a field keeps (default: each variable's last two that are
+    not MARS dimensions: ``number``, ``time``, ``step``, levels). See the module docstring.
+
+    Raises ``TgmCodecError`` for a bad encoding or a variable Tensogram cannot store (strings),
+    ``ValueError`` for a bad ``layout``, ``encoding`` key or variable name.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    encoding = dict(encoding or {})
+    for name in encoding:
+        if name not in ds.variables:
+            raise ValueError(f"encoding names {name!r}, which is not a variable of the Dataset "
+                             f"(variables: {sorted(map(str, ds.variables))})")
+    for name in ds.variables:
+        if not isinstance(name, str):
+            raise ValueError(f"variable names must be strings to be written, got {name!r}")
+    if not ds.variables:
+        raise ValueError("the Dataset has no variables: a Tensogram file needs a message")
+
+    keyed = _KeyedCoordinates(ds, field_dims) if layout == "field" else _KeyedCoordinates.none()
+    inner_coords = {d for name in ds.data_vars for d in ds[name].dims if d not in keyed.stacked}
+    skip = set(keyed.stacked) | set(keyed.scalars) | keyed.derived
+    auxiliary = [c for c in ds.coords if c not in skip and not (c in ds.dims and c in inner_coords)]
+    attached = {c for c in auxiliary if c not in ds.dims}
+    coordinate_objects = {c: _object(ds, c, encoding) for c in ds.coords if c not in skip}
+    variables = []
+    for name in ds.data_vars:
+        var = ds.variables[name]
+        stacked = tuple(d for d in var.dims if d in keyed.stacked)
+        inner = tuple(d for d in var.dims if d not in keyed.stacked)
+        encoded = _cf_encode(name, var.transpose(*stacked, *inner))
+        codec = _codec(name, encoded.dtype, encoding, var.encoding)
+        base = _base(name, encoded.attrs, inner)
+        own = sorted(c for c in attached if set(ds[c].dims) <= set(var.dims))
+        if own:
+            base["coordinates"] = " ".join(own)
+        for keys in keyed.scalar_keys(var.dims):
+            base = merge(base, keys)
+        variables.append(VariableLayout(
+            name, encoded, stacked, inner, codec, base,
+            tuple(keyed.stacked[d] for d in stacked),
+            tuple(coordinate_objects[d] for d in inner if d in ds.coords),
+        ))
+    extra = to_metadata(dict(ds.attrs))
+    global_coords = sorted(c for c in attached
+                           if not any(set(ds[c].dims) <= set(ds[v].dims) for v in ds.data_vars))
+    if global_coords:
+        extra["coordinates"] = " ".join(global_coords)
+    return DatasetPlan(tuple(variables), tuple(coordinate_objects[c] for c in auxiliary),
+                       unflatten(extra))
+
+
+def merge(base: dict, keys: Mapping[str, Any]) -> dict:
+    """``base`` updated with ``keys``, merging nested dictionaries (``mars``) one level deep."""
+    merged = dict(base)
+    for key, value in keys.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def to_metadata(value: Any) -> Any:
+    """A CBOR-friendly copy of an attribute value: numpy scalars and arrays become Python ones.
+
+    >>> to_metadata({"levels": np.array([500, 850]), "scale": np.float32(0.5)})
+    {'levels': [500, 850], 'scale': 0.5}
+    """
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): to_metadata(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_metadata(v) for v in value]
+    if value is None or isinstance(value, (str, bytes, bool, int, float)):
+        return value
+    return str(value)
+
+
+def unflatten(flat: Mapping[str, Any]) -> dict:
+    """Nest dotted keys (``"mars.class"``) the way the reader flattens them, unless that clashes.
+
+    >>> unflatten({"mars.class": "od", "mars.type": "fc", "units": "K"})
+    {'mars': {'class': 'od', 'type': 'fc'}, 'units': 'K'}
+    """
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        parts = key.split(".")
+        if len(parts) == 1 or "" in parts:
+            _put(nested, [key], value)
+        elif not _put(nested, parts, value):
+            _put(nested, [key], value)
+    return nested
+
+
+def _put(tree: dict, parts: list[str], value: Any) -> bool:
+    for part in parts[:-1]:
+        node = tree.setdefault(part, {})
+        if not isinstance(node, dict):
+            return False
+        tree = node
+    if parts[-1] in tree and isinstance(tree[parts[-1]], dict) != isinstance(value, dict):
+        return False
+    if isinstance(value, dict) and isinstance(tree.get(parts[-1]), dict):
+        tree[parts[-1]].update(value)
+    else:
+        tree[parts[-1]] = value
+    return True
+
+
+def _base(name: str, attrs: Mapping[str, Any], dims: Sequence[str]) -> dict:
+    # The object's own `name` and `dim_names` win over attributes of those names.
+    meta = unflatten({k: v for k, v in to_metadata(dict(attrs)).items()
+                      if k not in ("name", "dim_names", "_reserved_")})
+    return {"name": name, "dim_names": list(dims), **meta}
+
+
+def _object(ds: xr.Dataset, name: str, encoding: Mapping) -> ObjectSpec:
+    var = ds.variables[name]
+    encoded = _cf_encode(name, var)
+    codec = _codec(name, encoded.dtype, encoding, var.encoding, coordinate=True)
+    return ObjectSpec(name, encoded, codec, _base(name, encoded.attrs, var.dims))
+
+
+def _codec(name: str, dtype: np.dtype, encoding: Mapping, source: Mapping, *,
+           coordinate: bool = False) -> Codec:
+    """The user's encoding of ``name``; else the pipeline of the file it was read from (a
+    ``.tgm`` re-written keeps its codecs), when this writer accepts it; else the defaults."""
+    if name not in encoding:
+        reused = reader_options(source)
+        if reused is not None:
+            try:
+                return resolve(name, dtype, reused, coordinate=coordinate)
+            except TgmCodecError:
+                pass  # e.g. szip on a packed width upstream decodes wrong: use the defaults
+    return resolve(name, dtype, encoding.get(name), coordinate=coordinate)
+
+
+def _cf_encode(name: str, var: xr.Variable) -> xr.Variable:
+    """Times, durations and booleans as CF numbers (the reader CF-decodes them back); numbers
+    as they are, without copying or loading them."""
+    # A shallow copy keeps dask and lazily-loaded data unread. Source encodings (netCDF packing,
+    # chunks, time units) are dropped: they would be misapplied, and xarray picks exact units.
+    var = var.copy(deep=False)
+    var.encoding = {}
+    if var.dtype.kind in "iufc":
+        return var
+    if var.dtype.kind in "mMbO":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)  # "units chosen for you"
+            encoded = conventions.encode_cf_variable(var, name=name).copy(deep=False)
+        encoded.encoding = {}
+        if encoded.dtype.kind in "iufc":
+            return encoded
+    raise TgmCodecError(f"variable {name!r}: Tensogram stores numbers, not {var.dtype} values; "
+                        f"drop it with ds.drop_vars({name!r}) or convert it to numbers")
+
+
+# --------------------------------------------------------------------------------------------
+# Coordinates as per-message keys (field layout)
+# --------------------------------------------------------------------------------------------
+
+
+class _KeyedCoordinates:
+    """Which coordinates become per-message keys, and the keys of each of their values.
+
+    ``stacked``: dimension -> keys of each position; ``scalars``: scalar coordinate -> keys;
+    ``levels``: the stacked dimensions and the scalar coordinate keyed as MARS levels (a field
+    has one ``levtype``: a variable with a level dimension does not take the scalar level);
+    ``derived``: coordinates the reader rebuilds itself (``valid_time = time + step``).
+    """
+
+    def __init__(self, ds: xr.Dataset | None, field_dims: Sequence[str] | None):
+        self.stacked: dict[str, tuple[Keys, ...]] = {}
+        self.scalars: dict[str, Keys] = {}
+        self.levels: set[str] = set()
+        self.derived: set[str] = set()
+        if ds is None:
+            return
+        dims_of = {name: ds[name].dims for name in ds.data_vars}
+        fields = {name: _field_dims(dims, field_dims) for name, dims in dims_of.items()}
+        for dim in _data_dims(ds):
+            if any(dim in f for f in fields.values()) or ds.sizes[dim] == 0:
+                continue
+            if ds.sizes[dim] == 1 and dim not in MARS_DIMS:
+                continue  # the reader would make a constant key an attribute: keep the dimension
+            users = [name for name, dims in dims_of.items() if dim in dims]
+            # A second level dimension of one variable is stacked under a plain key instead.
+            level_free = not any(self.levels & set(dims_of[name]) for name in users)
+            taken = set().union(*(ds[name].attrs for name in users), ds.attrs)
+            keys = _stack_keys(dim, ds[dim].values, level_free, taken) if dim in ds.coords \
+                else "it has no coordinate"
+            if isinstance(keys, str):
+                # Correct, but each message then holds every value along `dim`.
+                warnings.warn(f"dimension {dim!r} stays inside each field (one message holds "
+                              f"all {ds.sizes[dim]} of its values): {keys}", stacklevel=4)
+                continue
+            self.stacked[dim] = keys
+            if _is_level(dim) and level_free:
+                self.levels.add(dim)
+        scalar_level = False
+        for name in ds.coords:
+            if ds[name].ndim == 0 and name not in ds.dims:
+                keys = _scalar_keys(name, ds[name].values[()], not scalar_level)
+                if keys is not None:
+                    self.scalars[name] = keys
+                    if _is_level(name):
+                        self.levels.add(name)
+                        scalar_level = True
+        keyed = set(self.stacked) | set(self.scalars)
+        if {"time", "step"} <= keyed and "valid_time" in ds.coords:
+            self.derived.add("valid_time")
+
+    @classmethod
+    def none(cls) -> _KeyedCoordinates:
+        return cls(None, None)
+
+    def scalar_keys(self, dims: Sequence[str]) -> list[Keys]:
+        """The keys of the scalar coordinates, for a variable with dimensions ``dims``."""
+        has_level = bool(self.levels & set(dims))
+        return [keys for name, keys in self.scalars.items()
+                if not (has_level and name in self.levels)]
+
+
+def _is_level(name: str) -> bool:
+    return name in LEVTYPES or name in ("surface", mars.DEFAULT_LEVEL_DIM)
+
+
+def _data_dims(ds: xr.Dataset) -> list[str]:
+    seen: dict[str, None] = {}
+    for name in ds.data_vars:
+        seen.update(dict.fromkeys(ds[name].dims))
+    return list(seen)
+
+
+def _field_dims(dims: tuple[str, ...], field_dims: Sequence[str] | None) -> tuple[str, ...]:
+    if field_dims is not None:
+        return tuple(d for d in dims if d in field_dims)
+    return tuple(d for d in dims if d not in MARS_DIMS)[-2:]
+
+
+def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> tuple[Keys, ...] | str:
+    """Keys of each coordinate value, or why the reader could not rebuild them from keys.
+
+    A MARS dimension of one value is stacked too, so that later appends extend it; read alone,
+    it comes back as a scalar coordinate (cfgrib's squeeze).
+    """
+    if not _in_reader_order(dim, values):
+        order = "descending" if dim in mars.DESCENDING else "ascending"
+        return f"the reader sorts its values {order}, and they are not unique and sorted so"
+    to_keys = _key_maker(dim, values.dtype, level_free)
+    if to_keys is not None:
+        keys = tuple(to_keys(v) for v in values)
+        return "some of its values are not finite" if any(k is None for k in keys) else keys
+    if values.dtype.kind in "mM":
+        return ("the reader rebuilds times from keys only for 'time' and durations only for "
+                "'step'; rename it, or keep it in the field")
+    if dim in RESERVED_KEYS and not (dim == "time" and values.dtype.kind in "iuf"):
+        return f"{dim!r} is a metadata key the reader gives another meaning"
+    if dim in taken or "." in dim:
+        return f"{dim!r} is also the name of an attribute, or has a dot"
+    if not _plain(values):
+        return f"its values ({values.dtype}) are not finite numbers or strings"
+    return tuple({dim: to_metadata(v)} for v in values)
+
+
+def _scalar_keys(name: str, value: Any, level_free: bool) -> Keys | None:
+    if name == "surface" and level_free and np.ndim(value) == 0 and value == mars.SURFACE_VALUE:
+        return {"mars": {"levtype": "sfc"}}
+    to_keys = _key_maker(name, np.asarray(value).dtype, level_free)
+    return to_keys(value) if to_keys else None
+
+
+def _key_maker(dim: str, dtype: np.dtype, level_free: bool) -> Callable[[Any], Keys | None] | None:
+    """The MARS keys of one value of a MARS dimension (``None`` for other dimensions)."""
+    if dim == "time" and dtype.kind == "M":
+        return _time_keys
+    if dim == "step" and dtype.kind == "m":
+        return _step_keys
+    if dim == "number" and dtype.kind in "iu":
+        return lambda v: {"mars": {"number": int(v)}}
+    if level_free and dtype.kind in "iuf":
+        if dim in LEVTYPES:
+            return lambda v: _if_finite(v, {"mars": {"levtype": LEVTYPES[dim], "levelist": to_metadata(v)}})
+        if dim == mars.DEFAULT_LEVEL_DIM:
+            return lambda v: _if_finite(v, {"level": to_metadata(v)})
+    return None
+
+
+def _time_keys(value: np.datetime64) -> Keys | None:
+    value = np.datetime64(value, "ns")
+    if np.isnat(value):
+        return None
+    minute = value.astype("datetime64[m]")
+    if minute != value:  # MARS keys hold whole minutes; ISO 8601 holds nanoseconds
+        return {"time": np.datetime_as_string(value, unit="ns")}
+    day = value.astype("datetime64[D]")
+    minutes = int((minute - day).astype(np.int64))
+    return {"mars": {"date": str(day).replace("-", ""), "time": f"{minutes // 60:02d}{minutes % 60:02d}"}}
+
+
+def _step_keys(value: np.timedelta64) -> Keys | None:
+    if np.isnat(value):
+        return None
+    ns = int(np.timedelta64(value, "ns").astype(np.int64))
+    if ns < 0:
+        return None
+    if ns % _NS_PER_HOUR == 0:
+        step: int | str = ns // _NS_PER_HOUR  # MARS steps are hours
+    elif ns % _NS_PER_MINUTE == 0:
+        step = f"{ns // _NS_PER_MINUTE}m"
+    else:
+        step = f"{ns // _NS_PER_SECOND}.{ns % _NS_PER_SECOND:09d}s"
+    return {"mars": {"step": step}}
+
+
+def _if_finite(value: Any, keys: Keys) -> Keys | None:
+    return keys if np.isfinite(value) else None
+
+
+def _plain(values: np.ndarray) -> bool:
+    """Numbers, booleans or strings: what a generic key holds and the reader reads back."""
+    if values.dtype.kind in "biu":
+        return True
+    if values.dtype.kind == "f":
+        return bool(np.isfinite(values).all())
+    return values.dtype.kind in "UO" and all(isinstance(v, str) for v in values.tolist())
+
+
+def _in_reader_order(dim: str, values: np.ndarray) -> bool:
+    """Unique and sorted as the reader sorts coordinate values (pressure descending)."""
+    if values.ndim != 1:
+        return False
+    items = values.tolist()
+    if values.dtype.kind in "mM":
+        if np.isnat(values).any():
+            return False
+        items = values.astype(np.int64).tolist()
+    try:
+        ordered = sorted(set(items), reverse=dim in mars.DESCENDING)
+    except TypeError:
+        return False
+    return ordered == items

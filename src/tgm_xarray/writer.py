@@ -1,0 +1,363 @@
+"""Write xarray Datasets as Tensogram files: :func:`to_tgm`, ``ds.tgm.to_file`` and :class:`TgmWriter`.
+
+A write streams: each message (one field, see :mod:`tgm_xarray.layout`) is read (dask computes
+just that field), encoded by ``_core.encode_message`` with the interpreter released, and
+appended, with at most ``threads`` messages in flight and in a fixed order. Memory therefore
+holds a few fields, never the Dataset.
+
+Writes are atomic: bytes go to a temporary file next to the target, which replaces the target
+only once everything is written. On any error (or Ctrl-C) the temporary file is removed and the
+target is left as it was, or absent. ``mode="a"`` copies the existing file into the temporary
+file first and appends there, so even a killed process leaves the target intact, and readers
+that have it mapped never see it change under them.
+
+>>> import xarray as xr, numpy as np, tempfile, os
+>>> ds = xr.Dataset({"t": (("y", "x"), np.arange(6.0).reshape(2, 3))})
+>>> path = os.path.join(tempfile.mkdtemp(), "t.tgm")
+>>> to_tgm(ds, path, encoding={"t": {"bits": 16}})
+>>> ds.tgm.to_file(path, mode="a", encoding={"t": {"compression": "zstd"}})
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import uuid
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from tgm_xarray import _core
+from tgm_xarray.errors import TgmCodecError, TgmError
+from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
+
+MODES = ("w", "w-", "a")
+
+
+def to_tgm(
+    ds: xr.Dataset,
+    path: str | os.PathLike,
+    *,
+    encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
+    layout: str = "field",
+    mode: str = "w",
+    compute: bool = True,
+    hash: bool = True,
+    threads: int | None = None,
+    field_dims: Sequence[str] | None = None,
+    skip_nan_fields: bool = False,
+    progress: bool | None = False,
+):
+    """Write ``ds`` to the Tensogram file ``path``, readable by ``xr.open_dataset(path,
+    engine="tensogram")``.
+
+    Parameters
+    ----------
+    encoding
+        Per-variable pipeline options, ``{name: {"bits": 16, "compression": "szip", ...}}``
+        (see ``docs/writer.md``). Default: lossless blosc2/zstd for data, none for coordinates.
+    layout
+        ``"field"``: one message per field (GRIB-like; stacked dimensions become MARS or plain
+        metadata keys), or ``"variable"``: one message per data variable.
+    mode
+        ``"w"`` (replace), ``"w-"`` (fail if ``path`` exists) or ``"a"`` (append messages).
+    compute
+        ``False`` returns a ``dask.delayed`` object that writes when computed. Encodings are
+        checked now either way.
+    hash
+        Store an xxh3 hash of every object (checked on read with ``verify_hash=True``).
+    threads
+        Messages encoded at once (default: the number of CPUs).
+    field_dims
+        Dimensions kept inside each field (default: a variable's last two that are not
+        ``number``/``time``/``step``/level dimensions).
+    skip_nan_fields
+        Leave out fields that are entirely NaN (the reader fills them back with NaN). A
+        coordinate value whose fields are all left out disappears.
+    progress
+        Show a progress bar (``None``: only when stderr is a terminal).
+
+    Raises
+    ------
+    TgmCodecError
+        Before anything is written, for an invalid encoding or a variable Tensogram cannot hold.
+
+    >>> import xarray as xr, numpy as np, tempfile, os
+    >>> ds = xr.Dataset({"t": (("y", "x"), np.zeros((2, 3)))}, coords={"y": [10.0, 20.0]})
+    >>> to_tgm(ds, os.path.join(tempfile.mkdtemp(), "zeros.tgm"))
+    """
+    write_plan = plan(ds, encoding=encoding, layout=layout, field_dims=field_dims)
+    write = functools.partial(_write, write_plan, os.fspath(path), mode=mode, hash=hash,
+                              threads=threads, skip_nan_fields=skip_nan_fields, progress=progress)
+    if compute:
+        write()
+        return None
+    import dask
+
+    # The plan travels inside a partial, so dask does not compute the Dataset as an argument.
+    return dask.delayed(write, pure=False)()
+
+
+def _write(write_plan: DatasetPlan, path: str, **options) -> None:
+    skip = options.pop("skip_nan_fields")
+    with TgmWriter(path, **options) as writer:
+        writer.write_plan(write_plan, skip_nan_fields=skip)
+
+
+@xr.register_dataset_accessor("tgm")
+class TgmAccessor:
+    """``ds.tgm.to_file(path, ...)``: :func:`to_tgm` as a Dataset method."""
+
+    def __init__(self, ds: xr.Dataset):
+        self._ds = ds
+
+    def to_file(self, path: str | os.PathLike, **kwargs):
+        """Write the Dataset to ``path``; keywords as :func:`to_tgm`.
+
+        >>> import xarray as xr, tempfile, os
+        >>> xr.Dataset({"a": ("x", [1, 2, 3])}).tgm.to_file(os.path.join(tempfile.mkdtemp(), "a.tgm"))
+        """
+        return to_tgm(self._ds, path, **kwargs)
+
+
+class TgmWriter:
+    """Writes any number of Datasets into one Tensogram file, atomically.
+
+    Messages go to a temporary file in the target's directory; leaving the ``with`` block
+    normally moves it onto ``path``, an exception removes it. ETL that merges several inputs
+    into one file uses it directly:
+
+    >>> import xarray as xr, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "two.tgm")
+    >>> with TgmWriter(path) as writer:
+    ...     writer.write(xr.Dataset({"a": ("x", [1.0, 2.0])}))
+    ...     writer.write(xr.Dataset({"b": ("x", [3.0, 4.0])}))
+    1
+    1
+    """
+
+    def __init__(self, path: str | os.PathLike, mode: str = "w", *, hash: bool = True,
+                 threads: int | None = None, progress: bool | None = False):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        self.path = os.path.abspath(os.fspath(path))
+        self.hash = hash
+        self.threads = threads or os.cpu_count() or 1
+        self.messages = 0  # messages written by this writer
+        exists = os.path.exists(self.path)
+        if mode == "w-" and exists:
+            raise FileExistsError(f"{self.path} exists (mode='w-')")
+        # An existing file must be intact before anything is appended to it.
+        self._existing = _core.FileHandle(self.path) if mode == "a" and exists else None
+        self._auxiliary = _AuxiliaryCoordinates(self._existing)
+        self._show_progress = progress
+        self._progress = None  # made at the first write, when its total is known
+        directory, name = os.path.split(self.path)
+        self._tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+        # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
+        fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        self._file = os.fdopen(fd, "wb")
+        try:
+            if exists:
+                shutil.copymode(self.path, self._tmp)
+            if self._existing is not None:
+                with open(self.path, "rb") as source:
+                    shutil.copyfileobj(source, self._file, 16 << 20)
+        except BaseException:
+            self.abort()
+            raise
+
+    def __enter__(self) -> TgmWriter:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def write(self, ds: xr.Dataset, *, encoding: Mapping | None = None, layout: str = "field",
+              field_dims: Sequence[str] | None = None, skip_nan_fields: bool = False) -> int:
+        """Append ``ds`` (keywords as :func:`to_tgm`); returns the number of messages written."""
+        return self.write_plan(plan(ds, encoding=encoding, layout=layout, field_dims=field_dims),
+                               skip_nan_fields=skip_nan_fields)
+
+    def write_plan(self, write_plan: DatasetPlan, *, skip_nan_fields: bool = False) -> int:
+        """Append the messages of a :func:`tgm_xarray.layout.plan`."""
+        if self._file.closed:
+            raise ValueError(f"{self.path}: the writer is already closed")
+        if self._progress is not None:
+            self._progress.total += write_plan.count
+            self._progress.refresh()
+        elif self._show_progress is not False:
+            self._progress = _progress_bar(self._show_progress, write_plan.count)
+        encode = functools.partial(_encode_message, hash=self.hash, scheduler=_dask_scheduler(),
+                                   skip_nan_fields=skip_nan_fields)
+        jobs = (self._job(spec, encode) for spec in write_plan.messages())
+        written = 0
+        for data in _ordered(jobs, self.threads):
+            if data is not None:
+                self._file.write(data)
+                written += 1
+            if self._progress is not None:
+                self._progress.update(1)
+        self.messages += written
+        return written
+
+    def _job(self, spec: MessageSpec, encode: Callable[[MessageSpec], bytes | None]):
+        """The work of one message; auxiliary coordinates the file already holds are dropped
+        (on this thread, before the message is queued)."""
+        if not spec.field:
+            objects = self._auxiliary.new(spec.objects)
+            if not objects:
+                return lambda: None
+            spec = MessageSpec(objects, spec.extra, field=False, label=spec.label)
+        return functools.partial(encode, spec)
+
+    def commit(self) -> None:
+        """Move the written file onto ``path`` (durably: file and directory are synced)."""
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        _sync_directory(os.path.dirname(self.path))
+        self._close_progress()
+
+    def abort(self) -> None:
+        """Drop everything written; ``path`` stays as it was."""
+        self._file.close()
+        try:
+            os.unlink(self._tmp)
+        except FileNotFoundError:
+            pass
+        self._close_progress()
+
+    def _close_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
+        self._progress, self._show_progress = None, False
+
+
+def _ordered(jobs: Iterable[Callable[[], bytes | None]], threads: int):
+    """Run jobs on ``threads`` threads, at most ``threads`` at once, yielding results in order."""
+    with ThreadPoolExecutor(threads, thread_name_prefix="tgm-write") as pool:
+        window: deque[Future] = deque()
+        try:
+            for job in jobs:
+                if len(window) >= threads:
+                    yield window.popleft().result()
+                window.append(pool.submit(job))
+            while window:
+                yield window.popleft().result()
+        finally:  # on error, or when the consumer stops: start nothing new
+            for future in window:
+                future.cancel()
+
+
+def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
+                    skip_nan_fields: bool) -> bytes | None:
+    """Read and encode one message (runs on a writer thread)."""
+    objects = []
+    for i, obj in enumerate(spec.objects):
+        values = _values(obj.variable, scheduler)
+        if i == 0 and spec.field and skip_nan_fields and _all_nan(values):
+            return None
+        objects.append(obj.codec.prepare(values))
+    metadata = {"base": [obj.base for obj in spec.objects], "_extra_": spec.extra}
+    try:
+        return _core.encode_message(metadata, objects, hash=hash, allow_nan=True, allow_inf=True)
+    except (TgmError, ValueError, TypeError) as error:
+        raise TgmCodecError(f"cannot encode {spec.label}: {error}") from error
+
+
+def _values(variable: xr.Variable, scheduler: str | None) -> np.ndarray:
+    if variable.chunks is not None:
+        import dask
+
+        if dask.is_dask_collection(variable.data):
+            return np.asarray(dask.compute(variable.data, scheduler=scheduler)[0])
+    return np.asarray(variable.values)
+
+
+def _dask_scheduler() -> str | None:
+    """Each writer thread computes its own field: synchronously, unless a scheduler (such as a
+    distributed client) is configured."""
+    try:
+        import dask
+    except ImportError:
+        return None
+    return dask.config.get("scheduler", None) or "synchronous"
+
+
+def _all_nan(values: np.ndarray) -> bool:
+    return values.dtype.kind in "fc" and values.size > 0 and bool(np.isnan(values).all())
+
+
+class _AuxiliaryCoordinates:
+    """Auxiliary coordinates already in the file, so that appends do not repeat them (the reader
+    would see two identical variables)."""
+
+    def __init__(self, existing: Any):
+        self._existing = existing
+        self._known: list[tuple[dict, np.ndarray]] = []
+        self._scanned = existing is None
+
+    def new(self, objects: Sequence[ObjectSpec]) -> tuple[ObjectSpec, ...]:
+        self._scan({o.name for o in objects})
+        fresh = []
+        for obj in objects:
+            values = np.asarray(obj.variable.values)
+            if not any(_same(obj.base, values, base, known) for base, known in self._known):
+                fresh.append(obj)
+                self._known.append((obj.base, values))
+        return tuple(fresh)
+
+    def _scan(self, names: set[str]) -> None:
+        if self._scanned:
+            return
+        self._scanned = True
+        handle = self._existing
+        for msg in range(len(handle)):
+            bases = handle.metadata(msg).get("base") or []
+            for obj, descriptor in enumerate(handle.descriptors(msg)):
+                base = bases[obj] if obj < len(bases) else {}
+                if base.get("name") in names and descriptor["dtype"] != "bitmask":
+                    out = np.empty(descriptor["shape"], np.dtype(descriptor["dtype"]))
+                    handle.read_into(msg, obj, None, out)
+                    self._known.append(({k: v for k, v in base.items() if k != "_reserved_"}, out))
+
+
+def _same(base: dict, values: np.ndarray, other_base: dict, other: np.ndarray) -> bool:
+    return base == other_base and values.shape == other.shape and \
+        np.array_equal(values, other, equal_nan=values.dtype.kind in "fc")
+
+
+def _progress_bar(progress: bool | None, total: int):
+    from tqdm.auto import tqdm
+
+    # tqdm's `disable=None` turns the bar off when its stream (stderr) is not a terminal.
+    return tqdm(total=total, unit="msg", desc="writing", disable=None if progress is None else False)
+
+
+def _sync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # some platforms cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

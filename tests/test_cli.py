@@ -1,0 +1,268 @@
+"""The ``tgm-xarray`` command: convert real GRIB fields (checked against ecCodes), NetCDF and Zarr;
+``info`` and ``dump``; the progress bar only on a terminal; errors leave no output behind."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from tgm_xarray import _core
+from tgm_xarray.cli import main
+
+from conftest import ENGINE, FIXTURES, REPO, require_shared
+
+GRIB = FIXTURES / "upstream" / "grib"
+FIELDS = {"2t": ("t2m", None), "lsm": ("lsm", None), "q_150": ("q", 150.0), "t_600": ("t", 600.0)}
+CLI = [sys.executable, "-m", "tgm_xarray.cli"]
+
+
+def small_dataset() -> xr.Dataset:
+    rng = np.random.default_rng(0)
+    return xr.Dataset(
+        {"t2m": (("time", "latitude", "longitude"), (280 + rng.standard_normal((4, 6, 8))).astype("float32"),
+                 {"units": "K"}),
+         "msl": (("time", "latitude", "longitude"), 1e5 + rng.standard_normal((4, 6, 8)), {"units": "Pa"}),
+         "count": (("latitude", "longitude"), rng.integers(0, 9, (6, 8)).astype("int16"))},
+        coords={"time": ("time", pd.date_range("2026-01-01", periods=4, freq="6h"),
+                         {"standard_name": "forecast_reference_time", "long_name": "initial time of forecast"}),
+                "latitude": np.linspace(60, 35, 6), "longitude": np.linspace(-10, 25, 8)},
+        attrs={"title": "small"})
+
+
+def eccodes_values(path) -> np.ndarray:
+    """The field as ecCodes decodes it (float64), on its (Nj, Ni) grid."""
+    import eccodes
+
+    with open(path, "rb") as f:
+        gid = eccodes.codes_grib_new_from_file(f)
+        try:
+            shape = (eccodes.codes_get(gid, "Nj"), eccodes.codes_get(gid, "Ni"))
+            return eccodes.codes_get_values(gid).reshape(shape)
+        finally:
+            eccodes.codes_release(gid)
+
+
+@pytest.fixture(scope="module")
+def grib_tgm(tmp_path_factory):
+    """The four real GRIB fields converted once with 16-bit packing."""
+    require_shared(GRIB)
+    pytest.importorskip("cfgrib")
+    out = tmp_path_factory.mktemp("grib") / "fields.tgm"
+    inputs = [str(GRIB / f"{name}.grib2") for name in FIELDS]
+    assert main(["convert", *inputs, str(out), "--bits", "16", "--no-progress"]) == 0
+    return out
+
+
+def test_convert_grib_matches_eccodes(grib_tgm):
+    """Every converted field equals ecCodes' decode within the packing bound (plus the
+    float32 rounding of cfgrib's values)."""
+    pytest.importorskip("eccodes")
+    with xr.open_dataset(grib_tgm, engine=ENGINE) as ds:
+        for name, (var, level) in FIELDS.items():
+            expected = eccodes_values(GRIB / f"{name}.grib2")
+            field = ds[var] if level is None else ds[var].sel(isobaricInhPa=level)
+            got = field.values
+            assert got.shape == expected.shape == (721, 1440)
+            bound = np.ptp(expected) / (2**16 - 1) + np.abs(expected).max() * 2.0**-23
+            assert np.abs(got - expected).max() <= bound, name
+        # the MARS keys became cfgrib's coordinates
+        assert ds.time.values == np.datetime64("2026-04-04T00:00", "ns")
+        assert ds.isobaricInhPa.values.tolist() == [600.0, 150.0]
+        assert ds.t2m.attrs["GRIB_shortName"] == "2t" and ds.t2m.attrs["units"] == "K"
+
+
+def test_convert_grib_writes_mars_keys(grib_tgm):
+    handle = _core.FileHandle(os.fspath(grib_tgm))
+    bases = [handle.metadata(i)["base"][0] for i in range(len(handle))]
+    fields = [b for b in bases if b["name"] in ("t2m", "lsm", "q", "t")]
+    assert [b["name"] for b in fields] == ["t2m", "lsm", "q", "t"]
+    assert fields[1]["mars"] == {"date": "20260404", "time": "0000", "step": 0, "levtype": "sfc"}
+    assert fields[2]["mars"]["levtype"] == "pl" and fields[2]["mars"]["levelist"] == 150.0
+    assert handle.descriptors(0)[0]["params"]["sp_bits_per_value"] == 16
+
+
+def test_info_reports_sizes_codecs_and_ratio(grib_tgm, capsys):
+    assert main(["info", str(grib_tgm)]) == 0
+    text = capsys.readouterr().out
+    handle = _core.FileHandle(os.fspath(grib_tgm))
+    decoded = sum(int(np.prod(d["shape"])) * np.dtype(d["dtype"]).itemsize
+                  for i in range(len(handle)) for d in handle.descriptors(i))
+    ratio = decoded / os.path.getsize(grib_tgm)
+    assert f"compression ratio {ratio:.2f}" in text
+    assert f"{len(handle)} messages" in text
+    assert "packing16+blosc2(zstd)" in text
+    assert "t2m" in text and "(isobaricInhPa, latitude, longitude)" in text
+    assert main(["info", "--json", str(grib_tgm)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["decoded_bytes"] == decoded and summary["ratio"] == pytest.approx(ratio)
+    assert summary["groups"]["/"]["data_vars"]["q"]["dims"] == ["isobaricInhPa", "latitude", "longitude"]
+
+
+def test_dump_prints_metadata_as_json(grib_tgm, capsys):
+    handle = _core.FileHandle(os.fspath(grib_tgm))
+    lsm = next(i for i in range(len(handle)) if handle.metadata(i)["base"][0]["name"] == "lsm")
+    assert main(["dump", str(grib_tgm), "--message", str(lsm)]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert entry["message"] == lsm
+    assert entry["metadata"]["base"][0]["mars"]["levtype"] == "sfc"
+    assert entry["descriptors"][0]["shape"] == [721, 1440]
+    assert (entry["offset"], entry["length"]) == handle.message_span(lsm)
+    assert main(["dump", str(grib_tgm)]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == len(_core.FileHandle(os.fspath(grib_tgm)))
+
+
+@pytest.mark.parametrize("suffix, chunks", [(".nc", "time=1"), (".zarr", "{}")])
+def test_convert_netcdf_and_zarr(tmp_path, suffix, chunks):
+    ds = small_dataset()
+    source = tmp_path / f"in{suffix}"
+    if suffix == ".nc":
+        ds.to_netcdf(source)
+    else:
+        pytest.importorskip("zarr")
+        ds.to_zarr(source, zarr_format=2, consolidated=True)
+    out = tmp_path / "out.tgm"
+    assert main(["convert", str(source), str(out), "--variables", "t2m,count", "--chunks", chunks,
+                 "--no-progress"]) == 0
+    with xr.open_dataset(out, engine=ENGINE) as read:
+        expected = ds[["t2m", "count"]]
+        for name in expected.variables:
+            np.testing.assert_array_equal(read[name].values, expected[name].values)
+            if expected[name].dtype.kind in "iuf":
+                assert read[name].dtype == expected[name].dtype
+        assert read.attrs["title"] == "small" and "msl" not in read
+
+
+def test_convert_options_apply_to_the_right_variables(tmp_path):
+    """--bits packs floating-point variables only; codec options go to every variable."""
+    source = tmp_path / "in.nc"
+    small_dataset().to_netcdf(source)
+    out = tmp_path / "out.tgm"
+    assert main(["convert", str(source), str(out), "--bits", "24", "--compression", "szip",
+                 "--option", "szip_rsi=64", "--layout", "variable", "--no-progress"]) == 0
+    handle = _core.FileHandle(os.fspath(out))
+    by_name = {handle.metadata(i)["base"][0]["name"]: handle.descriptors(i)[0] for i in range(len(handle))}
+    assert by_name["t2m"]["encoding"] == "simple_packing" and by_name["t2m"]["params"]["szip_rsi"] == 64
+    assert by_name["count"]["encoding"] == "none" and by_name["count"]["filter"] == "shuffle"
+    assert by_name["count"]["compression"] == "szip"
+
+
+def test_convert_append(tmp_path):
+    ds = small_dataset()
+    first, second = tmp_path / "a.nc", tmp_path / "b.nc"
+    ds.isel(time=slice(0, 2)).to_netcdf(first)
+    ds.isel(time=slice(2, 4)).drop_vars("count").to_netcdf(second)
+    out = tmp_path / "out.tgm"
+    assert main(["convert", str(first), str(out), "--no-progress"]) == 0
+    assert main(["convert", str(second), str(out), "--append", "--no-progress"]) == 0
+    with xr.open_dataset(out, engine=ENGINE) as read:
+        np.testing.assert_array_equal(read.t2m.values, ds.t2m.values)
+        assert read.time.size == 4
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bits", "12", "--compression", "szip"], "szip stores packed values"),
+    (["--option", "zstd_level"], "expected KEY=VALUE"),
+    (["--option", "level=3"], "expected KEY=VALUE"),
+    (["--chunks", "time"], "--chunks"),
+    (["--variables", "nope"], r"no input has \['nope'\]"),
+])
+def test_convert_errors_leave_no_output(tmp_path, capsys, args, message):
+    source = tmp_path / "in.nc"
+    small_dataset().to_netcdf(source)
+    out = tmp_path / "out.tgm"
+    assert main(["convert", str(source), str(out), *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tgm-xarray: error: ") and re.search(message, err), err
+    assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_missing_input_and_bad_file(tmp_path, capsys):
+    assert main(["convert", str(tmp_path / "nope.nc"), str(tmp_path / "o.tgm")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    bad = tmp_path / "bad.tgm"
+    bad.write_bytes(b"TENSOGRM not really")
+    assert main(["info", str(bad)]) == 1
+    assert "tgm-xarray: error:" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["frobnicate"])
+    assert exit_info.value.code == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The progress bar: on a terminal only
+# --------------------------------------------------------------------------------------------
+
+
+def run_on_terminal(args: list[str], cwd) -> tuple[int, str]:
+    """Runs the command with stdin, stdout and stderr on a pseudo-terminal; returns what it
+    printed there."""
+    master, slave = pty.openpty()
+    # a terminal of 24 x 100 (a new pty has 0 columns, where tqdm draws nothing)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    process = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd)
+    os.close(slave)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(master)
+    return process.wait(timeout=120), output.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def netcdf_input(tmp_path_factory):
+    path = tmp_path_factory.mktemp("progress") / "in.nc"
+    small_dataset().to_netcdf(path)
+    return path
+
+
+def test_progress_bar_on_a_terminal(netcdf_input, tmp_path):
+    code, output = run_on_terminal([*CLI, "convert", str(netcdf_input), str(tmp_path / "o.tgm")], tmp_path)
+    assert code == 0, output
+    assert "writing: 100%" in output and "9/9" in output  # 4 + 4 fields and `count`
+
+
+def test_no_progress_bar_without_a_terminal(netcdf_input, tmp_path):
+    result = subprocess.run([*CLI, "convert", str(netcdf_input), str(tmp_path / "o.tgm")],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "writing" not in result.stderr and "%" not in result.stderr
+    assert "wrote 9 messages" in result.stdout
+    forced = subprocess.run([*CLI, "convert", str(netcdf_input), str(tmp_path / "p.tgm"), "--progress"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert "writing: 100%" in forced.stderr
+
+
+def test_console_script_and_example(tmp_path):
+    """The installed ``tgm-xarray`` script runs; the GRIB example writes its map outside the
+    repository."""
+    script = os.path.join(os.path.dirname(sys.executable), "tgm-xarray")
+    result = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "convert" in result.stdout
+    require_shared(GRIB)
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("cfgrib")
+    result = subprocess.run([sys.executable, str(REPO / "examples" / "grib_to_tgm.py"),
+                             "--output", str(tmp_path / "out")], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    png = tmp_path / "out" / "2t.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "out" / "fields.tgm").exists()
