@@ -1,0 +1,69 @@
+"""Many files as one Dataset: xr.open_mfdataset over one file per forecast step."""
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import tgm_xarray
+from conftest import ENGINE
+
+STEPS = [0, 6, 12, 18]
+
+
+@pytest.fixture(scope="module")
+def forecast():
+    """A small forecast: 2 variables on pressure levels, the values encoding (step, level, point)."""
+    lat = np.linspace(90, -90, 7)
+    lon = np.linspace(0, 350, 12)
+    step = pd.to_timedelta(STEPS, unit="h")
+    levels = [850, 500]
+    grid = np.arange(7 * 12, dtype="float64").reshape(7, 12)
+    values = (np.arange(len(STEPS))[:, None, None, None] * 1000
+              + np.array([1, 2])[None, :, None, None] * 100_000 + grid)
+    return xr.Dataset(
+        {"t": (("step", "isobaricInhPa", "latitude", "longitude"), values, {"units": "K"}),
+         "q": (("step", "isobaricInhPa", "latitude", "longitude"), -values, {"units": "kg kg**-1"})},
+        coords={"time": np.datetime64("2026-04-04T00:00", "ns"), "step": step,
+                "isobaricInhPa": levels, "latitude": lat, "longitude": lon},
+    )
+
+
+@pytest.fixture(scope="module")
+def step_files(forecast, tmp_path_factory):
+    """One file per step, as forecast archives are usually laid out."""
+    root = tmp_path_factory.mktemp("steps")
+    paths = []
+    for i in range(len(STEPS)):
+        path = root / f"fc_step{STEPS[i]:03d}.tgm"
+        tgm_xarray.to_tgm(forecast.isel(step=[i]), path)
+        paths.append(str(path))
+    return paths
+
+
+def _open(paths):
+    return xr.open_mfdataset(paths, engine=ENGINE, combine="nested", concat_dim="step",
+                             coords="different", compat="equals", parallel=True, chunks={})
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "synchronous"])
+def test_open_mfdataset_rebuilds_the_forecast(forecast, step_files, scheduler):
+    with dask.config.set(scheduler=scheduler), _open(step_files) as ds:
+        assert ds.t.dims == ("step", "isobaricInhPa", "latitude", "longitude")
+        assert ds.t.data.chunksize == (1, 1, 7, 12)  # one chunk per stored field
+        xr.testing.assert_equal(ds.step.drop_vars("valid_time"), forecast.step)
+        xr.testing.assert_equal(ds.t.compute().drop_vars("valid_time"), forecast.t)
+        xr.testing.assert_equal(ds.q.compute().drop_vars("valid_time"), forecast.q)
+        np.testing.assert_array_equal(ds.valid_time.values, (forecast.time + forecast.step).values)
+
+
+@pytest.mark.thread_unsafe(reason="starts a cluster of worker processes")
+def test_open_mfdataset_under_distributed(forecast, step_files):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        with _open(step_files) as ds:
+            means = ds.mean(("latitude", "longitude")).compute()
+    xr.testing.assert_allclose(means.t.drop_vars("valid_time"), forecast.t.mean(("latitude", "longitude")))
+    xr.testing.assert_allclose(means.q.drop_vars("valid_time"), forecast.q.mean(("latitude", "longitude")))
