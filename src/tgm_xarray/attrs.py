@@ -20,8 +20,12 @@ from typing import Any
 
 #: Encoder-owned metadata (tensor layout, encode time, UUID): never user attributes.
 RESERVED_KEY = "_reserved_"
-#: Metadata that shapes the Dataset (dimension-name hints) instead of describing the data.
-STRUCTURAL_KEYS = frozenset({RESERVED_KEY, "dim_names"})
+#: ``_extra_`` entry holding the attributes of coordinates rebuilt from generic metadata keys:
+#: ``{"coordinate_attrs": {"member": {"long_name": "ensemble member"}}}``.
+COORDINATE_ATTRS_KEY = "coordinate_attrs"
+#: Metadata that shapes the Dataset (dimension-name hints, coordinate attributes) instead of
+#: describing the data: never attributes, dimensions or names.
+STRUCTURAL_KEYS = frozenset({RESERVED_KEY, "dim_names", COORDINATE_ATTRS_KEY})
 #: CF attributes listed first, in this order; the rest follow sorted by name.
 CF_FIRST = ("units", "long_name", "standard_name")
 

@@ -7,13 +7,14 @@ reader (``mapping.build_hypercube``) rebuilds the same Dataset:
   become per-message metadata keys, one field per combination: ``time``, ``step``, ``number``
   and the level dimension as MARS keys (``mars.date``/``mars.time``, ``mars.step``,
   ``mars.number``, ``mars.levtype`` + ``mars.levelist``), any other dimension as a key named
-  after it. The rest (by default the last two dimensions, e.g. latitude and longitude) form the
-  field, stored with the 1-D coordinates of its dimensions.
+  after it (times as ISO 8601 strings; the attributes of those dimensions' coordinates go in
+  ``_extra_["coordinate_attrs"]``). The rest (by default the last two dimensions, e.g. latitude
+  and longitude) form the field, stored with the 1-D coordinates of its dimensions.
 - ``layout="variable"``: one message per data variable, holding all of it.
 
 A dimension is stacked only when the reader can rebuild its coordinate from keys: it has an
-index coordinate of unique values in the reader's sort order, of numbers or strings (times
-only for ``time``, durations only for ``step``), and more than one value unless it is a MARS
+index coordinate of unique values in the reader's sort order, of numbers, strings or times
+(durations only for ``step``), and more than one value unless it is a MARS
 dimension (which then reads back as a scalar coordinate, as cfgrib squeezes it). Others stay
 inside the field, with a warning when that makes messages hold several fields.
 Scalar MARS coordinates (``time``, ``step``, ``number``, a level) also become keys. The
@@ -43,6 +44,7 @@ import xarray as xr
 from xarray import conventions
 
 from tgm_xarray import mars
+from tgm_xarray.attrs import COORDINATE_ATTRS_KEY
 from tgm_xarray.encoding import Codec, reader_options, resolve
 from tgm_xarray.errors import TgmCodecError
 
@@ -57,7 +59,7 @@ MARS_DIMS = frozenset({"number", "time", "step", mars.DEFAULT_LEVEL_DIM, *mars.L
 #: holding numbers, which the reader takes as a plain key).
 RESERVED_KEYS = frozenset({"name", "mars", "dim_names", "coordinates", "_reserved_", "_extra_",
                            "param", "shortName", "number", "date", "time", "step", "levtype",
-                           "levelist", "level"})
+                           "levelist", "level", COORDINATE_ATTRS_KEY})
 
 Keys = dict[str, Any]
 _NS_PER_HOUR, _NS_PER_MINUTE, _NS_PER_SECOND = 3_600_000_000_000, 60_000_000_000, 1_000_000_000
@@ -184,8 +186,13 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
                            if not any(set(ds[c].dims) <= set(ds[v].dims) for v in ds.data_vars))
     if global_coords:
         extra["coordinates"] = " ".join(global_coords)
-    return DatasetPlan(tuple(variables), tuple(coordinate_objects[c] for c in auxiliary),
-                       unflatten(extra))
+    extra = unflatten(extra)
+    # Attributes of the dimensions stacked under plain keys, which the reader's coordinates
+    # built from those keys take back (its MARS coordinates carry cfgrib's attributes).
+    described = {dim: to_metadata(dict(ds[dim].attrs)) for dim in keyed.generic() if ds[dim].attrs}
+    if described:
+        extra[COORDINATE_ATTRS_KEY] = described
+    return DatasetPlan(tuple(variables), tuple(coordinate_objects[c] for c in auxiliary), extra)
 
 
 def merge(base: dict, keys: Mapping[str, Any]) -> dict:
@@ -356,6 +363,11 @@ class _KeyedCoordinates:
     def none(cls) -> _KeyedCoordinates:
         return cls(None, None)
 
+    def generic(self) -> list[str]:
+        """The stacked dimensions keyed under a plain key of their name (not a MARS rule)."""
+        return [dim for dim, keys in self.stacked.items()
+                if dim != mars.DEFAULT_LEVEL_DIM and all(list(k) == [dim] for k in keys)]
+
     def scalar_keys(self, dims: Sequence[str]) -> list[Keys]:
         """The keys of the scalar coordinates, for a variable with dimensions ``dims``."""
         has_level = bool(self.levels & set(dims))
@@ -393,13 +405,18 @@ def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> t
     if to_keys is not None:
         keys = tuple(to_keys(v) for v in values)
         return "some of its values are not finite" if any(k is None for k in keys) else keys
-    if values.dtype.kind in "mM":
-        return ("the reader rebuilds times from keys only for 'time' and durations only for "
-                "'step'; rename it, or keep it in the field")
+    if values.dtype.kind == "m":
+        return ("the reader rebuilds durations from keys only for 'step'; rename it, or keep it "
+                "in the field")
     if dim in RESERVED_KEYS and not (dim == "time" and values.dtype.kind in "iuf"):
         return f"{dim!r} is a metadata key the reader gives another meaning"
     if dim in taken or "." in dim:
         return f"{dim!r} is also the name of an attribute, or has a dot"
+    if values.dtype.kind == "M":  # ISO 8601 strings, which the reader decodes as datetime64
+        if np.isnat(values).any():
+            return "some of its values are not finite"
+        return tuple({dim: np.datetime_as_string(np.datetime64(v, "ns"), unit="ns")}
+                     for v in values)
     if not _plain(values):
         return f"its values ({values.dtype}) are not finite numbers or strings"
     return tuple({dim: to_metadata(v)} for v in values)

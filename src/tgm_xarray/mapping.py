@@ -4,8 +4,9 @@ Operational ``.tgm`` files look like GRIB files: many messages, each holding a f
 perhaps its latitude/longitude), told apart only by metadata. :func:`build_hypercube` reads that
 metadata (never a payload) and decides, the way cfgrib does for GRIB:
 
-- which objects are coordinates (``latitude``, ``longitude``, ... or named by ``dim_names``
-  hints) and which are data; coordinates identical in every message are shared once;
+- which objects are coordinates (1-D objects labelling their own dimension, and
+  ``latitude``/``longitude`` of the fields next to them) and which are data; coordinates
+  identical in every message are shared once;
 - which data objects form one variable (same name: ``variable_key``, ``name``,
   ``mars.param``, ``mars.shortName``, ``shortName``, ``param``, else ``object_<i>``);
 - along which dimensions each variable's fields stack: cfgrib's ``number``, ``time``, ``step``
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,19 +42,33 @@ from typing import Any
 import numpy as np
 
 from tgm_xarray import mars
-from tgm_xarray.attrs import flatten, freeze, is_scalar, to_attrs, without_structural
+from tgm_xarray.attrs import (
+    COORDINATE_ATTRS_KEY,
+    flatten,
+    freeze,
+    is_scalar,
+    to_attrs,
+    without_structural,
+)
 from tgm_xarray.errors import TgmCodecError, TgmConflictError, TgmDuplicateError, TgmIndexError
 
 Fingerprint = Callable[[int, int], "bytes | str"]
 
 #: Default chain of metadata keys naming a variable (after ``variable_key``).
 NAME_KEYS = ("name", "mars.param", "mars.shortName", "shortName", "param")
-#: Object names that make an object a coordinate, and the coordinate's canonical name.
-COORDINATE_NAMES: dict[str, str] = {
+#: Horizontal coordinate names (case-insensitive), and the name an object without ``dim_names``
+#: gets: such objects are coordinates of the fields of their message (rules in
+#: :func:`_classify`).
+HORIZONTAL_NAMES: dict[str, str] = {
     "lat": "latitude",
     "latitude": "latitude",
     "lon": "longitude",
     "longitude": "longitude",
+}
+#: Names (case-insensitive) that make a 1-D object *without* ``dim_names`` a coordinate, as in
+#: upstream's guide; with hints, a name alone never makes a coordinate.
+COORDINATE_NAMES: dict[str, str] = {
+    **HORIZONTAL_NAMES,
     **{name: name for name in ("x", "y", "time", "level", "pressure", "height", "depth",
                                "frequency", "step")},
 }
@@ -226,12 +242,20 @@ class _Object:
     msg: int
     obj: int
     own: dict[str, Any]  # flattened base[obj] (+ non-codec descriptor params): the object's own
-    keys: dict[str, Any]  # flattened _extra_ overlaid by `own`: what names, filters and dims see
+    # What names and dimensions see: the identity keys of `_extra_` (see `_identity_keys`)
+    # overlaid by `own`.
+    keys: dict[str, Any]
     shape: tuple[int, ...]
     dtype: np.dtype
     descriptor: Mapping[str, Any]
     hint: tuple[str | None, ...] | None  # axis names hinted by metadata (None: no hint)
-    coordinate: str | None  # canonical coordinate name, None for data objects
+    coordinate: str | None  # coordinate name, None for data objects
+    view: dict[str, Any] | None = None  # all of `_extra_` overlaid by `own`: what filters see
+    name_key: str | None = None  # the key of `own` that named a coordinate object
+
+    @property
+    def all_keys(self) -> dict[str, Any]:
+        return self.keys if self.view is None else self.view
 
     @property
     def where(self) -> str:
@@ -248,6 +272,8 @@ class _Message:
     extra: dict[str, Any]  # flattened _extra_ (without structural keys)
     data: tuple[_Object, ...]
     coords: tuple[_Object, ...]
+    # `_extra_["coordinate_attrs"]`: coordinate name -> flattened attributes
+    coord_attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _select(messages, options, filter_by_keys, merge_objects, message_index) -> list[_Message]:
@@ -258,6 +284,11 @@ def _select(messages, options, filter_by_keys, merge_objects, message_index) -> 
     """
     if message_index is None and not merge_objects:
         message_index = 0
+    # Which `_extra_` keys identify fields is decided over the whole file, so that a filter or
+    # message_index never changes what a key means.
+    extras = {info.index: flatten(without_structural((info.metadata or {}).get("_extra_") or {}))
+              for info in messages}
+    identity = _identity_keys(list(extras.values()))
     if message_index is not None:
         chosen = [m for m in messages if m.index == message_index]
         if not chosen:
@@ -266,17 +297,37 @@ def _select(messages, options, filter_by_keys, merge_objects, message_index) -> 
         messages = chosen
     selected = []
     for info in messages:
-        message = _read_message(info, options)
-        data = tuple(o for o in message.data if _matches(o.keys, filter_by_keys))
+        message = _read_message(info, options, extras[info.index], identity)
+        data = tuple(o for o in message.data if _matches(o.all_keys, filter_by_keys))
         if data or not message.data:
-            selected.append(_Message(message.index, message.extra, data, message.coords))
+            selected.append(replace(message, data=data))
     return selected
 
 
-def _read_message(info: MessageInfo, options: _Options) -> _Message:
+_MISSING = object()
+
+
+def _identity_keys(extras: list[dict[str, Any]]) -> frozenset[str]:
+    """The flattened ``_extra_`` keys that take part in naming, dimensions and attributes of
+    fields: the ``mars`` namespace (the MARS request, which upstream writes at message level),
+    and keys whose value is not the same in every message of the file (missing counts as a
+    value). The other ``_extra_`` keys are constant: they describe the file and only become
+    Dataset attributes.
+    """
+    every = set().union(*extras) if extras else set()
+    identity = {key for key in every if key.startswith("mars.")}
+    for key in every - identity:
+        first = freeze(extras[0].get(key, _MISSING))
+        if any(freeze(extra.get(key, _MISSING)) != first for extra in extras[1:]):
+            identity.add(key)
+    return frozenset(identity)
+
+
+def _read_message(info: MessageInfo, options: _Options, extra: dict[str, Any],
+                  identity: frozenset[str]) -> _Message:
     metadata = info.metadata or {}
     raw_extra = metadata.get("_extra_") or {}
-    extra = flatten(without_structural(raw_extra))
+    identifying = {k: v for k, v in extra.items() if k in identity}
     base = metadata.get("base") or []
     owns, shapes, hints = [], [], []
     for obj, descriptor in enumerate(info.descriptors):
@@ -291,16 +342,27 @@ def _read_message(info: MessageInfo, options: _Options) -> _Message:
         owns.append(own)
         shapes.append(shape)
         hints.append(_hint(shape, raw.get("dim_names"), raw_extra.get("dim_names")))
-    hinted = {name for hint in hints for name in hint or () if name}
+    names = [_own_name(own) for own in owns]
+    coordinates = _classify([n for _, n in names], shapes, hints)
     data, coords = [], []
     for obj, descriptor in enumerate(info.descriptors):
         where = f"{options.source}: message {info.index} object {obj}"
-        coordinate = _coordinate_name(owns[obj], shapes[obj], hinted)
-        item = _Object(info.index, obj, owns[obj], {**extra, **owns[obj]}, shapes[obj],
+        item = _Object(info.index, obj, owns[obj], {**identifying, **owns[obj]}, shapes[obj],
                        _numpy_dtype(descriptor.get("dtype"), where), descriptor, hints[obj],
-                       coordinate)
-        (coords if coordinate else data).append(item)
-    return _Message(info.index, extra, tuple(data), tuple(coords))
+                       coordinates[obj], view={**extra, **owns[obj]},
+                       name_key=names[obj][0] if coordinates[obj] else None)
+        (coords if coordinates[obj] else data).append(item)
+    return _Message(info.index, extra, tuple(data), tuple(coords),
+                    _coordinate_attrs(raw_extra.get(COORDINATE_ATTRS_KEY)))
+
+
+def _coordinate_attrs(value: Any) -> dict[str, dict[str, Any]]:
+    """``_extra_["coordinate_attrs"]``: ``{coordinate: {attribute: value}}``, flattened; anything
+    malformed is ignored."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(name): flatten(attrs) for name, attrs in value.items()
+            if isinstance(attrs, Mapping)}
 
 
 def _hint(shape: tuple[int, ...], own_hint, message_hint) -> tuple[str | None, ...] | None:
@@ -325,19 +387,59 @@ def _hint(shape: tuple[int, ...], own_hint, message_hint) -> tuple[str | None, .
     return None
 
 
-def _coordinate_name(own: Mapping[str, Any], shape: tuple[int, ...],
-                     hinted: set[str]) -> str | None:
-    """Coordinate name of an object, or ``None`` for a data object.
+def _own_name(own: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``(key, name)`` from an object's own metadata (:data:`NAME_KEYS`), ``(None, None)``."""
+    for key in NAME_KEYS:
+        if is_scalar(own.get(key)):
+            return key, str(own[key])
+    return None, None
 
-    An object is a coordinate when its name is a known coordinate name (case-insensitive), or
-    when it is 1-D and some object of its message names a dimension after it.
+
+def _classify(names: list[str | None], shapes: list[tuple[int, ...]],
+              hints: list[tuple[str | None, ...] | None]) -> list[str | None]:
+    """The coordinate name of each object of one message, ``None`` for data objects.
+
+    An object named ``N`` (by its own metadata) is a coordinate when
+
+    1. it labels its own dimension: it is 1-D and its ``dim_names`` hint is ``[N]``, or it has
+       no hint and another object of the message names a dimension ``N``;
+    2. it is a known coordinate without hint (upstream's guide): it is 1-D, has no hint, and
+       ``N`` is ``lat``/``latitude``/``lon``/``longitude``, or one of the other
+       :data:`COORDINATE_NAMES` while another object of the message has an axis of its length;
+    3. it is the latitude or longitude of a field next to it: ``N`` is a horizontal name and a
+       data object of the message (neither a coordinate by 1-2 nor horizontal) has all its
+       dimensions: by name when both have hints, else by size (its shape ends the field's).
+
+    Anything else is data, whatever its name (a 2-D ``level``, a 0-d ``height``, ``x`` over
+    ``points``). Objects without hints take the canonical name (``lat`` -> ``latitude``).
     """
-    name = next((str(own[k]) for k in NAME_KEYS if is_scalar(own.get(k))), None)
-    if name is None:
-        return None
-    if name.lower() in COORDINATE_NAMES:
-        return COORDINATE_NAMES[name.lower()]
-    return name if len(shape) == 1 and name in hinted else None
+    n = len(names)
+    result: list[str | None] = [None] * n
+    for i, (name, shape, hint) in enumerate(zip(names, shapes, hints)):
+        if name is None or len(shape) != 1:
+            continue
+        known = COORDINATE_NAMES.get(name.lower())
+        others = [j for j in range(n) if j != i]
+        if hint == (name,) or (hint is None and any(name in (hints[j] or ()) for j in others)):
+            result[i] = name
+        elif hint is None and known and (name.lower() in HORIZONTAL_NAMES
+                                         or any(shape[0] in shapes[j] for j in others)):
+            result[i] = known
+    fields = [j for j in range(n) if result[j] is None
+              and (names[j] is None or names[j].lower() not in HORIZONTAL_NAMES)]
+    for i, (name, shape, hint) in enumerate(zip(names, shapes, hints)):
+        if result[i] is None and name is not None and name.lower() in HORIZONTAL_NAMES and \
+                shape and any(_spans(shape, hint, shapes[j], hints[j]) for j in fields):
+            result[i] = name if hint else HORIZONTAL_NAMES[name.lower()]
+    return result
+
+
+def _spans(shape, hint, field_shape, field_hint) -> bool:
+    """Whether an object's dimensions are all dimensions of a field: by name when both have
+    complete hints, else by size (the object's shape ends the field's)."""
+    if hint and field_hint and None not in hint and None not in field_hint:
+        return set(hint) <= set(field_hint)
+    return len(field_shape) >= len(shape) and field_shape[len(field_shape) - len(shape):] == shape
 
 
 def _numpy_dtype(name: Any, where: str) -> np.dtype:
@@ -376,6 +478,7 @@ class _Field:
 
     object: _Object
     axes: dict[str, mars.Axis]
+    name_key: str | None = None  # the metadata key that named its variable
 
     @cached_property
     def consumed(self) -> frozenset[str]:
@@ -409,12 +512,14 @@ def _plan(messages: list[_Message], options: _Options) -> DatasetPlan:
         var.generic = _extra_dims(var)
         if _stack_indistinct_fields(var, options):
             var.generic.append(MESSAGE_DIM)
-    _generic_coords(variables, index_coords, lookups, options)
+    _generic_coords(variables, index_coords, lookups, options,
+                    {m.index: m.coord_attrs for m in messages})
     _add_valid_time(index_coords)
     _resolve_inner_dims(variables, coords, index_coords, options)
 
-    dataset_attrs = _dataset_attrs(messages, variables)
-    data = {var.name: _variable_plan(var, index_coords, lookups, dataset_attrs, options)
+    common_extra = _common([m.extra for m in messages]) if messages else {}
+    dataset_attrs = _dataset_attrs(common_extra, variables)
+    data = {var.name: _variable_plan(var, index_coords, lookups, common_extra, options)
             for var in variables.values()}
     coord_plans = {name: _coordinate_plan(c, options) for name, c in coords.items()}
     _check_names(data, coord_plans, index_coords, options)
@@ -430,6 +535,7 @@ def _variables(fields: list[_Field], options: _Options) -> dict[str, _Variable]:
     """Group data objects into variables (in file order) and check each is consistent."""
     variables: dict[str, _Variable] = {}
     for f in fields:
+        f.name_key = _naming_key(f.object, options.variable_key)
         name = _variable_name(f.object, options.variable_key)
         variables.setdefault(name, _Variable(name, [])).fields.append(f)
     for var in variables.values():
@@ -437,11 +543,18 @@ def _variables(fields: list[_Field], options: _Options) -> dict[str, _Variable]:
     return variables
 
 
-def _variable_name(o: _Object, variable_key: str | None) -> str:
+def _naming_key(o: _Object, variable_key: str | None) -> str | None:
+    """The key naming a data object's variable: ``variable_key``, else the first of
+    :data:`NAME_KEYS` with a scalar value; ``None`` when it has none."""
     for key in ((variable_key,) if variable_key else ()) + NAME_KEYS:
         if is_scalar(o.keys.get(key)):
-            return str(o.keys[key])
-    return f"object_{o.obj}"
+            return key
+    return None
+
+
+def _variable_name(o: _Object, variable_key: str | None) -> str:
+    key = _naming_key(o, variable_key)
+    return str(o.keys[key]) if key else f"object_{o.obj}"
 
 
 def _check_structure(var: _Variable, options: _Options) -> None:
@@ -481,11 +594,12 @@ def _dtype_family(dtype: np.dtype) -> str:
 def _advice(a: _Object, b: _Object) -> str:
     """How to open conflicting objects: a filter telling them apart, or one group each."""
     hint = ""
-    differing = sorted((k for k, v in a.keys.items()
-                        if is_scalar(v) and freeze(v) != freeze(b.keys.get(k))),
+    a_keys, b_keys = a.all_keys, b.all_keys  # what filter_by_keys sees
+    differing = sorted((k for k, v in a_keys.items()
+                        if is_scalar(v) and freeze(v) != freeze(b_keys.get(k))),
                        key=lambda k: (not k.startswith("mars."), k))
     if differing:
-        hint = f"filter_by_keys={{{differing[0]!r}: {a.keys[differing[0]]!r}}} or "
+        hint = f"filter_by_keys={{{differing[0]!r}: {a_keys[differing[0]]!r}}} or "
     return (f"Open a consistent subset with {hint}filter_by_keys=..., or every group with "
             f"xr.open_datatree(path, engine='tensogram').")
 
@@ -530,9 +644,10 @@ def _coordinates(messages: list[_Message], options: _Options) -> dict[str, _Coor
 
 def _coordinate_plan(coord: _Coordinate, options: _Options) -> VariablePlan:
     o = coord.object
+    attrs = to_attrs({k: v for k, v in o.own.items() if k != o.name_key})
     return VariablePlan(
         name=o.coordinate, dims=coord.dims, shape=o.shape, dtype=o.dtype,
-        fields=np.array(0, dtype=np.int64), refs=(o.ref,), attrs=to_attrs(o.own),
+        fields=np.array(0, dtype=np.int64), refs=(o.ref,), attrs=attrs,
         encoding=_encoding(options.source, [o], coord.dims, o.shape, 0),
     )
 
@@ -664,12 +779,19 @@ def _determined(base: list[tuple], labels: tuple[int, ...]) -> bool:
     return all(mapping.setdefault(b, label) == label for b, label in zip(base, labels))
 
 
-def _generic_coords(variables, index_coords, lookups, options) -> None:
-    """Coordinates of the extra dimensions: the union of the values of every variable using it."""
+def _generic_coords(variables, index_coords, lookups, options, coord_attrs) -> None:
+    """Coordinates of the extra dimensions: the union of the values of every variable using it.
+
+    Their attributes are the entries of ``_extra_["coordinate_attrs"][key]`` common to every
+    message holding a field stacked along it (none when one of them lacks it).
+    """
     values: dict[str, list[Any]] = defaultdict(list)
+    described: dict[str, list[dict]] = defaultdict(list)
     for var in variables.values():
         for key in var.generic:
             values[key].extend(f.object.keys[key] for f in var.fields)
+            described[key].extend(coord_attrs.get(f.object.msg, {}).get(key, {})
+                                  for f in var.fields)
     for key in sorted(values):
         if key in index_coords:
             raise TgmConflictError(
@@ -678,7 +800,7 @@ def _generic_coords(variables, index_coords, lookups, options) -> None:
                 f"filter_by_keys=..., or every group with "
                 f"xr.open_datatree(path, engine='tensogram').")
         coord, lookups[key] = _coordinate_values(key, values[key])
-        index_coords[key] = ((key,), coord, {})
+        index_coords[key] = ((key,), coord, to_attrs(_common(described[key])))
     for var in variables.values():
         var.outer.extend(var.generic)
 
@@ -696,11 +818,19 @@ def _coordinate_values(dim: str, values: list[Any]) -> tuple[np.ndarray, dict[An
     return array, {freeze(v): positions[convert(v)] for v in values}
 
 
+# ISO 8601 date-times (a time of day required, `Z` = UTC allowed): what a generic key needs to
+# be read as datetime64, as ERA5's `valid_time` is written. Dates alone stay strings.
+_ISO_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?Z?")
+
+
 def _converter(values: list[Any]) -> Callable[[Any], Any]:
-    """One type for a coordinate: bool, int, float, datetime64, timedelta64, else strings."""
+    """One type for a coordinate: bool, int, float, datetime64, timedelta64, strings that are
+    all ISO 8601 date-times as datetime64[ns], else strings."""
     kinds = {type(v) for v in values}
     if kinds <= {bool} or kinds <= {np.datetime64} or kinds <= {np.timedelta64}:
         return lambda v: v
+    if kinds <= {str} and _iso_datetimes(values):
+        return _iso_datetime
     if not any(issubclass(k, bool) for k in kinds):
         if all(issubclass(k, (int, np.integer)) for k in kinds):
             return int
@@ -709,9 +839,27 @@ def _converter(values: list[Any]) -> Callable[[Any], Any]:
     return str
 
 
+def _iso_datetimes(values: list[str]) -> bool:
+    """Whether every value is an ISO 8601 date-time that datetime64[ns] holds (numpy wraps
+    years beyond 1678-2261 around silently, so those stay strings)."""
+    if not all(_ISO_DATETIME.fullmatch(v) and 1678 <= int(v[:4]) <= 2261 for v in values):
+        return False
+    try:
+        for value in set(values):
+            _iso_datetime(value)
+    except ValueError:  # month 13, hour 25, ...
+        return False
+    return True
+
+
+def _iso_datetime(value: str) -> np.datetime64:
+    return np.datetime64(value.removesuffix("Z"), "ns")
+
+
 def _add_valid_time(index_coords) -> None:
-    """cfgrib's ``valid_time = time + step``, over the dims of whichever of them are dims."""
-    if "time" not in index_coords or "step" not in index_coords:
+    """cfgrib's ``valid_time = time + step``, over the dims of whichever of them are dims
+    (unless a metadata key of that name already made a ``valid_time`` dimension)."""
+    if "time" not in index_coords or "step" not in index_coords or "valid_time" in index_coords:
         return
     time_dims, time, _ = index_coords["time"]
     step_dims, step, _ = index_coords["step"]
@@ -725,7 +873,7 @@ def _add_valid_time(index_coords) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _variable_plan(var: _Variable, index_coords, lookups, dataset_attrs, options) -> VariablePlan:
+def _variable_plan(var: _Variable, index_coords, lookups, common_extra, options) -> VariablePlan:
     """Place every field of a variable on its grid of stacked dimensions."""
     outer_shape = tuple(len(index_coords[d][1]) for d in var.outer)
     cells: dict[tuple[int, ...], list[_Object]] = defaultdict(list)
@@ -757,7 +905,7 @@ def _variable_plan(var: _Variable, index_coords, lookups, dataset_attrs, options
     shape = outer_shape + var.first.shape
     return VariablePlan(
         name=var.name, dims=dims, shape=shape, dtype=dtype, fields=grid, refs=tuple(refs),
-        attrs=_variable_attrs(var, dataset_attrs),
+        attrs=_variable_attrs(var, common_extra),
         encoding=_encoding(options.source, objects, dims, shape, len(outer_shape)),
     )
 
@@ -766,24 +914,28 @@ def _outer_value(f: _Field, dim: str) -> Any:
     return f.axes[dim].value if dim in f.axes else f.object.keys[dim]
 
 
-def _variable_attrs(var: _Variable, dataset_attrs: Mapping[str, Any]) -> dict:
-    """The metadata every field of the variable agrees on, minus what became coordinates and
-    what the Dataset's attributes already say."""
-    common = _common([f.object.keys for f in var.fields])
+def _variable_attrs(var: _Variable, common_extra: Mapping[str, Any]) -> dict:
+    """The metadata every field of the variable agrees on (its own keys, and the ``_extra_``
+    entries that are not the Dataset's), minus what became coordinates and the key that named
+    it. An attribute of its own stays even when a Dataset attribute has the same value."""
+    views = [{k: v for k, v in f.object.keys.items()
+              if k in f.object.own or k not in common_extra} for f in var.fields]
+    dropped = _dropped(var)
+    return to_attrs({k: v for k, v in _common(views).items() if k not in dropped})
+
+
+def _dropped(var: _Variable) -> set[str]:
+    """Keys that became the variable's coordinates or name: never its attributes."""
     dropped = set().union(*(f.consumed for f in var.fields)) | set(var.generic)
-    attrs = to_attrs({k: v for k, v in common.items() if k not in dropped})
-    return {k: v for k, v in attrs.items() if k not in dataset_attrs or dataset_attrs[k] != v}
+    return dropped | {f.name_key for f in var.fields if f.name_key}
 
 
-def _dataset_attrs(messages: list[_Message], variables: dict[str, _Variable]) -> dict:
-    """``_extra_`` entries common to every message, minus those that became coordinates."""
-    if not messages:
-        return {}
-    dropped = set()
-    for var in variables.values():
-        dropped |= set().union(*(f.consumed for f in var.fields)) | set(var.generic)
-    common = _common([m.extra for m in messages])
-    return to_attrs({k: v for k, v in common.items() if k not in dropped})
+def _dataset_attrs(common_extra: Mapping[str, Any], variables: dict[str, _Variable]) -> dict:
+    """``_extra_`` entries common to every message, minus those that became a coordinate or a
+    variable name (read from ``_extra_``, not from an object's own key of the same name)."""
+    dropped = {key for var in variables.values() for f in var.fields
+               for key in f.consumed | {f.name_key} if key not in f.object.own}
+    return to_attrs({k: v for k, v in common_extra.items() if k not in dropped})
 
 
 def _common(maps: list[Mapping[str, Any]]) -> dict[str, Any]:

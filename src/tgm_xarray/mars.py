@@ -91,9 +91,10 @@ class Axis:
     """One field's position along a cfgrib-like dimension.
 
     ``keys`` are the metadata keys the value was read from (they become a coordinate, so they
-    leave the attributes); ``value`` is raw after :func:`find_axes` and decoded after
-    :func:`decode_axes`; ``levtype`` is the level type of a level dimension (``None`` when the
-    field has none, and always ``None`` for the other dimensions).
+    leave the attributes), including a ``levtype`` that names the level dimension; ``value`` is
+    raw after :func:`find_axes` and decoded after :func:`decode_axes`; ``levtype`` is the level
+    type of a level dimension (``None`` when the field has none, and always ``None`` for the
+    other dimensions).
     """
 
     keys: tuple[str, ...]
@@ -145,10 +146,14 @@ def find_axes(keys: Mapping[str, Any]) -> dict[str, Axis]:
     if level is None and keys.get("level") is not None:
         level = ("level", keys["level"])
     kind = levtype[1] if levtype else None
+    # A level type that names the dimension (`pl` -> isobaricInhPa) is said by that name: its key
+    # is consumed with the level's. Another level type (`dp`, dimension `level`) stays a key.
+    named = (levtype[0],) if levtype and level_dim(kind) != DEFAULT_LEVEL_DIM else ()
     if level is not None:
-        axes[level_dim(kind)] = Axis((level[0],), level[1], str(kind) if kind is not None else None)
+        axes[level_dim(kind)] = Axis(named + (level[0],), level[1],
+                                     str(kind) if kind is not None else None)
     elif kind == "sfc":
-        axes[LEVEL_DIMS["sfc"]] = Axis((), SURFACE_VALUE, "sfc")
+        axes[LEVEL_DIMS["sfc"]] = Axis(named, SURFACE_VALUE, "sfc")
     return axes
 
 
