@@ -222,17 +222,26 @@ def test_real_field_every_row_alone(file, msg):
 
 
 @pytest.mark.thread_unsafe(reason="counts the process-wide decoded_elements")
-def test_window_of_packed_szip_field_decodes_a_fraction(ifs_file):
-    f = tgm_xarray.open_file(ifs_file)
-    total = 721 * 1440
-    for key, size in [((slice(0, 180), slice(0, 360)), 180 * 360),      # a 1/16 box
-                      ((slice(300, 345),), 45 * 1440),                    # 1/16 of the rows
-                      ((slice(700, 721), slice(1400, 1440)), 21 * 40)]:   # the last corner
+def test_window_of_packed_szip_field_decodes_a_fraction(ifs_file, tmp_path):
+    copy = tmp_path / "ifs.tgm"  # a file no handle has read yet
+    shutil.copyfile(ifs_file, copy)
+    f = tgm_xarray.open_file(copy)
+    total, rsi = 721 * 1440, 128 * 32
+    # The first partial read of an szip object decodes it once to recover its RSI block offsets
+    # (the stored ones can be wrong, see codec-rs/src/szip.rs); later reads decode only a window.
+    before = _core.decoded_elements()
+    f.read(0, 0, (slice(0, 1), slice(0, 1)))
+    assert total <= _core.decoded_elements() - before <= total + rsi
+    # An szip range decode starts at an RSI block (2.8 rows here), so a box costs the rows it
+    # spans; a band of rows costs about itself.
+    for key, size, bound in [((slice(300, 345),), 45 * 1440, total / 8),              # 1/16 of the rows
+                             ((slice(0, 180), slice(0, 360)), 180 * 360, 180 * 1440 + rsi),  # a 1/16 box
+                             ((slice(700, 721), slice(1400, 1440)), 21 * 40, 21 * 1440 + rsi)]:
         before = _core.decoded_elements()
         window = f.read(0, 0, key)
         decoded = _core.decoded_elements() - before
         assert window.size == size
-        assert size <= decoded < total / 8, (key, decoded)
+        assert size <= decoded <= bound, (key, decoded)
     before = _core.decoded_elements()
     f.read(0, 0)
     assert _core.decoded_elements() - before == total  # the counter does count full decodes

@@ -51,22 +51,42 @@ fn check_hash(msg: &[u8], entry: &ObjectEntry) -> CoreResult<bool> {
         .clone()
 }
 
-/// Whether decoding only the planned ranges is cheaper than decoding the whole object.
-fn ranges_pay_off(entry: &ObjectEntry, plan: &Plan) -> bool {
-    let total = entry.num_elements();
-    let wanted = plan.decoded_len();
-    if wanted >= total {
-        return false;
-    }
+/// Elements a codec decodes at least per range: an szip range starts at an RSI block boundary.
+fn granule(entry: &ObjectEntry) -> u64 {
     match entry.descriptor.compression.as_str() {
-        // Each range decodes whole RSI blocks from its start offset.
         "szip" => {
-            let param = |k: &str| int_param(&entry.descriptor, k).unwrap_or(0) as u64;
-            let rsi_len = param("szip_rsi") * param("szip_block_size");
-            wanted + plan.ranges.len() as u64 * rsi_len < total
+            let param = |k: &str| int_param(&entry.descriptor, k).unwrap_or(0).max(0) as u64;
+            param("szip_rsi") * param("szip_block_size")
         }
-        "blosc2" => wanted * 2 <= total,
-        _ => true,
+        _ => 0,
+    }
+}
+
+/// The ranges to decode: planned ranges closer than a granule are merged, so that no block is
+/// decoded twice (the rows of a window share szip blocks). Each group is `(offset, count,
+/// planned ranges it covers)`.
+fn decode_groups(ranges: &[(u64, u64)], granule: u64) -> Vec<(u64, u64, std::ops::Range<usize>)> {
+    let mut groups: Vec<(u64, u64, std::ops::Range<usize>)> = Vec::new();
+    for (i, &(off, count)) in ranges.iter().enumerate() {
+        match groups.last_mut() {
+            Some((g_off, g_count, members)) if off >= *g_off && off <= *g_off + *g_count + granule => {
+                *g_count = (*g_count).max(off + count - *g_off);
+                members.end = i + 1;
+            }
+            _ => groups.push((off, count, i..i + 1)),
+        }
+    }
+    groups
+}
+
+/// Whether decoding only `groups` is cheaper than decoding the whole object.
+fn ranges_pay_off(entry: &ObjectEntry, groups: &[(u64, u64, std::ops::Range<usize>)]) -> bool {
+    let total = entry.num_elements();
+    // Each group may decode up to one granule more than it asks for.
+    let cost: u64 = groups.iter().map(|g| g.1 + granule(entry)).sum();
+    match entry.descriptor.compression.as_str() {
+        "blosc2" => cost * 2 <= total,
+        _ => cost < total,
     }
 }
 
@@ -111,6 +131,10 @@ pub fn read_object(
         return Ok(());
     }
     let _in_flight = InFlight::enter();
+    let groups = match entry.access {
+        Access::Ranged => decode_groups(&plan.ranges, granule(entry)),
+        _ => Vec::new(),
+    };
     let payload = &msg[entry.payload.clone()];
     let options = decode_options();
     let codec_err = |e: tensogram::TensogramError| CoreError::from_tensogram(&e, "decode failed");
@@ -126,7 +150,7 @@ pub fn read_object(
             }
             plan.decoded_len()
         }
-        Access::Ranged if ranges_pay_off(entry, &plan) => {
+        Access::Ranged if ranges_pay_off(entry, &groups) => {
             let ranged_desc = if desc.compression == "szip" {
                 entry
                     .szip_ranged
@@ -136,12 +160,16 @@ pub fn read_object(
             } else {
                 desc
             };
-            let parts = decode_range_from_payload(ranged_desc, payload, &plan.ranges, &options)
-                .map_err(codec_err)?;
-            for (i, part) in parts.iter().enumerate() {
-                plan.scatter(i, part, out, itemsize);
+            let spans: Vec<(u64, u64)> = groups.iter().map(|g| (g.0, g.1)).collect();
+            let parts = decode_range_from_payload(ranged_desc, payload, &spans, &options).map_err(codec_err)?;
+            for ((g_off, _, members), part) in groups.iter().zip(&parts) {
+                for i in members.clone() {
+                    let (off, count) = plan.ranges[i];
+                    let start = (off - g_off) as usize * itemsize;
+                    plan.scatter(i, &part[start..start + count as usize * itemsize], out, itemsize);
+                }
             }
-            plan.decoded_len()
+            spans.iter().map(|s| s.1).sum()
         }
         _ => {
             let whole_len = entry.num_elements() as usize * itemsize;
@@ -182,4 +210,20 @@ fn swap_bytes(buf: &mut [u8], unit: usize) {
 /// Every element of an object of this shape.
 pub fn full_selection(shape: &[u64]) -> Vec<AxisSel> {
     shape.iter().map(|&n| AxisSel::full(n)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_groups;
+
+    #[test]
+    fn ranges_closer_than_a_granule_decode_together() {
+        let rows = [(10, 4), (18, 4), (26, 4), (100, 4)];
+        let groups = decode_groups(&rows, 8);
+        assert_eq!(groups, vec![(10, 20, 0..3), (100, 4, 3..4)]);
+        // Without a granule only touching ranges merge.
+        assert_eq!(decode_groups(&[(0, 4), (4, 4), (9, 1)], 0), vec![(0, 8, 0..2), (9, 1, 2..3)]);
+        // Out-of-order ranges (reversed selections) stay apart.
+        assert_eq!(decode_groups(&[(8, 4), (0, 4)], 100).len(), 2);
+    }
 }
