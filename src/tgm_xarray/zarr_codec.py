@@ -1,0 +1,442 @@
+"""``TensogramCodec``: a zarr v3 array-to-bytes codec that stores each chunk as one Tensogram message.
+
+Every chunk becomes a complete, single-object Tensogram message, so it carries its own descriptor
+(dtype, shape, encoding, filter, compression and their parameters) and upstream tools can decode
+or check it on its own. Encoding and decoding run in the Rust core with the interpreter released,
+in worker threads, so zarr decodes several chunks at once. The codec is registered under the name
+``tensogram`` through the ``zarr.codecs`` entry point: an array written with it reopens in any
+process where tgm-xarray is installed, without importing it first.
+
+See docs/zarr.md for the configuration, the error bounds and the rules on dtypes and NaN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import operator
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.abc.codec import ArrayBytesCodec, ArrayBytesCodecPartialDecodeMixin
+from zarr.core.common import JSON, parse_named_configuration
+
+from tgm_xarray import _core
+from tgm_xarray.errors import TgmCodecError
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from zarr.abc.store import ByteGetter
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.chunk_grids import ChunkGrid
+    from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
+    from zarr.core.indexing import SelectorTuple
+
+ENCODINGS = ("none", "simple_packing")
+FILTERS = ("none", "shuffle")
+# Each compression's parameters, named as in Tensogram's descriptors, with their defaults
+# (upstream's own: tensogram's `DataPipeline`). zfp's parameter depends on its mode, see ZFP_MODES.
+COMPRESSIONS: dict[str, dict[str, JSON]] = {
+    "none": {},
+    "szip": {"szip_rsi": 128, "szip_block_size": 16, "szip_flags": 8},
+    "zstd": {"zstd_level": 3},
+    "lz4": {},
+    "blosc2": {"blosc2_codec": "lz4", "blosc2_clevel": 5},
+    "zfp": {"zfp_mode": "fixed_precision"},
+    "sz3": {"sz3_error_bound_mode": "rel", "sz3_error_bound": 1e-4},
+}
+# zfp mode -> (its parameter, default or None when the user must choose: a tolerance has units).
+ZFP_MODES: dict[str, tuple[str, float | int | None]] = {
+    "fixed_rate": ("zfp_rate", 16.0),
+    "fixed_precision": ("zfp_precision", 32),
+    "fixed_accuracy": ("zfp_tolerance", None),
+}
+COMPRESSION_PARAMS = (
+    "szip_rsi", "szip_block_size", "szip_flags", "zstd_level", "blosc2_codec", "blosc2_clevel",
+    "zfp_mode", "zfp_rate", "zfp_precision", "zfp_tolerance", "sz3_error_bound_mode",
+    "sz3_error_bound",
+)  # fmt: skip
+# Upstream 0.24 packs `bits_per_value`-bit samples densely, but hands szip byte-sized samples:
+# only these widths survive simple_packing + szip (others fail or decode to wrong values).
+SZIP_PACKING_BITS = (8, 16, 24, 32)
+# Compressions that reinterpret the payload as float64 whatever the dtype (upstream 0.24).
+FLOAT64_ONLY = ("zfp", "sz3")
+
+
+def _parse_choice(name: str, value: object, choices: tuple | dict) -> Any:
+    # Same type too: 16.0 is no szip block size, nor is true one.
+    if not any(type(value) is type(c) and value == c for c in choices):
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def _parse_int(name: str, value: object, lo: int, hi: int) -> int:
+    # bool is an int subclass, and `true` in JSON is never meant as a number here.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer; got {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}]; got {value}")
+    return value
+
+
+def _parse_positive_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number; got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0; got {value}")
+    return float(value)
+
+
+# One parser per compression parameter: (name, value) -> the validated value.
+_PARAM_PARSERS: dict[str, Any] = {
+    "szip_rsi": lambda n, v: _parse_int(n, v, 1, 4096),
+    "szip_block_size": lambda n, v: _parse_choice(n, v, (8, 16, 32, 64)),
+    "szip_flags": lambda n, v: _parse_int(n, v, 0, 127),
+    "zstd_level": lambda n, v: _parse_int(n, v, -131072, 22),
+    "blosc2_codec": lambda n, v: _parse_choice(n, v, ("blosclz", "lz4", "lz4hc", "zlib", "zstd")),
+    "blosc2_clevel": lambda n, v: _parse_int(n, v, 0, 9),
+    "zfp_mode": lambda n, v: _parse_choice(n, v, tuple(ZFP_MODES)),
+    "zfp_rate": lambda n, v: _parse_positive_float(n, v),
+    "zfp_precision": lambda n, v: _parse_int(n, v, 1, 64),
+    "zfp_tolerance": lambda n, v: _parse_positive_float(n, v),
+    "sz3_error_bound_mode": lambda n, v: _parse_choice(n, v, ("abs", "rel", "psnr")),
+    "sz3_error_bound": lambda n, v: _parse_positive_float(n, v),
+}
+
+
+def _parse_compression_params(compression: str, given: dict[str, object]) -> dict[str, JSON]:
+    """The parameters of `compression`: the `given` ones validated, defaults for the others."""
+    allowed = dict(COMPRESSIONS[compression])
+    if compression == "zfp":
+        mode = _PARAM_PARSERS["zfp_mode"]("zfp_mode", given.get("zfp_mode", allowed["zfp_mode"]))
+        key, default = ZFP_MODES[mode]
+        allowed = {"zfp_mode": mode, key: default}
+    for name in given:
+        if name not in allowed:
+            owner = next((c for c in COMPRESSIONS if name.startswith(c + "_")), "?")
+            raise ValueError(
+                f"{name} is a parameter of compression {owner!r}, not of {compression!r}"
+                if owner != compression
+                else f"{name} does not apply to zfp_mode {allowed['zfp_mode']!r}"
+            )
+    params: dict[str, JSON] = {}
+    for name, default in allowed.items():
+        value = given.get(name)
+        if value is None:
+            if default is None:
+                raise ValueError(f"{name} is required with compression {compression!r}")
+            value = default
+        params[name] = _PARAM_PARSERS[name](name, value)
+    return params
+
+
+@dataclass(frozen=True)
+class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
+    """Stores each chunk as one Tensogram message, with Tensogram's encodings and compressors.
+
+    The pipeline mirrors Tensogram's: an ``encoding`` (``"none"``, or ``"simple_packing"``: GRIB's
+    lossy quantisation to ``bits_per_value`` bits, floats only), a ``filter`` (``"none"`` or
+    byte ``"shuffle"``), then a ``compression`` (``"none"``, ``"szip"``, ``"zstd"``, ``"lz4"``,
+    ``"blosc2"``, and the lossy ``"zfp"`` and ``"sz3"``), whose parameters keep Tensogram's names
+    (``szip_rsi``, ``zstd_level``, ...) and default to upstream's values. ``hash`` stores an xxh3
+    hash of each chunk's payload. NaN and infinities are preserved with every configuration.
+
+    Use it as the array's only codec (``compressors=None``): the chunk is already compressed, and
+    reads of part of a chunk then decode only that part where the encoding allows it. With simple
+    packing, prefer ``fill_value=np.nan``: zarr pads edge chunks with the fill value, which would
+    otherwise widen their packing range.
+
+    >>> import numpy as np, zarr
+    >>> codec = TensogramCodec(encoding="simple_packing", bits_per_value=24, compression="szip")
+    >>> z = zarr.create_array({}, shape=(100, 200), chunks=(64, 128), dtype="float64",
+    ...                       fill_value=np.nan, serializer=codec, compressors=None)
+    >>> z[:] = np.linspace(250.0, 310.0, 20_000).reshape(100, 200)
+    >>> bool(abs(z[10, 20] - (250.0 + 60.0 * 2020 / 19_999)) < 1e-5)
+    True
+    >>> codec.to_dict()["configuration"]["szip_block_size"]
+    16
+    """
+
+    is_fixed_size = False
+
+    encoding: str
+    bits_per_value: int | None
+    decimal_scale_factor: int | None
+    filter: str
+    compression: str
+    szip_rsi: int | None
+    szip_block_size: int | None
+    szip_flags: int | None
+    zstd_level: int | None
+    blosc2_codec: str | None
+    blosc2_clevel: int | None
+    zfp_mode: str | None
+    zfp_rate: float | None
+    zfp_precision: int | None
+    zfp_tolerance: float | None
+    sz3_error_bound_mode: str | None
+    sz3_error_bound: float | None
+    hash: bool
+
+    def __init__(
+        self,
+        *,
+        encoding: str = "none",
+        bits_per_value: int | None = None,
+        decimal_scale_factor: int | None = None,
+        filter: str = "none",
+        compression: str = "none",
+        szip_rsi: int | None = None,
+        szip_block_size: int | None = None,
+        szip_flags: int | None = None,
+        zstd_level: int | None = None,
+        blosc2_codec: str | None = None,
+        blosc2_clevel: int | None = None,
+        zfp_mode: str | None = None,
+        zfp_rate: float | None = None,
+        zfp_precision: int | None = None,
+        zfp_tolerance: float | None = None,
+        sz3_error_bound_mode: str | None = None,
+        sz3_error_bound: float | None = None,
+        hash: bool = True,
+    ) -> None:
+        encoding = _parse_choice("encoding", encoding, ENCODINGS)
+        filter = _parse_choice("filter", filter, FILTERS)
+        compression = _parse_choice("compression", compression, COMPRESSIONS)
+        if encoding == "simple_packing":
+            if bits_per_value is None:
+                raise ValueError("bits_per_value is required with encoding 'simple_packing'")
+            bits_per_value = _parse_int("bits_per_value", bits_per_value, 1, 64)
+            if decimal_scale_factor is None:
+                decimal_scale_factor = 0
+            decimal_scale_factor = _parse_int("decimal_scale_factor", decimal_scale_factor, -308, 308)
+            if compression == "szip" and bits_per_value not in SZIP_PACKING_BITS:
+                raise ValueError(
+                    f"bits_per_value must be one of {SZIP_PACKING_BITS} with simple_packing + szip "
+                    f"(tensogram 0.24 decodes other widths wrongly); got {bits_per_value}"
+                )
+            if filter == "shuffle" and bits_per_value % 8:
+                raise ValueError(
+                    f"bits_per_value must be a multiple of 8 with filter 'shuffle'; got {bits_per_value}"
+                )
+        else:
+            packing = {"bits_per_value": bits_per_value, "decimal_scale_factor": decimal_scale_factor}
+            for name, value in packing.items():
+                if value is not None:
+                    raise ValueError(f"{name} applies to encoding 'simple_packing', not {encoding!r}")
+        if compression in FLOAT64_ONLY and (encoding, filter) != ("none", "none"):
+            raise ValueError(f"compression {compression!r} needs encoding 'none' and filter 'none'")
+        if not isinstance(hash, bool):
+            raise TypeError(f"hash must be true or false; got {hash!r}")
+        arguments = locals()
+        given = {name: arguments[name] for name in COMPRESSION_PARAMS if arguments[name] is not None}
+        params = _parse_compression_params(compression, given)
+
+        object.__setattr__(self, "encoding", encoding)
+        object.__setattr__(self, "bits_per_value", bits_per_value)
+        object.__setattr__(self, "decimal_scale_factor", decimal_scale_factor)
+        object.__setattr__(self, "filter", filter)
+        object.__setattr__(self, "compression", compression)
+        for name in COMPRESSION_PARAMS:
+            object.__setattr__(self, name, params.get(name))
+        object.__setattr__(self, "hash", hash)
+
+    def __repr__(self) -> str:
+        # The stored configuration, not the unused parameters of other compressions.
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.to_dict()["configuration"].items())
+        return f"TensogramCodec({arguments})"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, JSON]) -> Self:
+        _, configuration_parsed = parse_named_configuration(data, "tensogram")
+        return cls(**configuration_parsed)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, JSON]:
+        # Only the parameters of the chosen stages, all of them, in a fixed order.
+        configuration: dict[str, JSON] = {"encoding": self.encoding}
+        if self.encoding == "simple_packing":
+            configuration["bits_per_value"] = self.bits_per_value
+            configuration["decimal_scale_factor"] = self.decimal_scale_factor
+        configuration["filter"] = self.filter
+        configuration["compression"] = self.compression
+        configuration.update(self._compression_params)
+        configuration["hash"] = self.hash
+        return {"name": "tensogram", "configuration": configuration}
+
+    @property
+    def _compression_params(self) -> dict[str, JSON]:
+        params = {name: getattr(self, name) for name in COMPRESSION_PARAMS}
+        return {name: value for name, value in params.items() if value is not None}
+
+    @property
+    def _float64_payload(self) -> bool:
+        """Whether chunks travel as float64 (upstream 0.24 packs and runs zfp/sz3 on float64 only)."""
+        return self.encoding == "simple_packing" or self.compression in FLOAT64_ONLY
+
+    def validate(
+        self,
+        *,
+        shape: tuple[int, ...],
+        dtype: ZDType[TBaseDType, TBaseScalar],
+        chunk_grid: ChunkGrid,
+    ) -> None:
+        self._check_dtype(dtype.to_native_dtype())
+
+    def _check_dtype(self, dtype: np.dtype) -> None:
+        if dtype.kind not in "iufc" or (dtype.kind == "f" and dtype.itemsize not in (2, 4, 8)):
+            raise ValueError(f"the tensogram codec stores integers, floats and complex numbers, not {dtype}")
+        if self._float64_payload and dtype.kind != "f":
+            what = "simple_packing" if self.encoding == "simple_packing" else self.compression
+            raise ValueError(f"{what} is lossy and needs a floating-point dtype; got {dtype}")
+        if (self.compression, self.encoding, self.filter) == ("szip", "none", "none") and dtype.itemsize > 4:
+            raise ValueError(
+                f"compression 'szip' takes samples of at most 32 bits; dtype {dtype} needs "
+                "filter 'shuffle' (or encoding 'simple_packing' for floats)"
+            )
+
+    def _descriptor(self, data: np.ndarray) -> dict[str, Any]:
+        descriptor: dict[str, Any] = {
+            "type": "ntensor",
+            "shape": list(data.shape),
+            "dtype": data.dtype.name,
+            "byte_order": {"<": "little", ">": "big"}.get(data.dtype.byteorder, sys.byteorder),
+            "encoding": self.encoding,
+            "filter": self.filter,
+            "compression": self.compression,
+            **self._compression_params,
+        }
+        if self.encoding == "simple_packing":
+            descriptor.update(_packing_params(data, self.bits_per_value, self.decimal_scale_factor))
+        if self.filter == "shuffle":
+            # Shuffle runs after the encoding: it moves bytes of packed samples, or of values.
+            width = -(-self.bits_per_value // 8) if self.encoding == "simple_packing" else data.dtype.itemsize
+            descriptor["shuffle_element_size"] = width
+        return descriptor
+
+    def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        data = chunk_array.as_numpy_array().reshape(chunk_spec.shape)
+        self._check_dtype(data.dtype)
+        data = np.asarray(data, dtype=np.float64 if self._float64_payload else None, order="C")
+        # NaN and infinities become Tensogram masks (restored on decode) instead of failing.
+        message = _core.encode_message({}, [(self._descriptor(data), data)], hash=self.hash,
+                                       allow_nan=True, allow_inf=True)
+        return chunk_spec.prototype.buffer.from_bytes(message)
+
+    async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return await asyncio.to_thread(self._encode_sync, chunk_array, chunk_spec)
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        return self._decode_region_sync(chunk_bytes, (), chunk_spec)
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
+
+    def _decode_region_sync(
+        self, chunk_bytes: Buffer, selection: SelectorTuple, chunk_spec: ArraySpec
+    ) -> NDBuffer:
+        """``chunk[selection]`` (numpy semantics), decoding only that region when it is outer."""
+        dtype = chunk_spec.dtype.to_native_dtype()
+        stored = np.dtype(np.float64) if self._float64_payload else dtype.newbyteorder("=")
+        outer = _outer_selection(selection, chunk_spec.shape)
+        if outer is None:  # coordinate or mask selection: decode all, let numpy pick
+            core_selection, decoded_shape, result_shape = None, chunk_spec.shape, None
+        else:
+            core_selection, decoded_shape, result_shape = outer
+        out = np.empty(decoded_shape, stored)
+        _core.decode_message_into(chunk_bytes.to_bytes(), 0, core_selection, out)
+        result = out.reshape(result_shape) if outer is not None else out[selection]
+        if result.dtype != dtype:
+            result = result.astype(dtype)
+        return chunk_spec.prototype.nd_buffer.from_numpy_array(result)
+
+    async def _decode_partial_single(
+        self, byte_getter: ByteGetter, selection: SelectorTuple, chunk_spec: ArraySpec
+    ) -> NDBuffer | None:
+        chunk_bytes = await byte_getter.get(prototype=chunk_spec.prototype)
+        if chunk_bytes is None:
+            return None
+        return await asyncio.to_thread(self._decode_region_sync, chunk_bytes, selection, chunk_spec)
+
+    def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
+        raise NotImplementedError
+
+
+def _packing_params(data: np.ndarray, bits: int, decimal_scale_factor: int) -> dict[str, JSON]:
+    """Simple-packing parameters as upstream computes them, but from the finite values only.
+
+    Upstream 0.24 refuses to compute them when a NaN or infinity is present, even though its
+    encoder masks those (``allow_nan``) when the parameters are given: giving them keeps NaN.
+    """
+    lo, hi = float(data.min()), float(data.max())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        finite = data[np.isfinite(data)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+    span = (hi - lo) * 10.0**decimal_scale_factor
+    if not math.isfinite(span):
+        raise TgmCodecError(f"simple_packing cannot span the values' range [{lo}, {hi}]")
+    scale = 0 if span == 0 else math.ceil(math.log2(span / (2.0**bits - 1)))
+    return {
+        "sp_bits_per_value": bits,
+        "sp_decimal_scale_factor": decimal_scale_factor,
+        "sp_reference_value": lo,
+        "sp_binary_scale_factor": scale,
+    }
+
+
+def _outer_selection(
+    selection: SelectorTuple, shape: tuple[int, ...]
+) -> tuple[tuple | None, tuple[int, ...], tuple[int, ...]] | None:
+    """Zarr's chunk selection as the core's outer selection.
+
+    Returns ``(core selection, decoded shape, result shape)`` — the core selection is None for
+    the whole chunk — or None when numpy would not read the selection as outer (coordinate and
+    mask selections). zarr hands codecs slices and integers (basic indexing), ``np.ix_``-style
+    index arrays on every axis, or (zarr >= 3.2) one 1-D index array among slices (orthogonal).
+    """
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    selection = selection + (slice(None),) * (len(shape) - len(selection))
+    if len(selection) != len(shape):
+        return None
+    arrays = [s for s in selection if isinstance(s, np.ndarray)]
+    others = [s for s in selection if not isinstance(s, np.ndarray)]
+    # Mixed with slices, numpy indexes outer only with a lone 1-D array (integers would join it).
+    lone_array = len(arrays) == 1 and arrays[0].ndim == 1 and all(isinstance(s, slice) for s in others)
+    if arrays and others and not lone_array:
+        return None
+    core, decoded, result = [], [], []
+    for axis, (s, n) in enumerate(zip(selection, shape)):
+        if isinstance(s, np.ndarray):
+            # np.ix_ shapes axis k's array (1, .., n_k, .., 1); a lone array is 1-D
+            ix_shaped = s.ndim == len(shape) and all(k == 1 for i, k in enumerate(s.shape) if i != axis)
+            if s.dtype.kind not in "iu" or not (lone_array or ix_shaped):
+                return None
+            points = s.reshape(-1).astype(np.int64, copy=False)
+            if points.size and (points.min() < 0 or points.max() >= n):
+                return None
+            core.append(points)
+            decoded.append(points.size)
+            result.append(points.size)
+        elif isinstance(s, slice):
+            start, stop, step = s.indices(n)
+            if step < 1:
+                return None
+            core.append((start, stop, step))
+            decoded.append(len(range(start, stop, step)))
+            result.append(decoded[-1])
+        else:
+            try:
+                i = operator.index(s)
+            except TypeError:
+                return None
+            if not -n <= i < n:
+                return None
+            i %= n
+            core.append((i, i + 1, 1))
+            decoded.append(1)  # and no result axis, as numpy drops it
+    whole = all(isinstance(c, tuple) and c == (0, n, 1) for c, n in zip(core, shape))
+    return (None if whole else tuple(core)), tuple(decoded), tuple(result)
