@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use ciborium::Value;
 use numpy::PyUntypedArray;
+use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata};
@@ -167,25 +168,34 @@ pub fn encode_message<'py>(
 
 /// Parses an in-memory message (for the zarr codec: one message per chunk).
 fn parse(buf: &[u8]) -> CoreResult<ParsedMessage> {
-    let spans = tensogram::scan(buf);
-    if spans.len() != 1 || spans[0] != (0, buf.len()) {
-        return Err(CoreError::new(Kind::Format, "the buffer is not exactly one Tensogram message"));
+    if crate::file::index_messages(buf)?.len() != 1 {
+        return Err(CoreError::new(Kind::Format, "the buffer holds more than one Tensogram message"));
     }
     ParsedMessage::parse(buf)
 }
 
-/// Reads `selection` of object `obj` of the message in `buf` into `out`; runs detached.
+/// Reads `selection` of object `obj` of the message in `buf` (any C-contiguous buffer: bytes,
+/// a uint8 array, a memoryview) into `out`; runs detached.
 #[pyfunction]
 #[pyo3(signature = (buf, obj, selection, out, verify_hash = false))]
 pub fn decode_message_into(
     py: Python<'_>,
-    buf: &Bound<'_, PyBytes>,
+    buf: &Bound<'_, PyAny>,
     obj: usize,
     selection: Option<&Bound<'_, PyAny>>,
     out: &Bound<'_, PyUntypedArray>,
     verify_hash: bool,
 ) -> PyResult<()> {
-    let bytes = buf.as_bytes();
+    let view = PyBuffer::<u8>::get(buf)?;
+    if !view.is_c_contiguous() {
+        return Err(CoreError::new(Kind::Value, "buf must be a C-contiguous buffer").into());
+    }
+    // SAFETY: `view` holds the buffer (and its exporter) for the whole call; only read.
+    let bytes: &[u8] = if view.len_bytes() == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) }
+    };
     let parsed = py.detach(|| parse(bytes))?;
     let entry = parsed.objects.get(obj).ok_or_else(|| {
         CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))

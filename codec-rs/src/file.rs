@@ -31,7 +31,7 @@ pub struct FileHandle {
 
 /// Finds every message, requiring that they tile the file: a truncated message or bytes that
 /// belong to no message are errors, never skipped (`tensogram::scan` skips them silently).
-fn index_messages(data: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
+pub(crate) fn index_messages(data: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
     let format = |m: String| CoreError::new(Kind::Format, m);
     if data.is_empty() {
         return Err(format("the file is empty".into()));
