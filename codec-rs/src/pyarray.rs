@@ -108,11 +108,13 @@ pub fn parse_selection(selection: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> C
             }
             sel.push(AxisSel::Range { start: start.max(0) as u64, step, len: len as u64 });
         } else if let Ok(points) = item.extract::<PyReadonlyArray1<'_, i64>>() {
+            // Negative indices count from the end, as in numpy; bounds are checked later.
+            let n = shape.get(axis).copied().unwrap_or(0) as i64;
             let points = points.as_array();
-            if let Some(p) = points.iter().find(|&&p| p < 0) {
-                return Err(bad(format!("axis {axis}: index {p} is negative")));
+            if let Some(p) = points.iter().find(|&&p| p < -n) {
+                return Err(bad(format!("axis {axis}: index {p} is out of bounds for size {n}")));
             }
-            sel.push(AxisSel::Points(points.iter().map(|&p| p as u64).collect()));
+            sel.push(AxisSel::Points(points.iter().map(|&p| if p < 0 { p + n } else { p } as u64).collect()));
         } else {
             return Err(bad(format!("axis {axis}: expected (start, stop, step) or an int64 index array")));
         }

@@ -104,11 +104,15 @@ impl Plan {
         let span_axis = j - 1;
         let span_sel = &sel[span_axis];
         let (lo, hi) = span_sel.bounds();
-        let block = (hi - lo + 1) * inner;
-        let picks = if span_sel.is_ascending_run() {
-            None
+        // A sparse span (points or steps far apart) would decode everything between its first
+        // and last index: iterate it like an outer axis instead, one range per index.
+        let sparse = !span_sel.is_ascending_run() && hi - lo + 1 > 2 * span_sel.len() as u64;
+        let (n_outer, block, lo, picks) = if sparse {
+            (span_axis + 1, inner, 0, None)
         } else {
-            Some((0..span_sel.len()).map(|t| span_sel.get(t) - lo).collect())
+            let picks = (!span_sel.is_ascending_run())
+                .then(|| (0..span_sel.len()).map(|t| span_sel.get(t) - lo).collect());
+            (span_axis, (hi - lo + 1) * inner, lo, picks)
         };
 
         // Strides of the outer axes, in elements.
@@ -118,14 +122,14 @@ impl Plan {
             strides[k] = acc;
             acc *= shape[k];
         }
-        let outer: usize = sel[..span_axis].iter().map(|s| s.len()).product();
+        let outer: usize = sel[..n_outer].iter().map(|s| s.len()).product();
         let mut ranges = Vec::with_capacity(outer);
-        let mut counter = vec![0usize; span_axis];
+        let mut counter = vec![0usize; n_outer];
         for _ in 0..outer {
-            let base: u64 = (0..span_axis).map(|k| sel[k].get(counter[k]) * strides[k]).sum();
+            let base: u64 = (0..n_outer).map(|k| sel[k].get(counter[k]) * strides[k]).sum();
             ranges.push((base + lo * inner, block));
             // Advance the C-order odometer over the outer axes.
-            for k in (0..span_axis).rev() {
+            for k in (0..n_outer).rev() {
                 counter[k] += 1;
                 if counter[k] < sel[k].len() {
                     break;
@@ -254,6 +258,16 @@ mod tests {
         let shape = [100, 100];
         let plan = Plan::new(&shape, &[r(0, 1, 100), r(10, 1, 5)]);
         assert_eq!(plan.decoded_len(), 500);
+    }
+
+    #[test]
+    fn far_apart_points_get_a_range_each() {
+        let shape = [1_000_000];
+        let sel = [AxisSel::Points(vec![10, 11, 500_000])];
+        let plan = Plan::new(&shape, &sel);
+        assert_eq!(plan.ranges, vec![(10, 1), (11, 1), (500_000, 1)]);
+        assert_eq!(run(&[20, 5], &[AxisSel::Points(vec![19, 0]), r(0, 3, 2)]),
+                   reference(&[20, 5], &[AxisSel::Points(vec![19, 0]), r(0, 3, 2)]));
     }
 
     #[test]

@@ -58,9 +58,8 @@ def normalize_index(index: Any, shape: tuple[int, ...]) -> tuple[tuple, tuple[in
                 points = np.flatnonzero(points)
             if points.ndim != 1 or points.dtype.kind not in "iu":
                 raise TgmIndexError(f"axis {axis}: expected a slice, an int or a 1-D integer array")
-            points = np.where(points < 0, points + n, points).astype(np.int64)
-            if points.size and (points.min() < 0 or points.max() >= n):
-                raise TgmIndexError(f"axis {axis}: index out of bounds for size {n}")
+            # The core wraps negative indices and checks bounds (no numpy work per read here).
+            points = points.astype(np.int64, copy=False)
             selection.append(points)
             sizes.append(points.size)
             continue
