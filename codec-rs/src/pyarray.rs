@@ -1,7 +1,7 @@
 //! The Python side of a read: selections and caller-allocated numpy output arrays.
 
 use numpy::npyffi::NPY_ARRAY_WRITEABLE;
-use numpy::{PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -94,7 +94,11 @@ pub fn parse_selection(selection: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> C
         .map_err(|_| bad("selection must be None or a tuple with one entry per axis".into()))?;
     let mut sel = Vec::with_capacity(axes.len());
     for (axis, item) in axes.iter().enumerate() {
-        if let Ok((start, stop, step)) = item.extract::<(i64, i64, i64)>() {
+        // A tuple is a slice; anything else must be an index array (checked in that order: a
+        // failed tuple extraction of a long array costs more than the read).
+        if let Ok(t) = item.cast::<PyTuple>() {
+            let (start, stop, step): (i64, i64, i64) =
+                t.extract().map_err(|_| bad(format!("axis {axis}: a slice is (start, stop, step) ints")))?;
             if step == 0 {
                 return Err(bad(format!("axis {axis}: slice step cannot be zero")));
             }
@@ -107,17 +111,30 @@ pub fn parse_selection(selection: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> C
                 return Err(bad(format!("axis {axis}: slice start {start} is negative")));
             }
             sel.push(AxisSel::Range { start: start.max(0) as u64, step, len: len as u64 });
-        } else if let Ok(points) = item.extract::<PyReadonlyArray1<'_, i64>>() {
+        } else if let Some(points) = index_array(&item) {
             // Negative indices count from the end, as in numpy; bounds are checked later.
             let n = shape.get(axis).copied().unwrap_or(0) as i64;
-            let points = points.as_array();
             if let Some(p) = points.iter().find(|&&p| p < -n) {
                 return Err(bad(format!("axis {axis}: index {p} is out of bounds for size {n}")));
             }
             sel.push(AxisSel::Points(points.iter().map(|&p| if p < 0 { p + n } else { p } as u64).collect()));
         } else {
-            return Err(bad(format!("axis {axis}: expected (start, stop, step) or an int64 index array")));
+            return Err(bad(format!("axis {axis}: expected (start, stop, step) or a C-contiguous 1-D int64 array")));
         }
     }
     Ok(sel)
+}
+
+/// The values of a C-contiguous 1-D int64 array, read without numpy's borrow tracking (which
+/// costs more than a small read).
+fn index_array(item: &Bound<'_, PyAny>) -> Option<Vec<i64>> {
+    let array = item.cast::<PyUntypedArray>().ok()?;
+    let int64 = numpy::dtype::<i64>(item.py());
+    if array.ndim() != 1 || !array.dtype().is_equiv_to(&int64) {
+        return None;
+    }
+    let buffer = InBuffer::new(array, "index").ok()?;
+    // SAFETY: the array is alive and C-contiguous; its bytes are i64 values (checked above).
+    let bytes = unsafe { buffer.as_slice() };
+    Some(bytes.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect())
 }

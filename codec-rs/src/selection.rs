@@ -81,6 +81,9 @@ pub struct Plan {
     /// Indices of the span axis relative to the start of each range, or `None` when each
     /// decoded range is copied to the output as it is.
     picks: Option<Vec<u64>>,
+    /// Where each range lands in the output, in elements, when there are no picks (ranges are
+    /// then consecutive in the output, and touching ones are merged).
+    starts: Vec<u64>,
     /// Elements the selection produces.
     pub out_len: u64,
 }
@@ -90,7 +93,7 @@ impl Plan {
         assert_eq!(shape.len(), sel.len(), "one selection per axis");
         let out_len: u64 = sel.iter().map(|s| s.len() as u64).product();
         if out_len == 0 {
-            return Plan { ranges: vec![], inner: 0, picks: None, out_len: 0 };
+            return Plan { ranges: vec![], inner: 0, picks: None, starts: vec![], out_len: 0 };
         }
         // First axis of the run of trailing axes that are selected whole.
         let mut j = shape.len();
@@ -99,7 +102,7 @@ impl Plan {
         }
         let inner: u64 = shape[j..].iter().product();
         if j == 0 {
-            return Plan { ranges: vec![(0, inner)], inner, picks: None, out_len };
+            return Plan { ranges: vec![(0, inner)], inner, picks: None, starts: vec![0], out_len };
         }
         let span_axis = j - 1;
         let span_sel = &sel[span_axis];
@@ -123,11 +126,16 @@ impl Plan {
             acc *= shape[k];
         }
         let outer: usize = sel[..n_outer].iter().map(|s| s.len()).product();
-        let mut ranges = Vec::with_capacity(outer);
+        let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(outer);
         let mut counter = vec![0usize; n_outer];
         for _ in 0..outer {
             let base: u64 = (0..n_outer).map(|k| sel[k].get(counter[k]) * strides[k]).sum();
-            ranges.push((base + lo * inner, block));
+            let (off, count) = (base + lo * inner, block);
+            match ranges.last_mut() {
+                // Consecutive indices (runs in an index array) read as one range.
+                Some(last) if picks.is_none() && last.0 + last.1 == off => last.1 += count,
+                _ => ranges.push((off, count)),
+            }
             // Advance the C-order odometer over the outer axes.
             for k in (0..n_outer).rev() {
                 counter[k] += 1;
@@ -137,7 +145,18 @@ impl Plan {
                 counter[k] = 0;
             }
         }
-        Plan { ranges, inner, picks, out_len }
+        let mut starts = Vec::new();
+        if picks.is_none() {
+            starts = ranges
+                .iter()
+                .scan(0, |at, r| {
+                    let start = *at;
+                    *at += r.1;
+                    Some(start)
+                })
+                .collect();
+        }
+        Plan { ranges, inner, picks, starts, out_len }
     }
 
     /// True when the output is the whole object in its own order.
@@ -155,8 +174,8 @@ impl Plan {
         let inner_bytes = self.inner as usize * itemsize;
         match &self.picks {
             None => {
-                let n = src.len();
-                out[i * n..(i + 1) * n].copy_from_slice(src);
+                let at = self.starts[i] as usize * itemsize;
+                out[at..at + src.len()].copy_from_slice(src);
             }
             Some(picks) => {
                 let chunk = picks.len() * inner_bytes;
@@ -265,7 +284,7 @@ mod tests {
         let shape = [1_000_000];
         let sel = [AxisSel::Points(vec![10, 11, 500_000])];
         let plan = Plan::new(&shape, &sel);
-        assert_eq!(plan.ranges, vec![(10, 1), (11, 1), (500_000, 1)]);
+        assert_eq!(plan.ranges, vec![(10, 2), (500_000, 1)]);
         assert_eq!(run(&[20, 5], &[AxisSel::Points(vec![19, 0]), r(0, 3, 2)]),
                    reference(&[20, 5], &[AxisSel::Points(vec![19, 0]), r(0, 3, 2)]));
     }

@@ -59,7 +59,7 @@ def normalize_index(index: Any, shape: tuple[int, ...]) -> tuple[tuple, tuple[in
             if points.ndim != 1 or points.dtype.kind not in "iu":
                 raise TgmIndexError(f"axis {axis}: expected a slice, an int or a 1-D integer array")
             # The core wraps negative indices and checks bounds (no numpy work per read here).
-            points = points.astype(np.int64, copy=False)
+            points = np.ascontiguousarray(points, dtype=np.int64)
             selection.append(points)
             sizes.append(points.size)
             continue
