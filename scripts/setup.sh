@@ -21,7 +21,9 @@ command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
 # System packages, only when missing: libclang for bindgen (szip, blosc2, zfp sys crates) and a
 # C++17 compiler (sz3).
 pkgs=()
-ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || pkgs+=(libclang-dev clang)
+# (libclang.so itself: libclang-cpp.so, which other packages bring, is no use to bindgen)
+compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || compgen -G '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*' >/dev/null \
+  || pkgs+=(libclang-dev clang)
 command -v c++ >/dev/null || pkgs+=(g++)
 [ ${#pkgs[@]} = 0 ] || step "apt-get install ${pkgs[*]}" apt_install "${pkgs[@]}"
 
