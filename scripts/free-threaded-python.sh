@@ -101,7 +101,7 @@ VPY=$VENV/bin/python
 # cmake>=3.26: libaec-sys (szip) needs it, Debian has 3.25. scipy: xarray's NetCDF (3) writer, as
 # netCDF4 and h5py have no cp313t wheels.
 REQS=(numpy xarray "dask[array]" distributed numcodecs google-crc32c pytest pytest-run-parallel
-      tqdm packaging scipy "maturin>=1.16,<2" "cmake>=3.26")
+      tqdm packaging scipy "fsspec>=2024.6" aiohttp "pooch>=1.8" "maturin>=1.16,<2" "cmake>=3.26")
 CONSTRAINTS=()
 if [ "$PYV" = 313 ]; then
   # zarr 3.4 requires msgspec, whose C code refuses to build on 3.13t
@@ -141,7 +141,7 @@ fi
 env -u PYTHON_GIL "$VPY" -W ignore - >&2 <<'EOF' || die "the GIL does not stay disabled (see above)"
 import importlib, importlib.metadata as md, sys
 core = ["numpy", "xarray", "dask", "dask.array", "zarr", "numcodecs", "google_crc32c", "pytest"]
-extra = ["distributed", "pytest_run_parallel", "tqdm", "scipy.io", "tensogram"]
+extra = ["distributed", "pytest_run_parallel", "tqdm", "scipy.io", "tensogram", "fsspec", "aiohttp", "pooch"]
 gil_on = False
 for m in core + extra:
     try:

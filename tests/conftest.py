@@ -519,3 +519,19 @@ def small_file(path, seed: int = 0, messages: int = 1) -> str:
                     "encoding": "none", "filter": "none", "compression": "zstd"}
             f.write(tensogram.encode({"base": [{"name": "v", "seed": seed, "message": m}]}, [(desc, values)]))
     return os.fspath(path)
+
+
+# --------------------------------------------------------------------------------------------
+# A range-capable HTTP server on loopback (remote reads, tutorial downloads)
+
+
+@pytest.fixture
+def range_server(tmp_path):
+    """A ``RangeServer`` serving ``tmp_path / "served"`` (copy files there); stopped afterwards."""
+    from range_server import RangeServer
+
+    root = tmp_path / "served"
+    root.mkdir()
+    server = RangeServer(root).start()
+    yield server
+    server.stop()

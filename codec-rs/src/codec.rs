@@ -215,7 +215,7 @@ pub fn message_descriptors<'py>(py: Python<'py>, buf: &Bound<'py, PyBytes>) -> P
     let parsed = parse(buf.as_bytes())?;
     let list = PyList::empty(py);
     for entry in &parsed.objects {
-        list.append(crate::file::descriptor_to_py(py, entry)?)?;
+        list.append(crate::file::descriptor_to_py(py, &entry.descriptor)?)?;
     }
     Ok(list)
 }

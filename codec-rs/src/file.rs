@@ -14,6 +14,7 @@ use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ParsedMessage;
 use crate::pyarray::{parse_selection, OutBuffer};
 use crate::read::read_object;
+use tensogram::{DataObjectDescriptor, GlobalMetadata};
 use tensogram::wire::{
     FrameHeader, Preamble, END_MAGIC, FRAME_HEADER_SIZE, FRAME_MAGIC, MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
 };
@@ -149,8 +150,7 @@ impl FileHandle {
 }
 
 /// The descriptor of an object as a Python dict (the wire keys, without the szip offset table).
-pub(crate) fn descriptor_to_py<'py>(py: Python<'py>, entry: &crate::message::ObjectEntry) -> PyResult<Bound<'py, PyDict>> {
-    let d = &entry.descriptor;
+pub(crate) fn descriptor_to_py<'py>(py: Python<'py>, d: &DataObjectDescriptor) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item("type", &d.obj_type)?;
     dict.set_item("ndim", d.ndim)?;
@@ -175,6 +175,19 @@ pub(crate) fn descriptor_to_py<'py>(py: Python<'py>, entry: &crate::message::Obj
         params.set_item(k, to_py(py, v)?)?;
     }
     dict.set_item("params", params)?;
+    Ok(dict)
+}
+
+/// Message metadata as `{"base": [...], "_extra_": {...}, "_reserved_": {...}}`.
+pub(crate) fn metadata_to_py<'py>(py: Python<'py>, meta: &GlobalMetadata) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    let base = PyList::empty(py);
+    for entry in &meta.base {
+        base.append(map_to_py(py, entry)?)?;
+    }
+    dict.set_item("base", base)?;
+    dict.set_item("_extra_", map_to_py(py, &meta.extra)?)?;
+    dict.set_item("_reserved_", map_to_py(py, &meta.reserved)?)?;
     Ok(dict)
 }
 
@@ -217,16 +230,7 @@ impl FileHandle {
     /// The message's metadata: `{"base": [...], "_extra_": {...}, "_reserved_": {...}}`.
     fn metadata<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyDict>> {
         let parsed = py.detach(|| self.message(msg))?;
-        let meta = &parsed.metadata;
-        let dict = PyDict::new(py);
-        let base = PyList::empty(py);
-        for entry in &meta.base {
-            base.append(map_to_py(py, entry)?)?;
-        }
-        dict.set_item("base", base)?;
-        dict.set_item("_extra_", map_to_py(py, &meta.extra)?)?;
-        dict.set_item("_reserved_", map_to_py(py, &meta.reserved)?)?;
-        Ok(dict)
+        metadata_to_py(py, &parsed.metadata)
     }
 
     /// The descriptors of the message's objects, as dicts.
@@ -234,7 +238,7 @@ impl FileHandle {
         let parsed = py.detach(|| self.message(msg))?;
         let list = PyList::empty(py);
         for entry in &parsed.objects {
-            list.append(descriptor_to_py(py, entry)?)?;
+            list.append(descriptor_to_py(py, &entry.descriptor)?)?;
         }
         Ok(list)
     }
@@ -243,18 +247,7 @@ impl FileHandle {
     fn fingerprint(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<String> {
         Ok(py.detach(|| -> CoreResult<String> {
             let (parsed, obj) = self.object(msg, obj)?;
-            let entry = &parsed.objects[obj];
-            let d = &entry.descriptor;
-            let payload = &self.message_bytes(msg as usize)[entry.payload.clone()];
-            Ok(format!(
-                "{}:{:?}:{}:{}:{}:{}",
-                d.dtype,
-                d.shape,
-                d.encoding,
-                d.filter,
-                d.compression,
-                tensogram::compute_hash(payload)
-            ))
+            Ok(parsed.objects[obj].fingerprint(self.message_bytes(msg as usize)))
         })?)
     }
 

@@ -7,6 +7,7 @@ mod cbor;
 mod codec;
 mod errors;
 mod file;
+mod frames;
 mod message;
 mod packing;
 mod pyarray;
@@ -33,6 +34,23 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::encode_message, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_message_into, m)?)?;
     m.add_function(wrap_pyfunction!(codec::message_descriptors, m)?)?;
+    for f in [
+        wrap_pyfunction!(frames::parse_preamble, m)?,
+        wrap_pyfunction!(frames::parse_postamble, m)?,
+        wrap_pyfunction!(frames::parse_frames, m)?,
+        wrap_pyfunction!(frames::frame_footer, m)?,
+        wrap_pyfunction!(frames::parse_descriptor, m)?,
+        wrap_pyfunction!(frames::parse_message, m)?,
+        wrap_pyfunction!(frames::message_spans, m)?,
+        wrap_pyfunction!(frames::read_frame_into, m)?,
+        wrap_pyfunction!(frames::frame_fingerprint, m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    m.add("PREAMBLE_SIZE", tensogram::wire::PREAMBLE_SIZE)?;
+    m.add("POSTAMBLE_SIZE", tensogram::wire::POSTAMBLE_SIZE)?;
+    m.add("FRAME_HEADER_SIZE", tensogram::wire::FRAME_HEADER_SIZE)?;
+    m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
     m.add_function(wrap_pyfunction!(decoded_elements, m)?)?;
     m.add_function(wrap_pyfunction!(take_max_concurrent_reads, m)?)?;
     m.add("TENSOGRAM_VERSION", "0.24.0")?;

@@ -37,6 +37,43 @@ pub struct ObjectEntry {
 }
 
 impl ObjectEntry {
+    /// An object whose frame and payload sit at these byte ranges of the buffer it is read from.
+    pub fn new(descriptor: DataObjectDescriptor, frame: Range<usize>, payload: Range<usize>, has_masks: bool) -> Self {
+        ObjectEntry {
+            access: access_of(&descriptor, has_masks),
+            packed: Packed::of(&descriptor, has_masks),
+            descriptor,
+            frame,
+            payload,
+            szip_ranged: OnceLock::new(),
+            hash_checked: OnceLock::new(),
+        }
+    }
+
+    /// Parses the data-object frame that fills `frame` (a remote read fetches just the frame).
+    pub fn from_frame(frame: &[u8]) -> CoreResult<Self> {
+        let (desc, payload, masks, _) = tensogram::framing::decode_data_object_frame(frame)
+            .map_err(|e| CoreError::from_tensogram(&e, "cannot parse the object frame"))?;
+        let has_masks = has_masks(&desc, masks);
+        let start = offset_in(frame, payload);
+        Ok(ObjectEntry::new(desc, 0..frame.len(), start..start + payload.len(), has_masks))
+    }
+
+    /// An identity of the object's stored bytes: equal for objects stored identically.
+    pub fn fingerprint(&self, bytes: &[u8]) -> String {
+        let d = &self.descriptor;
+        let payload = &bytes[self.payload.clone()];
+        format!(
+            "{}:{:?}:{}:{}:{}:{}",
+            d.dtype,
+            d.shape,
+            d.encoding,
+            d.filter,
+            d.compression,
+            tensogram::compute_hash(payload)
+        )
+    }
+
     pub fn num_elements(&self) -> u64 {
         self.descriptor.shape.iter().product()
     }
@@ -59,6 +96,10 @@ fn access_of(desc: &DataObjectDescriptor, has_masks: bool) -> Access {
     }
 }
 
+fn has_masks(desc: &DataObjectDescriptor, mask_region: &[u8]) -> bool {
+    desc.masks.as_ref().is_some_and(|m| !m.is_empty()) || !mask_region.is_empty()
+}
+
 /// Offset of `part` inside `whole`, both slices of the same buffer.
 fn offset_in(whole: &[u8], part: &[u8]) -> usize {
     part.as_ptr() as usize - whole.as_ptr() as usize
@@ -75,16 +116,13 @@ impl ParsedMessage {
                 .map_err(|e| CoreError::from_tensogram(&e, &format!("object {i}")))?;
             let frame_end = frame_offset + header.total_length as usize;
             let payload_start = offset_in(bytes, payload);
-            let has_masks = desc.masks.as_ref().is_some_and(|m| !m.is_empty()) || !masks.is_empty();
-            objects.push(ObjectEntry {
-                access: access_of(&desc, has_masks),
-                packed: Packed::of(&desc, has_masks),
-                descriptor: desc,
-                frame: frame_offset..frame_end,
-                payload: payload_start..payload_start + payload.len(),
-                szip_ranged: OnceLock::new(),
-                hash_checked: OnceLock::new(),
-            });
+            let has_masks = has_masks(&desc, masks);
+            objects.push(ObjectEntry::new(
+                desc,
+                frame_offset..frame_end,
+                payload_start..payload_start + payload.len(),
+                has_masks,
+            ));
         }
         Ok(ParsedMessage { metadata: decoded.global_metadata, objects })
     }

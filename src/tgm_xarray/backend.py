@@ -31,8 +31,9 @@ class FileRef:
     pickling) reopens through the process's handle cache.
     """
 
-    def __init__(self, path: str, file: TgmFile | None = None):
+    def __init__(self, path: str, file: TgmFile | None = None, storage_options: dict | None = None):
         self.path = path
+        self.storage_options = storage_options
         self._file = file
         self._lock = threading.Lock()
 
@@ -42,7 +43,7 @@ class FileRef:
         if file is None:
             with self._lock:
                 if self._file is None:
-                    self._file = TgmFile(self.path)
+                    self._file = TgmFile(self.path, self.storage_options)
                 file = self._file
         return file
 
@@ -50,7 +51,7 @@ class FileRef:
         self._file = None
 
     def __reduce__(self):
-        return (FileRef, (self.path,))
+        return (FileRef, (self.path, None, self.storage_options))
 
 
 def _fill_value(dtype: np.dtype):
@@ -132,9 +133,10 @@ class TensogramDataStore(AbstractDataStore):
         self.verify_hash = verify_hash
 
     @classmethod
-    def open(cls, path: str, *, lock=None, verify_hash: bool = False, **mapping_options) -> TensogramDataStore:
-        file = TgmFile(path)
-        return cls(FileRef(path, file), build_hypercube(message_infos(file), source=path,
+    def open(cls, path: str, *, lock=None, verify_hash: bool = False, storage_options: dict | None = None,
+             **mapping_options) -> TensogramDataStore:
+        file = TgmFile(path, storage_options)
+        return cls(FileRef(path, file, storage_options), build_hypercube(message_infos(file), source=path,
                                                         fingerprint=file.handle.fingerprint,
                                                         **mapping_options), lock, verify_hash)
 
@@ -204,7 +206,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
         "filter_by_keys", "duplicates", "merge_objects", "message_index", "range_threshold",
-        "verify_hash",
+        "verify_hash", "storage_options",
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -230,12 +232,14 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         message_index: int | None = None,
         range_threshold: float | None = None,
         verify_hash: bool = False,
+        storage_options: dict | None = None,
     ):
         # `range_threshold` (upstream's switch between full and range reads) is accepted for
         # compatibility: every read here decodes only what it needs.
         del range_threshold
         store = TensogramDataStore.open(
-            _path(filename_or_obj), lock=lock, verify_hash=verify_hash, variable_key=variable_key,
+            _path(filename_or_obj), lock=lock, verify_hash=verify_hash, storage_options=storage_options,
+            variable_key=variable_key,
             dim_names=dim_names, filter_by_keys=filter_by_keys, duplicates=duplicates,
             merge_objects=merge_objects, message_index=message_index,
         )
@@ -260,11 +264,12 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         duplicates: str = "error",
         merge_objects: bool = True,
         verify_hash: bool = False,
+        storage_options: dict | None = None,
     ):
         """One Dataset per consistent group of messages (by level type and grid)."""
         path = _path(filename_or_obj)
-        file = TgmFile(path)
-        ref = FileRef(path, file)
+        file = TgmFile(path, storage_options)
+        ref = FileRef(path, file, storage_options)
         groups = split_groups(message_infos(file), source=path, fingerprint=file.handle.fingerprint,
                               variable_key=variable_key, dim_names=dim_names,
                               filter_by_keys=filter_by_keys, duplicates=duplicates,

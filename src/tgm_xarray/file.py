@@ -79,17 +79,21 @@ class TgmFile:
     >>> f.read(0, 0, (slice(0, 10), slice(None))).shape   # doctest: +SKIP
     (10, 1440)
 
+    ``path`` may also be a URL (``https://...``, ``s3://...``; ``storage_options`` go to fsspec):
+    then reads fetch only the frames they need (docs/remote.md).
+
     Instances share the process's cached handle of the file, are safe to use from any number
     of threads at once, and pickle as their path (a worker reopens through its own cache).
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, storage_options: dict | None = None):
         self.path = os.fspath(path)
-        self._handle = handles.acquire(self.path)
+        self.storage_options = storage_options
+        self._handle = handles.acquire(self.path, storage_options)
         self._layouts: dict[tuple[int, int], tuple[tuple[int, ...], np.dtype]] = {}
 
     def __reduce__(self):
-        return (type(self), (self.path,))
+        return (type(self), (self.path, self.storage_options))
 
     def __len__(self) -> int:
         return len(self._handle)
@@ -99,7 +103,7 @@ class TgmFile:
 
     @property
     def handle(self):
-        """The shared Rust handle (``tgm_xarray._core.FileHandle``)."""
+        """The shared handle (``tgm_xarray._core.FileHandle``, or ``remote.RemoteHandle``)."""
         return self._handle
 
     def metadata(self, msg: int) -> dict:
@@ -155,6 +159,6 @@ class TgmFile:
         return out
 
 
-def open_file(path: str | os.PathLike) -> TgmFile:
-    """Opens a ``.tgm`` file through the process's handle cache."""
-    return TgmFile(path)
+def open_file(path: str | os.PathLike, storage_options: dict | None = None) -> TgmFile:
+    """Opens a ``.tgm`` file or URL through the process's handle cache."""
+    return TgmFile(path, storage_options)

@@ -6,6 +6,10 @@ size, modification time), so a file rewritten in place is opened afresh and neve
 a stale index. It is a bounded LRU; a handle evicted while a reader still holds it stays valid
 until that reader lets go (handles are reference counted, never closed under a reader).
 
+Remote objects (``http(s)://``, ``s3://``: ``remote.RemoteHandle``) join the same cache, keyed by
+URL and storage options: they are indexed once per process, whatever number of datasets and
+tasks use them. A remote object replaced in place is seen after ``CACHE.release(url)``.
+
 Forked children start with an empty cache: a mapping made before ``fork`` is shared with the
 parent, and the lock may have been held by another thread at the time of the fork.
 """
@@ -13,6 +17,7 @@ parent, and the lock may have been held by another thread at the time of the for
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 import threading
@@ -20,6 +25,7 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 from tgm_xarray._core import FileHandle
+from tgm_xarray.remote import RemoteHandle, is_url
 
 #: How many handles the cache keeps open at most.
 DEFAULT_MAX_OPEN = 128
@@ -44,23 +50,40 @@ class FileKey(NamedTuple):
         return cls(real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+class RemoteKey(NamedTuple):
+    """What identifies a remote object: its URL and how it is reached."""
+
+    path: str
+    options: str
+
+    @classmethod
+    def of(cls, url: str, storage_options: dict | None) -> RemoteKey:
+        return cls(url, repr(sorted((storage_options or {}).items())))
+
+
 class HandleCache:
-    """A thread-safe LRU of ``FileHandle`` keyed by ``FileKey``."""
+    """A thread-safe LRU of ``FileHandle`` (``RemoteHandle`` for URLs) keyed by ``FileKey``
+    (``RemoteKey``)."""
 
     def __init__(self, max_open: int = DEFAULT_MAX_OPEN):
         if max_open < 1:
             raise ValueError(f"max_open must be at least 1, got {max_open}")
         self.max_open = max_open
-        self._handles: OrderedDict[FileKey, FileHandle] = OrderedDict()
+        self._handles: OrderedDict[FileKey | RemoteKey, FileHandle | RemoteHandle] = OrderedDict()
         self._lock = threading.Lock()
         # One lock per key being opened, so concurrent first opens of one file open it once
         # while opens of other files go ahead.
-        self._opening: dict[FileKey, threading.Lock] = {}
+        self._opening: dict[FileKey | RemoteKey, threading.Lock] = {}
         self.opens = 0  # handles opened so far (tests count them)
 
-    def acquire(self, path: str | os.PathLike) -> FileHandle:
-        """The handle of the current contents of ``path``, opening it if needed."""
-        key = FileKey.of(path)
+    def acquire(self, path: str | os.PathLike, storage_options: dict | None = None) -> FileHandle | RemoteHandle:
+        """The handle of the current contents of ``path`` (a file or a URL), opening it if needed."""
+        if is_url(path):
+            key = RemoteKey.of(path, storage_options)
+            opener = functools.partial(RemoteHandle, path, storage_options)
+        else:
+            key = FileKey.of(path)
+            opener = functools.partial(FileHandle, key.path)
         with self._lock:
             handle = self._hit(key)
             if handle is not None:
@@ -70,7 +93,7 @@ class HandleCache:
             with self._lock:
                 handle = self._hit(key)
             if handle is None:
-                handle = FileHandle(key.path)
+                handle = opener()
                 with self._lock:
                     self.opens += 1
                     self._handles[key] = handle
@@ -79,7 +102,7 @@ class HandleCache:
                 self._opening.pop(key, None)
         return handle
 
-    def _hit(self, key: FileKey) -> FileHandle | None:
+    def _hit(self, key: FileKey | RemoteKey) -> FileHandle | RemoteHandle | None:
         handle = self._handles.get(key)
         if handle is not None:
             self._handles.move_to_end(key)
@@ -90,8 +113,8 @@ class HandleCache:
             self._handles.popitem(last=False)
 
     def release(self, path: str | os.PathLike) -> None:
-        """Drops the cache's references to every version of ``path``."""
-        real = os.path.realpath(os.fspath(path))
+        """Drops the cache's references to every version of ``path`` (a file or a URL)."""
+        real = path if is_url(path) else os.path.realpath(os.fspath(path))
         with self._lock:
             for key in [k for k in self._handles if k.path == real]:
                 del self._handles[key]
@@ -116,6 +139,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=CACHE._reset_after_fork)
 
 
-def acquire(path: str | os.PathLike) -> FileHandle:
+def acquire(path: str | os.PathLike, storage_options: dict | None = None) -> FileHandle | RemoteHandle:
     """The shared handle of ``path`` (see ``HandleCache.acquire``)."""
-    return CACHE.acquire(path)
+    return CACHE.acquire(path, storage_options)

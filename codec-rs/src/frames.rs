@@ -1,0 +1,215 @@
+//! Pieces of messages fetched by byte range (remote files, `remote.py`): preambles and
+//! postambles, the metadata and index frames, data-object frame footers and descriptors, and
+//! reads of one fetched data-object frame. Python fetches the bytes; every format rule stays
+//! here, on top of the `tensogram` crate's wire types.
+
+use numpy::PyUntypedArray;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use tensogram::wire::{
+    DataObjectFlags, FrameFlags, FrameHeader, FrameType, MessageFlags, Postamble, Preamble, DATA_OBJECT_FOOTER_SIZE,
+    END_MAGIC, FRAME_COMMON_FOOTER_SIZE, FRAME_END, FRAME_HEADER_SIZE, FRAME_MAGIC, POSTAMBLE_SIZE,
+};
+
+use crate::errors::{CoreError, Kind};
+use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
+use crate::message::{ObjectEntry, ParsedMessage};
+use crate::pyarray::{parse_selection, OutBuffer};
+use crate::read::read_object;
+
+fn format_err(m: impl Into<String>) -> CoreError {
+    CoreError::new(Kind::Format, m)
+}
+
+fn u64_at(buf: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// `(total_length, layout)` of the preamble that starts `buf`. `layout` says where the frames
+/// that locate the objects are: `"header"` (metadata and index after the preamble), `"footer"`
+/// (before the postamble) or `"whole"` (the message must be read whole: streaming mode, with
+/// `total_length` 0, per-object preceder frames, or no index).
+#[pyfunction]
+pub fn parse_preamble(buf: &[u8]) -> PyResult<(u64, &'static str)> {
+    let preamble = Preamble::read_from(buf)
+        .map_err(|e| CoreError::from_tensogram(&e, "not a message start (bad preamble)"))?;
+    let has = |flag| preamble.flags.has(flag);
+    let layout = if preamble.total_length == 0 {
+        "whole"
+    } else if has(MessageFlags::FOOTER_METADATA) && has(MessageFlags::FOOTER_INDEX) {
+        // Streaming writers merge per-object preceder metadata into the footer.
+        "footer"
+    } else if has(MessageFlags::HEADER_METADATA)
+        && has(MessageFlags::HEADER_INDEX)
+        && !has(MessageFlags::FOOTER_METADATA)
+        && !has(MessageFlags::PRECEDER_METADATA)
+    {
+        "header"
+    } else {
+        "whole"
+    };
+    Ok((preamble.total_length, layout))
+}
+
+/// `(first_footer_offset, total_length)` of the postamble in the last 24 bytes of `buf`.
+#[pyfunction]
+pub fn parse_postamble(buf: &[u8]) -> PyResult<(u64, u64)> {
+    let tail = buf.len().checked_sub(POSTAMBLE_SIZE).map(|at| &buf[at..]);
+    let postamble = tail
+        .filter(|t| t.ends_with(END_MAGIC))
+        .ok_or_else(|| format_err("the message does not end with a postamble"))
+        .and_then(|t| Postamble::read_from(t).map_err(|e| CoreError::from_tensogram(&e, "bad postamble")))?;
+    Ok((postamble.first_footer_offset, postamble.total_length))
+}
+
+/// How a walk over non-data frames ended.
+enum Stop {
+    /// At a data-object (or preceder) frame: the header frames are complete.
+    Data,
+    /// At the end of the buffer, at bytes that are no frame (the postamble), or done.
+    End,
+    /// In a frame that continues past the buffer: this many bytes from its start are needed.
+    Need(usize),
+}
+
+/// Walks the metadata, index and hash frames at the start of `buf`, which begins `offset` bytes
+/// into its message (frames sit at 8-byte offsets from the message start), until it has the
+/// metadata and the index.
+///
+/// Returns `{"metadata": dict | None, "index": (offsets, lengths) | None, "end": bytes of
+/// complete frames, "next": "data" | "end" | "more", "need": bytes of buf needed to go on}`.
+#[pyfunction]
+pub fn parse_frames<'py>(py: Python<'py>, buf: &[u8], offset: u64) -> PyResult<Bound<'py, PyDict>> {
+    let mut metadata = None;
+    let mut index = None;
+    let mut pos = 0usize;
+    let align = |p: usize| ((offset as usize + p + 7) & !7) - offset as usize;
+    let stop = loop {
+        if metadata.is_some() && index.is_some() {
+            break Stop::End; // what comes next (the hash frame) is not needed
+        }
+        let rest = &buf[pos.min(buf.len())..];
+        if rest.is_empty() || !FRAME_MAGIC.starts_with(&rest[..rest.len().min(2)]) {
+            break Stop::End;
+        }
+        if rest.len() < FRAME_HEADER_SIZE {
+            break Stop::Need(pos + FRAME_HEADER_SIZE);
+        }
+        let header = FrameHeader::read_from(rest).map_err(|e| CoreError::from_tensogram(&e, "bad frame header"))?;
+        if matches!(header.frame_type, FrameType::NTensorFrame | FrameType::PrecederMetadata) {
+            break Stop::Data;
+        }
+        let length = usize::try_from(header.total_length).unwrap_or(usize::MAX);
+        if length < FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE {
+            return Err(format_err(format!("frame at byte {} is {length} bytes long: corrupt", offset as usize + pos)).into());
+        }
+        let Some(frame) = rest.get(..length) else {
+            break Stop::Need(pos.saturating_add(length));
+        };
+        if !frame.ends_with(FRAME_END) {
+            return Err(format_err(format!("frame at byte {} has no end marker: corrupt", offset as usize + pos)).into());
+        }
+        let body = &frame[FRAME_HEADER_SIZE..length - FRAME_COMMON_FOOTER_SIZE];
+        match header.frame_type {
+            FrameType::HeaderMetadata | FrameType::FooterMetadata => {
+                metadata = Some(
+                    tensogram::metadata::cbor_to_global_metadata(body)
+                        .map_err(|e| CoreError::from_tensogram(&e, "bad metadata frame"))?,
+                )
+            }
+            FrameType::HeaderIndex | FrameType::FooterIndex => {
+                index = Some(
+                    tensogram::metadata::cbor_to_index(body).map_err(|e| CoreError::from_tensogram(&e, "bad index frame"))?,
+                )
+            }
+            _ => {}
+        }
+        pos = align(pos + length);
+    };
+    let result = PyDict::new(py);
+    result.set_item("metadata", metadata.map(|m| metadata_to_py(py, &m)).transpose()?)?;
+    result.set_item("index", index.map(|i| (i.offsets, i.lengths)))?;
+    result.set_item("end", pos.min(buf.len()))?;
+    let (next, need) = match stop {
+        Stop::Data => ("data", 0),
+        Stop::End => ("end", 0),
+        Stop::Need(n) => ("more", n),
+    };
+    result.set_item("next", next)?;
+    result.set_item("need", need)?;
+    Ok(result)
+}
+
+/// What the first (`head`) and last (`tail`) bytes of a data-object frame say:
+/// `(cbor_offset, inline hash or None, whether the descriptor follows the payload)`.
+#[pyfunction]
+pub fn frame_footer(head: &[u8], tail: &[u8]) -> PyResult<(u64, Option<u64>, bool)> {
+    let header = FrameHeader::read_from(head).map_err(|e| CoreError::from_tensogram(&e, "bad frame header"))?;
+    if header.frame_type != FrameType::NTensorFrame {
+        return Err(format_err(format!("expected a data-object frame, found {:?}", header.frame_type)).into());
+    }
+    if tail.len() < DATA_OBJECT_FOOTER_SIZE || !tail.ends_with(FRAME_END) {
+        return Err(format_err("the data-object frame has no end marker: corrupt or truncated").into());
+    }
+    let footer = &tail[tail.len() - DATA_OBJECT_FOOTER_SIZE..];
+    let cbor_offset = u64_at(footer, 0);
+    let hash = (header.flags & FrameFlags::HASH_PRESENT != 0).then(|| u64_at(footer, 8));
+    let after = header.flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0;
+    if cbor_offset < FRAME_HEADER_SIZE as u64 || cbor_offset + DATA_OBJECT_FOOTER_SIZE as u64 > header.total_length {
+        return Err(format_err(format!("descriptor offset {cbor_offset} lies outside the frame: corrupt")).into());
+    }
+    Ok((cbor_offset, hash, after))
+}
+
+/// The descriptor encoded by the CBOR item at the start of `cbor`, as a dict.
+#[pyfunction]
+pub fn parse_descriptor<'py>(py: Python<'py>, cbor: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let desc = tensogram::metadata::cbor_to_object_descriptor(cbor)
+        .map_err(|e| CoreError::from_tensogram(&e, "bad object descriptor"))?;
+    descriptor_to_py(py, &desc)
+}
+
+/// `(offset, length)` of every message in `buf`, which they must tile.
+#[pyfunction]
+pub fn message_spans(py: Python<'_>, buf: &[u8]) -> PyResult<Vec<(usize, usize)>> {
+    Ok(py.detach(|| index_messages(buf))?)
+}
+
+/// A whole message: `(metadata, [(descriptor, frame_offset, frame_length), ...])`.
+#[pyfunction]
+pub fn parse_message<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
+    let parsed = py.detach(|| ParsedMessage::parse(buf))?;
+    let objects = PyList::empty(py);
+    for entry in &parsed.objects {
+        objects.append((descriptor_to_py(py, &entry.descriptor)?, entry.frame.start, entry.frame.len()))?;
+    }
+    Ok((metadata_to_py(py, &parsed.metadata)?, objects))
+}
+
+/// Reads `selection` of the object in the data-object frame `frame` into `out` (detached).
+#[pyfunction]
+#[pyo3(signature = (frame, selection, out, verify_hash = false))]
+pub fn read_frame_into(
+    py: Python<'_>,
+    frame: &Bound<'_, PyBytes>,
+    selection: Option<&Bound<'_, PyAny>>,
+    out: &Bound<'_, PyUntypedArray>,
+    verify_hash: bool,
+) -> PyResult<()> {
+    let bytes = frame.as_bytes();
+    let entry = py.detach(|| ObjectEntry::from_frame(bytes))?;
+    let sel = parse_selection(selection, &entry.descriptor.shape)?;
+    let mut buf = OutBuffer::new(out, entry.descriptor.dtype.byte_width())?;
+    py.detach(move || {
+        // SAFETY: `out` is borrowed for the whole call.
+        read_object(bytes, &entry, &sel, unsafe { buf.as_mut_slice() }, verify_hash)
+    })?;
+    Ok(())
+}
+
+/// The fingerprint `FileHandle.fingerprint` gives the object in the data-object frame `frame`.
+#[pyfunction]
+pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult<String> {
+    let bytes = frame.as_bytes();
+    Ok(py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes)))?)
+}
