@@ -46,9 +46,14 @@ class ShortReadError(OSError):
     """The server sent fewer bytes than the range asked for."""
 
 
-def _status(err: BaseException) -> int | None:
-    status = getattr(err, "status", None)
-    return status if isinstance(status, int) else None
+def _status(err: BaseException | None) -> int | None:
+    """The HTTP status behind ``err``, also where fsspec re-raised it as another error."""
+    while err is not None:
+        status = getattr(err, "status", None)
+        if isinstance(status, int):
+            return status
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def _transient(err: BaseException) -> bool:
@@ -66,10 +71,10 @@ def _transient(err: BaseException) -> bool:
 def _final_error(url: str, what: str, err: BaseException, tries: int) -> OSError:
     """The exception a caller sees: the URL, the bytes asked for and what went wrong."""
     status = _status(err)
-    if isinstance(err, FileNotFoundError) or status in (404, 410):
-        return FileNotFoundError(errno.ENOENT, f"{url}: not found ({what})", url)
     if isinstance(err, PermissionError) or status in (401, 403):
         return PermissionError(errno.EACCES, f"{url}: access denied (HTTP {status or 403}, {what})", url)
+    if isinstance(err, FileNotFoundError) or status in (404, 410):
+        return FileNotFoundError(errno.ENOENT, f"{url}: not found ({what})", url)
     reason = f"HTTP {status}" if status is not None else f"{type(err).__name__}: {err}"
     after = f" after {tries} tries" if tries > 1 else ""
     error = TimeoutError if isinstance(err, TimeoutError) else OSError
@@ -107,7 +112,7 @@ class Fetcher:
         if stop <= start:
             return b""
         return self._retry(f"reading bytes {start}-{stop - 1}",
-                           lambda: self._checked(self.fs.cat_file(self.path, start, stop), start, stop))
+                           lambda: self._checked(self.fs.cat_file(self.path, start=start, end=stop), start, stop))
 
     def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Several ranges at once: fetched concurrently, each retried on its own."""
@@ -133,8 +138,11 @@ class _Window:
 
     def read(self, start: int, stop: int) -> bytes:
         stop = min(stop, self.fetcher.size)
-        if not (self.start <= start and stop <= self.start + len(self.data)):
+        end = self.start + len(self.data)
+        if not self.start <= start <= end:
             self.start, self.data = start, self.fetcher.fetch(start, stop)
+        elif stop > end:  # only the missing tail
+            self.data += self.fetcher.fetch(end, stop)
         return self.data[start - self.start : stop - self.start]
 
 
@@ -198,7 +206,7 @@ class RemoteHandle:
                 raise TgmFormatError(f"{where} are a truncated message ({total} bytes announced)")
             if layout == "header":
                 message, header_size = self._header_indexed(window, head[:total], pos, total)
-                guess = header_size
+                guess = header_size  # a longer header costs one more request, for its tail
             elif layout == "footer":
                 message, footer_guess = self._footer_indexed(pos, total, footer_guess)
                 guess = _core.PREAMBLE_SIZE

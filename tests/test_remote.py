@@ -1,0 +1,353 @@
+"""Remote ``.tgm`` over HTTP range requests (and S3 where moto runs): what opening and reading
+transfer, values equal to local reads, errors naming the URL, retries, concurrency, the handle
+cache and pickling to distributed workers. Every request goes to a server on loopback."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pytest.importorskip("fsspec")
+pytest.importorskip("aiohttp")
+
+import tgm_xarray  # noqa: E402
+from conftest import ENGINE, REAL, REMOTE_PARITY, GOLDEN, require_shared  # noqa: E402
+from range_server import Fault  # noqa: E402
+from tgm_xarray import _core, handles, remote  # noqa: E402
+from tgm_xarray.errors import TgmFormatError, TgmIndexError  # noqa: E402
+
+# Environment variables and module settings are patched: not for pytest-run-parallel.
+pytestmark = pytest.mark.thread_unsafe
+
+
+def serve(server, path, name=None):
+    """Copies ``path`` into the server's root; returns its URL and its path there."""
+    require_shared(path)
+    target = server.root / (name or path.name)
+    shutil.copyfile(path, target)
+    return server.url(target.name), target
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Each test opens its URLs afresh (the servers' ports are reused between tests)."""
+    handles.CACHE.clear()
+    yield
+    handles.CACHE.clear()
+
+
+@pytest.fixture
+def quick_retries(monkeypatch):
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+
+
+def assert_same_file(url, local_path):
+    """Messages, metadata, descriptors and every object's values equal the local file's."""
+    rf, lf = tgm_xarray.open_file(url), tgm_xarray.open_file(local_path)
+    assert len(rf) == len(lf)
+    for msg in range(len(lf)):
+        assert rf.handle.message_span(msg) == lf.handle.message_span(msg)
+        assert rf.metadata(msg) == lf.metadata(msg)
+        assert rf.descriptors(msg) == lf.descriptors(msg)
+        for obj in range(len(lf.descriptors(msg))):
+            expected = lf.read(msg, obj)
+            assert rf.read(msg, obj).tobytes() == expected.tobytes(), f"message {msg}, object {obj}"
+
+
+# --------------------------------------------------------------------------------------------
+# What opening and reading transfer
+
+
+def test_opening_many_messages_reads_headers_only(range_server):
+    url, path = serve(range_server, REMOTE_PARITY / "thousand-msg.tgm")
+    size = path.stat().st_size
+    f = tgm_xarray.open_file(url)
+    assert len(f) == 1000
+    # About one request per message for the walk plus one per descriptor, in batches.
+    assert range_server.count() <= 2 * len(f) + 2
+    # Each 592-byte message holds 16 bytes of values and ~450 of metadata, index and descriptor:
+    # opening reads those (not the hash frames, postambles or padding), a sixth less than the file.
+    sent = range_server.sent_bytes()
+    assert sent < 0.85 * size, f"opening transferred {sent} of {size} bytes"
+
+
+def test_opening_a_real_file_transfers_a_small_fraction(range_server, ifs_file):
+    url, path = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    assert len(f) == 4
+    opened = range_server.sent_bytes()
+    assert opened < 0.02 * path.stat().st_size
+    # The size, one or two walk steps per message, a head and a tail per descriptor.
+    assert range_server.count() <= 1 + 2 * 4 + 2 * 12
+
+
+def test_reading_one_field_fetches_its_frame(range_server, ifs_file):
+    url, path = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    local = tgm_xarray.open_file(path)
+    data_obj = next(i for i, d in enumerate(local.descriptors(1)) if d["shape"] == [721, 1440])
+    range_server.reset()
+    values = f.read(1, data_obj)
+    np.testing.assert_array_equal(values, local.read(1, data_obj))
+    # One request: exactly the object's frame (its payload plus a few hundred bytes).
+    (served,) = range_server.ranges(f"/{path.name}")
+    start, stop = served
+    offset, length = local.handle.message_span(1)
+    assert offset <= start < stop <= offset + length
+    assert range_server.count() == 1
+    assert stop - start < length
+
+
+def test_a_window_read_fetches_only_that_frame(range_server, ifs_file):
+    url, path = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    local = tgm_xarray.open_file(path)
+    data_obj = next(i for i, d in enumerate(local.descriptors(0)) if d["shape"] == [721, 1440])
+    range_server.reset()
+    window = f.read(0, data_obj, (slice(100, 200), slice(300, 500)))
+    np.testing.assert_array_equal(window, local.read(0, data_obj)[100:200, 300:500])
+    assert range_server.count() == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Values equal local reads
+
+
+@pytest.mark.parametrize("name", ["single-msg.tgm", "two-msg.tgm", "ten-msg.tgm", "ten-msg-footer.tgm",
+                                  "hundred-msg-footer.tgm", "streaming-tail.tgm", "metadata_parity.tgm"])
+def test_upstream_layouts_read_as_locally(range_server, name):
+    url, path = serve(range_server, REMOTE_PARITY / name)
+    assert_same_file(url, path)
+
+
+@pytest.mark.parametrize("name", ["multi_message.tgm", "multi_object_xxh3.tgm", "mars_metadata.tgm"])
+def test_golden_files_read_as_locally(range_server, name):
+    url, path = serve(range_server, GOLDEN / name)
+    assert_same_file(url, path)
+
+
+@pytest.mark.parametrize("name", ["ifs-0p25-20260404.tgm", "2t-codecs.tgm", "lsm-seamask-nan.tgm"])
+def test_real_files_read_as_locally(range_server, name):
+    url, path = serve(range_server, REAL / name)
+    assert_same_file(url, path)
+
+
+def test_open_dataset_over_http_is_identical(range_server, ifs_file):
+    url, path = serve(range_server, ifs_file)
+    with xr.open_dataset(url, engine=ENGINE, chunks={}) as remote_ds, \
+            xr.open_dataset(path, engine=ENGINE) as local_ds:
+        assert remote_ds["t2m" if "t2m" in remote_ds else next(iter(remote_ds.data_vars))].chunks
+        xr.testing.assert_identical(remote_ds.load(), local_ds.load())
+
+
+def test_the_engine_name_opens_urls(range_server, ifs_file):
+    url, _ = serve(range_server, ifs_file)
+    with xr.open_dataset(url, engine="tensogram") as ds:
+        assert set(ds.data_vars)
+
+
+def test_our_writer_over_http(range_server, tmp_path):
+    """A file written by our own writer (several steps and levels) opens remotely as locally."""
+    rng = np.random.default_rng(5)
+    ds = xr.Dataset(
+        {"t": (("step", "latitude", "longitude"), rng.normal(280, 5, (3, 30, 40)))},
+        coords={"step": np.array([0, 6, 12], "timedelta64[h]"), "latitude": np.linspace(60, 30, 30),
+                "longitude": np.linspace(-20, 19.5, 40)},
+    )
+    local = tmp_path / "ours.tgm"
+    tgm_xarray.to_tgm(ds, local)
+    url, path = serve(range_server, local)
+    with xr.open_dataset(url, engine=ENGINE) as remote_ds, xr.open_dataset(path, engine=ENGINE) as local_ds:
+        xr.testing.assert_identical(remote_ds.load(), local_ds.load())
+
+
+# --------------------------------------------------------------------------------------------
+# Errors name the URL; transient failures are retried
+
+
+def test_missing_object_is_file_not_found(range_server):
+    url = range_server.url("nowhere.tgm")
+    with pytest.raises(FileNotFoundError, match="nowhere.tgm"):
+        tgm_xarray.open_file(url)
+
+
+def test_forbidden_is_permission_error(range_server, ifs_file):
+    url, _ = serve(range_server, ifs_file)
+    range_server.faults[f"/{ifs_file.name}"] = Fault(status=403)
+    with pytest.raises(PermissionError, match="access denied.*HTTP 403") as err:
+        tgm_xarray.open_file(url)
+    assert url in str(err.value)
+
+
+def test_transient_503_is_retried(range_server, ifs_file, quick_retries):
+    url, path = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    range_server.reset()
+    range_server.faults[f"/{path.name}"] = Fault(status=503, times=2)
+    np.testing.assert_array_equal(f.read(2, 2), tgm_xarray.open_file(path).read(2, 2))
+    assert range_server.count() == 3  # two 503s, then the frame
+
+
+def test_persistent_503_raises_naming_the_url(range_server, ifs_file, quick_retries):
+    url, _ = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    range_server.reset()
+    range_server.faults[f"/{ifs_file.name}"] = Fault(status=503)
+    with pytest.raises(OSError, match=rf"{url}: reading bytes \d+-\d+ failed after {remote.RETRIES} tries: HTTP 503"):
+        f.read(0, 2)
+    assert range_server.count() == remote.RETRIES
+
+
+def test_a_cut_short_response_is_retried(range_server, ifs_file, quick_retries):
+    url, path = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    range_server.reset()
+    range_server.faults[f"/{path.name}"] = Fault(truncate=1000, times=1)
+    np.testing.assert_array_equal(f.read(3, 2), tgm_xarray.open_file(path).read(3, 2))
+    assert range_server.count() == 2
+
+
+def test_always_cut_short_raises(range_server, ifs_file, quick_retries):
+    url, _ = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    range_server.faults[f"/{ifs_file.name}"] = Fault(truncate=1000)
+    with pytest.raises(OSError, match=rf"{url}: reading bytes .* failed after"):
+        f.read(3, 2)
+
+
+def test_timeouts_raise_naming_the_url(range_server, ifs_file, quick_retries, monkeypatch):
+    aiohttp = pytest.importorskip("aiohttp")
+    monkeypatch.setattr(remote, "RETRIES", 2)
+    url, _ = serve(range_server, ifs_file)
+    options = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=0.3)}}
+    f = tgm_xarray.open_file(url, storage_options=options)
+    range_server.faults[f"/{ifs_file.name}"] = Fault(delay=1.0)
+    with pytest.raises(TimeoutError, match=rf"{url}: reading bytes .* failed after 2 tries"):
+        f.read(0, 2)
+
+
+def test_truncated_file_is_a_format_error(range_server, ifs_file, tmp_path):
+    data = ifs_file.read_bytes()
+    cut = tmp_path / "cut.tgm"
+    cut.write_bytes(data[: len(data) - 5000])
+    url, _ = serve(range_server, cut)
+    with pytest.raises(TgmFormatError, match=rf"{url}: .*truncated message"):
+        tgm_xarray.open_file(url)
+
+
+def test_not_a_tgm_file(range_server, tmp_path):
+    other = tmp_path / "x.tgm"
+    other.write_bytes(b"GRIB" + bytes(200))
+    url, _ = serve(range_server, other)
+    with pytest.raises(TgmFormatError, match=rf"{url}: not a Tensogram file"):
+        tgm_xarray.open_file(url)
+
+
+def test_bad_indices_name_the_url(range_server, ifs_file):
+    url, _ = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    with pytest.raises(TgmIndexError, match=rf"{url}: message 9 is out of range"):
+        f.read(9, 0)
+    with pytest.raises(TgmIndexError, match=rf"{url}: message 0: object 7 is out of range"):
+        f.read(0, 7)
+
+
+# --------------------------------------------------------------------------------------------
+# Concurrency, the handle cache, pickling
+
+
+def test_concurrent_chunk_reads_fetch_concurrently(range_server, ifs_file):
+    url, path = serve(range_server, ifs_file)
+    with xr.open_dataset(url, engine=ENGINE, chunks={}) as ds:
+        range_server.latency = 0.2  # every request takes a while: serialised fetches never overlap
+        range_server.reset()
+        means = {name: float(v) for name, v in ds.mean().compute(scheduler="threads", num_workers=4).items()}
+    assert range_server.max_in_flight >= 2
+    with xr.open_dataset(path, engine=ENGINE) as local:
+        assert means == pytest.approx({name: float(v) for name, v in local.mean().items()})
+
+
+def test_one_index_per_url_and_options(range_server, ifs_file):
+    url, _ = serve(range_server, ifs_file)
+    a = tgm_xarray.open_file(url)
+    walked = range_server.count()
+    b = tgm_xarray.open_file(url)
+    assert a.handle is b.handle and range_server.count() == walked
+    c = tgm_xarray.open_file(url, storage_options={"headers": {"X-Test": "1"}})
+    assert c.handle is not a.handle
+    handles.CACHE.release(url)
+    assert tgm_xarray.open_file(url).handle is not a.handle
+
+
+def test_remote_datasets_pickle_small(range_server, ifs_file):
+    url, _ = serve(range_server, ifs_file)
+    with xr.open_dataset(url, engine=ENGINE, chunks={}) as ds:
+        blob = pickle.dumps(ds)
+        # Dimension coordinates are in memory (pandas indexes); everything else stays lazy.
+        assert len(blob) - sum(ds[d].values.nbytes for d in ds.indexes) < 20_000
+        handles.CACHE.clear()
+        range_server.reset()
+        again = pickle.loads(blob)
+        xr.testing.assert_identical(again.load(), ds.load())
+    assert range_server.count() > 0  # the unpickled copy reopened the URL itself
+
+
+def test_distributed_workers_read_remote_chunks(range_server, ifs_file):
+    distributed = pytest.importorskip("distributed")
+    url, path = serve(range_server, ifs_file)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        with xr.open_dataset(url, engine=ENGINE, chunks={}) as ds:
+            before = _core.decoded_elements()
+            means = ds.mean().compute()
+            assert _core.decoded_elements() == before  # nothing decoded here: the workers did it
+        decoded = client.run(_core.decoded_elements)
+        assert sum(decoded.values()) >= 4 * 721 * 1440
+    with xr.open_dataset(path, engine=ENGINE) as local:
+        xr.testing.assert_allclose(means, local.mean())
+
+
+# --------------------------------------------------------------------------------------------
+# S3, against moto's S3 server on loopback
+
+
+@pytest.fixture
+def s3_endpoint():
+    pytest.importorskip("s3fs")
+    server_mod = pytest.importorskip("moto.server")
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_s3_urls(s3_endpoint, ifs_file, monkeypatch):
+    require_shared(ifs_file)
+    import s3fs
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    options = {"endpoint_url": s3_endpoint, "key": "testing", "secret": "testing"}
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir("forecasts")
+    fs.put(str(ifs_file), "forecasts/ifs.tgm")
+    url = "s3://forecasts/ifs.tgm"
+    assert_same_file_with_options(url, ifs_file, options)
+    with xr.open_dataset(url, engine=ENGINE, storage_options=options, chunks={}) as remote_ds, \
+            xr.open_dataset(ifs_file, engine=ENGINE) as local_ds:
+        xr.testing.assert_identical(remote_ds.load(), local_ds.load())
+    with pytest.raises(FileNotFoundError, match="s3://forecasts/missing.tgm"):
+        tgm_xarray.open_file("s3://forecasts/missing.tgm", storage_options=options)
+
+
+def assert_same_file_with_options(url, local_path, options):
+    rf, lf = tgm_xarray.open_file(url, options), tgm_xarray.open_file(local_path)
+    assert len(rf) == len(lf)
+    for msg in range(len(lf)):
+        for obj in range(len(lf.descriptors(msg))):
+            assert rf.read(msg, obj).tobytes() == lf.read(msg, obj).tobytes()
