@@ -247,9 +247,26 @@ def test_write_tgm(tmp_path):
         assert set(ds.data_vars) == {"2t", "t"}
 
 
+def test_remote_http(example_file, tmp_path, range_server):
+    pytest.importorskip("fsspec")
+    pytest.importorskip("aiohttp")
+    shutil.copyfile(example_file, range_server.root / "ifs.tgm")
+    out = run_example("remote_http.py", range_server.url("ifs.tgm"), cwd=tmp_path)
+    assert f"<TgmFile '{range_server.url('ifs.tgm')}': 4 messages>: indexed 7,111,632 bytes" in out
+    mean = number(r"over Europe: shape \(153, 177\), mean (\S+),", out)
+    import xarray as xr
+
+    with xr.open_dataset(example_file, engine=ENGINE) as ds:
+        name = next(n for n, v in ds.data_vars.items() if {"latitude", "longitude"} <= set(v.dims))
+        window = ds[name].sel(latitude=slice(72, 34), longitude=slice(-12, 32))
+        assert mean == pytest.approx(float(window.mean()), abs=1e-3)
+    # Opening read headers only; the window fetched its frames, never the whole file.
+    assert range_server.sent_bytes() < 7_111_632
+
+
 def test_scripts_document_themselves():
     """Every script says what it shows and how to run it."""
-    for name in ("open_lazily", "partial_read", "zarr_codec", "write_tgm"):
+    for name in ("open_lazily", "partial_read", "remote_http", "zarr_codec", "write_tgm"):
         source = (EXAMPLES / f"{name}.py").read_text()
         assert source.startswith('"""'), name
         assert f"python examples/{name}.py" in source.split('"""')[1], name
