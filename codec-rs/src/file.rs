@@ -12,7 +12,7 @@ use pyo3::types::{PyDict, PyList};
 use crate::cbor::{map_to_py, to_py};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ParsedMessage;
-use crate::pyarray::{parse_selection, OutBuffer};
+use crate::pyarray::{parse_selection, read_to_array, OutBuffer};
 use crate::read::read_object;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 use tensogram::wire::{
@@ -249,6 +249,27 @@ impl FileHandle {
             let (parsed, obj) = self.object(msg, obj)?;
             Ok(parsed.objects[obj].fingerprint(self.message_bytes(msg as usize)))
         })?)
+    }
+
+    /// Reads `index` of object `obj` of message `msg` (numpy outer indexing: slices, ints, 1-D
+    /// integer or boolean arrays, `...`) into `out`, or into a new array, and returns it. One
+    /// call does all: the index is resolved here and the interpreter is released once, for the
+    /// decode, so reads from many threads spend next to no time holding it.
+    #[pyo3(signature = (msg, obj, index = None, out = None, verify_hash = false))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        msg: i64,
+        obj: i64,
+        index: Option<&Bound<'py, PyAny>>,
+        out: Option<Bound<'py, PyUntypedArray>>,
+        verify_hash: bool,
+    ) -> PyResult<Bound<'py, PyUntypedArray>> {
+        // Parsing a message is the only slow lookup: release the interpreter just for that.
+        let parsed_already = usize::try_from(msg).ok().and_then(|m| self.parsed.get(m)).is_some_and(|p| p.get().is_some());
+        let (parsed, obj) = if parsed_already { self.object(msg, obj)? } else { py.detach(|| self.object(msg, obj))? };
+        let where_ = || format!("{}: message {msg}, object {obj}", self.path);
+        read_to_array(py, self.message_bytes(msg as usize), &parsed.objects[obj], index, out, verify_hash, &where_)
     }
 
     /// Reads `selection` of object `obj` of message `msg` into `out` (see docs/architecture.md).

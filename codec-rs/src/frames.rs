@@ -14,8 +14,7 @@ use tensogram::wire::{
 use crate::errors::{CoreError, Kind};
 use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
 use crate::message::{ObjectEntry, ParsedMessage};
-use crate::pyarray::{parse_selection, OutBuffer};
-use crate::read::read_object;
+use crate::pyarray::read_to_array;
 
 fn format_err(m: impl Into<String>) -> CoreError {
     CoreError::new(Kind::Format, m)
@@ -186,25 +185,21 @@ pub fn parse_message<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<(Bound<'py, P
     Ok((metadata_to_py(py, &parsed.metadata)?, objects))
 }
 
-/// Reads `selection` of the object in the data-object frame `frame` into `out` (detached).
+/// `FileHandle.read` for the object in the data-object frame `frame` (a remote read fetches
+/// just the frame); `context` names the object in errors.
 #[pyfunction]
-#[pyo3(signature = (frame, selection, out, verify_hash = false))]
-pub fn read_frame_into(
-    py: Python<'_>,
-    frame: &Bound<'_, PyBytes>,
-    selection: Option<&Bound<'_, PyAny>>,
-    out: &Bound<'_, PyUntypedArray>,
+#[pyo3(signature = (frame, index = None, out = None, verify_hash = false, context = ""))]
+pub fn read_frame<'py>(
+    py: Python<'py>,
+    frame: &Bound<'py, PyBytes>,
+    index: Option<&Bound<'py, PyAny>>,
+    out: Option<Bound<'py, PyUntypedArray>>,
     verify_hash: bool,
-) -> PyResult<()> {
+    context: &str,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
     let bytes = frame.as_bytes();
-    let entry = py.detach(|| ObjectEntry::from_frame(bytes))?;
-    let sel = parse_selection(selection, &entry.descriptor.shape)?;
-    let mut buf = OutBuffer::new(out, entry.descriptor.dtype.byte_width())?;
-    py.detach(move || {
-        // SAFETY: `out` is borrowed for the whole call.
-        read_object(bytes, &entry, &sel, unsafe { buf.as_mut_slice() }, verify_hash)
-    })?;
-    Ok(())
+    let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context))?;
+    read_to_array(py, bytes, &entry, index, out, verify_hash, &|| context.to_owned())
 }
 
 /// The fingerprint `FileHandle.fingerprint` gives the object in the data-object frame `frame`.

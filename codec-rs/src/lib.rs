@@ -42,7 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::parse_descriptor, m)?,
         wrap_pyfunction!(frames::parse_message, m)?,
         wrap_pyfunction!(frames::message_spans, m)?,
-        wrap_pyfunction!(frames::read_frame_into, m)?,
+        wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
     ] {
         m.add_function(f)?;

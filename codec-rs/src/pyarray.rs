@@ -1,12 +1,14 @@
 //! The Python side of a read: selections and caller-allocated numpy output arrays.
 
 use numpy::npyffi::NPY_ARRAY_WRITEABLE;
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple};
+use tensogram::Dtype;
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::read::full_selection;
+use crate::message::ObjectEntry;
+use crate::read::{full_selection, read_object};
 use crate::selection::AxisSel;
 
 /// A numpy array's data buffer, to be filled while the interpreter is detached.
@@ -82,47 +84,221 @@ impl InBuffer {
     }
 }
 
-/// Converts the Python selection (`None`, or one `(start, stop, step)` tuple or `int64` index
-/// array per axis) for an object of `shape`.
-pub fn parse_selection(selection: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResult<Vec<AxisSel>> {
-    let Some(selection) = selection.filter(|s| !s.is_none()) else {
-        return Ok(full_selection(shape));
+/// A caller's index resolved against an object's shape: what to read, and the result's shape.
+pub struct Index {
+    pub sel: Vec<AxisSel>,
+    /// The selection's lengths, without the axes an int indexes (numpy drops those).
+    pub shape: Vec<usize>,
+}
+
+/// Resolves `index` as numpy's outer (orthogonal) indexing would, in Rust so that a read costs
+/// one call and no Python work: `None` (everything), or one item or a tuple of items, one per
+/// axis (missing trailing axes are whole, one `...` stands for the axes it skips). An item is a
+/// slice, an int (its axis is dropped), a 1-D integer or boolean array or list, or the core's
+/// own `(start, stop, step)` tuple as `slice.indices(n)` returns it.
+pub fn parse_index(index: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResult<Index> {
+    let Some(index) = index.filter(|i| !i.is_none()) else {
+        return Ok(Index { sel: full_selection(shape), shape: shape.iter().map(|&n| n as usize).collect() });
     };
     let bad = |m: String| CoreError::new(Kind::Index, m);
-    let axes = selection
-        .cast::<PyTuple>()
-        .map_err(|_| bad("selection must be None or a tuple with one entry per axis".into()))?;
-    let mut sel = Vec::with_capacity(axes.len());
-    for (axis, item) in axes.iter().enumerate() {
-        // A tuple is a slice; anything else must be an index array (checked in that order: a
-        // failed tuple extraction of a long array costs more than the read).
-        if let Ok(t) = item.cast::<PyTuple>() {
-            let (start, stop, step): (i64, i64, i64) =
-                t.extract().map_err(|_| bad(format!("axis {axis}: a slice is (start, stop, step) ints")))?;
-            if step == 0 {
-                return Err(bad(format!("axis {axis}: slice step cannot be zero")));
-            }
-            let len = if step > 0 {
-                (stop - start).max(0).div_euclid(step) + i64::from((stop - start).max(0) % step != 0)
-            } else {
-                (start - stop).max(0).div_euclid(-step) + i64::from((start - stop).max(0) % -step != 0)
-            };
-            if len > 0 && start < 0 {
-                return Err(bad(format!("axis {axis}: slice start {start} is negative")));
-            }
-            sel.push(AxisSel::Range { start: start.max(0) as u64, step, len: len as u64 });
-        } else if let Some(points) = index_array(&item) {
-            // Negative indices count from the end, as in numpy; bounds are checked later.
-            let n = shape.get(axis).copied().unwrap_or(0) as i64;
-            if let Some(p) = points.iter().find(|&&p| p < -n) {
-                return Err(bad(format!("axis {axis}: index {p} is out of bounds for size {n}")));
-            }
-            sel.push(AxisSel::Points(points.iter().map(|&p| if p < 0 { p + n } else { p } as u64).collect()));
-        } else {
-            return Err(bad(format!("axis {axis}: expected (start, stop, step) or a C-contiguous 1-D int64 array")));
+    let items: Vec<Bound<'_, PyAny>> = match index.cast::<PyTuple>() {
+        Ok(t) => t.iter().collect(),
+        Err(_) => vec![index.clone()],
+    };
+    let is_ellipsis = |i: &Bound<'_, PyAny>| i.is(&i.py().Ellipsis());
+    let at = items.iter().position(is_ellipsis);
+    if items.iter().filter(|i| is_ellipsis(i)).count() > 1 {
+        return Err(bad("an index can only have a single ellipsis ('...')".into()));
+    }
+    let explicit = items.len() - usize::from(at.is_some());
+    if explicit > shape.len() {
+        return Err(bad(format!("too many indices: {explicit} for an array of {} dimensions", shape.len())));
+    }
+    // One item per axis; `None` (whole) where the ellipsis or the missing trailing items are.
+    let whole = shape.len() - explicit;
+    let mut per_axis: Vec<Option<Bound<'_, PyAny>>> = Vec::with_capacity(shape.len());
+    match at {
+        Some(at) => {
+            per_axis.extend(items[..at].iter().cloned().map(Some));
+            per_axis.extend((0..whole).map(|_| None));
+            per_axis.extend(items[at + 1..].iter().cloned().map(Some));
+        }
+        None => {
+            per_axis.extend(items.into_iter().map(Some));
+            per_axis.extend((0..whole).map(|_| None));
         }
     }
-    Ok(sel)
+    let mut result = Index { sel: Vec::with_capacity(shape.len()), shape: Vec::with_capacity(shape.len()) };
+    for (axis, (item, &n)) in per_axis.iter().zip(shape).enumerate() {
+        let (sel, dropped) = match item {
+            None => (AxisSel::full(n), false),
+            Some(item) => axis_item(item, axis, n)?,
+        };
+        if !dropped {
+            result.shape.push(sel.len());
+        }
+        result.sel.push(sel);
+    }
+    Ok(result)
+}
+
+/// One axis's item: its selection, and whether it was an int (the axis is dropped).
+fn axis_item(item: &Bound<'_, PyAny>, axis: usize, n: u64) -> CoreResult<(AxisSel, bool)> {
+    let bad = |m: String| CoreError::new(Kind::Index, m);
+    if let Ok(slice) = item.cast::<PySlice>() {
+        let ind = slice.indices(n as isize).map_err(|e| bad(format!("axis {axis}: {e}")))?;
+        let len = ind.slicelength as u64;
+        let start = if len == 0 { 0 } else { ind.start as u64 };
+        return Ok((AxisSel::Range { start, step: ind.step as i64, len }, false));
+    }
+    if let Ok(t) = item.cast::<PyTuple>() {
+        return Ok((core_range(t, axis)?, false));
+    }
+    let array = match item.cast::<PyUntypedArray>() {
+        Ok(a) => Some(a.clone()),
+        Err(_) if item.cast::<PyList>().is_ok() => {
+            Some(numpy_call(item.py(), "asarray", item)?.cast_into::<PyUntypedArray>().map_err(|_| bad(format!("axis {axis}: not an index list")))?)
+        }
+        Err(_) => None,
+    };
+    if let Some(array) = array {
+        let points = index_points(&array, axis, n)?;
+        if let Some(p) = points.iter().find(|&&p| p < -(n as i64) || p >= n as i64) {
+            return Err(bad(format!("axis {axis}: index {p} is out of bounds for size {n}")));
+        }
+        return Ok((AxisSel::Points(points.iter().map(|&p| if p < 0 { p + n as i64 } else { p } as u64).collect()), false));
+    }
+    let i: i64 = item
+        .extract()
+        .map_err(|_| bad(format!("axis {axis}: expected a slice, an int or a 1-D integer array")))?;
+    if i < -(n as i64) || i >= n as i64 {
+        return Err(bad(format!("axis {axis}: index {i} is out of bounds for size {n}")));
+    }
+    let i = if i < 0 { i + n as i64 } else { i } as u64;
+    Ok((AxisSel::Range { start: i, step: 1, len: 1 }, true))
+}
+
+/// The core's `(start, stop, step)` tuple, as `slice.indices(n)` returns it.
+fn core_range(t: &Bound<'_, PyTuple>, axis: usize) -> CoreResult<AxisSel> {
+    let bad = |m: String| CoreError::new(Kind::Index, m);
+    let (start, stop, step): (i64, i64, i64) =
+        t.extract().map_err(|_| bad(format!("axis {axis}: a slice is (start, stop, step) ints")))?;
+    if step == 0 {
+        return Err(bad(format!("axis {axis}: slice step cannot be zero")));
+    }
+    let len = if step > 0 {
+        (stop - start).max(0).div_euclid(step) + i64::from((stop - start).max(0) % step != 0)
+    } else {
+        (start - stop).max(0).div_euclid(-step) + i64::from((start - stop).max(0) % -step != 0)
+    };
+    if len > 0 && start < 0 {
+        return Err(bad(format!("axis {axis}: slice start {start} is negative")));
+    }
+    Ok(AxisSel::Range { start: start.max(0) as u64, step, len: len as u64 })
+}
+
+fn numpy_call<'py>(py: Python<'py>, name: &str, arg: &Bound<'py, PyAny>) -> CoreResult<Bound<'py, PyAny>> {
+    py.import("numpy")
+        .and_then(|np| np.call_method1(name, (arg,)))
+        .map_err(|e| CoreError::new(Kind::Index, format!("numpy.{name}: {e}")))
+}
+
+/// The indices a 1-D integer or boolean array selects (negative ones not yet wrapped).
+fn index_points(array: &Bound<'_, PyUntypedArray>, axis: usize, n: u64) -> CoreResult<Vec<i64>> {
+    let bad = |m: String| CoreError::new(Kind::Index, m);
+    let py = array.py();
+    if array.dtype().is_equiv_to(&numpy::dtype::<bool>(py)) {
+        if array.shape() != [n as usize] {
+            return Err(bad(format!("axis {axis}: boolean index of shape {:?} for size {n}", array.shape())));
+        }
+        let points = numpy_call(py, "flatnonzero", array.as_any())?;
+        return index_points(points.cast::<PyUntypedArray>().expect("flatnonzero returns an array"), axis, n);
+    }
+    if array.ndim() != 1 || !matches!(array.dtype().kind(), b'i' | b'u') {
+        return Err(bad(format!("axis {axis}: expected a slice, an int or a 1-D integer array")));
+    }
+    if let Some(points) = index_array(array.as_any()) {
+        return Ok(points);
+    }
+    // Another integer type, or not contiguous: as C-contiguous int64 (rare; small arrays).
+    let converted = numpy_call(py, "ascontiguousarray", array.as_any())?
+        .call_method1("astype", ("int64",))
+        .map_err(|e| bad(format!("axis {axis}: {e}")))?;
+    index_array(&converted).ok_or_else(|| bad(format!("axis {axis}: not an integer index array")))
+}
+
+/// The selection of `read_into`-style calls: as `parse_index`, without dropping int axes.
+pub fn parse_selection(selection: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResult<Vec<AxisSel>> {
+    parse_index(selection, shape).map(|i| i.sel)
+}
+
+/// The numpy dtype of a Tensogram dtype (bfloat16 through `tgm_xarray.file.numpy_dtype`, which
+/// knows where ml_dtypes keeps it).
+fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> PyResult<Bound<'py, PyArrayDescr>> {
+    Ok(match dtype {
+        Dtype::Float32 => numpy::dtype::<f32>(py),
+        Dtype::Float64 => numpy::dtype::<f64>(py),
+        Dtype::Int8 => numpy::dtype::<i8>(py),
+        Dtype::Int16 => numpy::dtype::<i16>(py),
+        Dtype::Int32 => numpy::dtype::<i32>(py),
+        Dtype::Int64 => numpy::dtype::<i64>(py),
+        Dtype::Uint8 => numpy::dtype::<u8>(py),
+        Dtype::Uint16 => numpy::dtype::<u16>(py),
+        Dtype::Uint32 => numpy::dtype::<u32>(py),
+        Dtype::Uint64 => numpy::dtype::<u64>(py),
+        other => py
+            .import("tgm_xarray.file")?
+            .call_method1("numpy_dtype", (other.to_string(),))?
+            .cast_into::<PyArrayDescr>()?,
+    })
+}
+
+/// Reads `index` of `entry` (an object of `bytes`) into `out`, or into a new array when `out`
+/// is `None`, and returns it: the one read path of `FileHandle.read` and `read_frame`. `where_`
+/// names the object in errors.
+pub fn read_to_array<'py>(
+    py: Python<'py>,
+    bytes: &[u8],
+    entry: &ObjectEntry,
+    index: Option<&Bound<'py, PyAny>>,
+    out: Option<Bound<'py, PyUntypedArray>>,
+    verify_hash: bool,
+    where_: &dyn Fn() -> String,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let desc = &entry.descriptor;
+    let index = parse_index(index, &desc.shape).map_err(|e| e.context(&where_()))?;
+    let dtype = numpy_dtype(py, desc.dtype).map_err(|e| PyErr::from(CoreError::new(Kind::Codec, format!("{}: {e}", where_()))))?;
+    let out = match out {
+        None => py
+            .import("numpy")
+            .and_then(|np| np.call_method1("empty", (PyTuple::new(py, &index.shape)?, &dtype)))?
+            .cast_into::<PyUntypedArray>()?,
+        Some(out) => {
+            if out.shape() != index.shape.as_slice() || !out.dtype().is_equiv_to(&dtype) {
+                return Err(CoreError::new(
+                    Kind::Value,
+                    format!(
+                        "{}: out has shape {:?} and dtype {}; the read needs {:?} {}",
+                        where_(),
+                        out.shape(),
+                        out.dtype(),
+                        index.shape,
+                        dtype
+                    ),
+                )
+                .into());
+            }
+            out
+        }
+    };
+    let mut buf = OutBuffer::new(&out, desc.dtype.byte_width()).map_err(|e| e.context(&where_()))?;
+    let sel = index.sel;
+    py.detach(move || {
+        // SAFETY: `out` is referenced for the whole call.
+        read_object(bytes, entry, &sel, unsafe { buf.as_mut_slice() }, verify_hash)
+    })
+    .map_err(|e| e.context(&where_()))?;
+    Ok(out)
 }
 
 /// The values of a C-contiguous 1-D int64 array, read without numpy's borrow tracking (which

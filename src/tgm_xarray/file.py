@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import operator
 from typing import Any
 
 import numpy as np
@@ -25,53 +24,6 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
-def normalize_index(index: Any, shape: tuple[int, ...]) -> tuple[tuple, tuple[int, ...], list[int]]:
-    """Turns an outer index into the core's selection.
-
-    Returns ``(selection, selected_shape, dropped_axes)``: one ``(start, stop, step)`` tuple or
-    ``int64`` array per axis, the shape of what it selects (integer axes as length 1), and the
-    axes that integers index (to drop from the result).
-    """
-    if not isinstance(index, tuple):
-        index = (index,)
-    if any(item is Ellipsis for item in index):
-        at = next(i for i, item in enumerate(index) if item is Ellipsis)
-        fill = (slice(None),) * (len(shape) - len(index) + 1)
-        index = index[:at] + fill + index[at + 1 :]
-    if len(index) > len(shape):
-        raise TgmIndexError(f"too many indices: {len(index)} for an array of {len(shape)} dimensions")
-    index = index + (slice(None),) * (len(shape) - len(index))
-    selection, sizes, dropped = [], [], []
-    for axis, (item, n) in enumerate(zip(index, shape)):
-        if isinstance(item, slice):
-            start, stop, step = item.indices(n)
-            selection.append((start, stop, step))
-            sizes.append(len(range(start, stop, step)))
-            continue
-        try:
-            i = operator.index(item)
-        except TypeError:
-            points = np.asarray(item)
-            if points.dtype == bool:
-                if points.shape != (n,):
-                    raise TgmIndexError(f"axis {axis}: boolean index of shape {points.shape} for size {n}")
-                points = np.flatnonzero(points)
-            if points.ndim != 1 or points.dtype.kind not in "iu":
-                raise TgmIndexError(f"axis {axis}: expected a slice, an int or a 1-D integer array")
-            # The core wraps negative indices and checks bounds (no numpy work per read here).
-            points = np.ascontiguousarray(points, dtype=np.int64)
-            selection.append(points)
-            sizes.append(points.size)
-            continue
-        if not -n <= i < n:
-            raise TgmIndexError(f"axis {axis}: index {i} is out of bounds for size {n}")
-        i %= n
-        selection.append((i, i + 1, 1))
-        sizes.append(1)
-        dropped.append(axis)
-    return tuple(selection), tuple(sizes), dropped
-
-
 class TgmFile:
     """One ``.tgm`` file: its messages' metadata and descriptors, and hyperslab reads.
 
@@ -90,7 +42,10 @@ class TgmFile:
         self.path = os.fspath(path)
         self.storage_options = storage_options
         self._handle = handles.acquire(self.path, storage_options)
-        self._layouts: dict[tuple[int, int], tuple[tuple[int, ...], np.dtype]] = {}
+        # Per message, its objects' layouts. Lists, not a dict keyed by (msg, obj): on free-
+        # threaded CPython a dict lookup with an equal-but-not-identical tuple key from another
+        # thread than the writer's can take ~50 us (the lock-free lookup's retry path).
+        self._layouts: list[list[tuple[tuple[int, ...], np.dtype]] | None] = [None] * len(self._handle)
 
     def __reduce__(self):
         return (type(self), (self.path, self.storage_options))
@@ -116,47 +71,32 @@ class TgmFile:
 
     def layout(self, msg: int, obj: int) -> tuple[tuple[int, ...], np.dtype]:
         """``(shape, numpy dtype)`` of an object."""
-        key = (msg, obj)
-        layout = self._layouts.get(key)
-        if layout is None:
-            descriptors = self._handle.descriptors(msg)
-            if not 0 <= obj < len(descriptors):
-                raise TgmIndexError(
-                    f"{self.path}: message {msg}: object {obj} is out of range ({len(descriptors)} objects)"
-                )
-            d = descriptors[obj]
-            try:
-                dtype = numpy_dtype(d["dtype"])
-            except TgmCodecError as err:
-                raise TgmCodecError(f"{self.path}: message {msg}, object {obj}: {err}") from None
-            layout = self._layouts[key] = (tuple(d["shape"]), dtype)
+        layouts = self._layouts[msg] if 0 <= msg < len(self._layouts) else None
+        if layouts is None:
+            layouts = []
+            for d in self._handle.descriptors(msg):  # raises TgmIndexError for a bad msg
+                try:
+                    layouts.append((tuple(d["shape"]), numpy_dtype(d["dtype"])))
+                except TgmCodecError as err:  # only this object is unreadable
+                    layouts.append(err)
+            self._layouts[msg] = layouts
+        if not 0 <= obj < len(layouts):
+            raise TgmIndexError(f"{self.path}: message {msg}: object {obj} is out of range ({len(layouts)} objects)")
+        layout = layouts[obj]
+        if isinstance(layout, TgmCodecError):
+            raise TgmCodecError(f"{self.path}: message {msg}, object {obj}: {layout}")
         return layout
 
     def read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
              verify_hash: bool = False) -> np.ndarray:
         """Reads an object, or the part ``index`` selects (outer indexing), into ``out``.
 
-        ``index`` is a tuple of slices, ints and 1-D integer arrays (one per axis, missing trailing
-        axes are whole); only what it selects is decoded where the codec allows. ``out``, when
-        given, must be C-contiguous and of the result's shape and dtype.
+        ``index`` is a slice, an int, a 1-D integer or boolean array, or a tuple of those (one per
+        axis, ``...`` allowed, missing trailing axes are whole); only what it selects is decoded
+        where the codec allows. ``out``, when given, must be C-contiguous and of the result's
+        shape and dtype. The whole read, index included, runs in the Rust core.
         """
-        shape, dtype = self.layout(msg, obj)
-        if index is None:
-            selection, sizes, dropped = None, shape, []
-        else:
-            try:
-                selection, sizes, dropped = normalize_index(index, shape)
-            except TgmIndexError as err:
-                raise TgmIndexError(f"{self.path}: message {msg}, object {obj}: {err}") from None
-        result_shape = tuple(s for axis, s in enumerate(sizes) if axis not in dropped)
-        if out is None:
-            out = np.empty(result_shape, dtype)
-        elif out.shape != result_shape or out.dtype != dtype:
-            raise ValueError(
-                f"out has shape {out.shape} and dtype {out.dtype}; the read needs {result_shape} {dtype}"
-            )
-        self._handle.read_into(msg, obj, selection, out, verify_hash)
-        return out
+        return self._handle.read(msg, obj, index, out, verify_hash)
 
 
 def open_file(path: str | os.PathLike, storage_options: dict | None = None) -> TgmFile:

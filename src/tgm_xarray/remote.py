@@ -325,11 +325,9 @@ class RemoteHandle:
                     f"frame-xxh3:{m.hashes[obj]:016x}")
         return _core.frame_fingerprint(self._fetcher.fetch(start, stop))
 
-    def read_into(self, msg: int, obj: int, selection, out: np.ndarray, verify_hash: bool = False) -> None:
-        """Fetches the object's frame and reads ``selection`` of it into ``out``."""
+    def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
+             verify_hash: bool = False) -> np.ndarray:
+        """``FileHandle.read``: fetches the object's frame and reads ``index`` of it."""
         start, stop = self._frame_range(msg, obj)
-        frame = self._fetcher.fetch(start, stop)
-        try:
-            _core.read_frame_into(frame, selection, out, verify_hash)
-        except (TgmFormatError, ValueError) as err:
-            raise type(err)(f"{self.path}: message {msg}, object {obj}: {err}") from None
+        return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash,
+                                f"{self.path}: message {msg}, object {obj}")
