@@ -85,31 +85,19 @@ def test_opening_a_real_file_transfers_a_small_fraction(range_server, ifs_file):
     assert range_server.count() <= 1 + 2 * 4 + 2 * 12
 
 
-def test_reading_one_field_fetches_its_frame(range_server, ifs_file):
+@pytest.mark.parametrize("msg, index", [(1, None), (0, (slice(100, 200), slice(300, 500)))],
+                         ids=["whole field", "window"])
+def test_a_read_fetches_its_frame_only(range_server, ifs_file, msg, index):
     url, path = serve(range_server, ifs_file)
-    f = tgm_xarray.open_file(url)
-    local = tgm_xarray.open_file(path)
-    data_obj = next(i for i, d in enumerate(local.descriptors(1)) if d["shape"] == [721, 1440])
+    f, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
+    field = next(i for i, d in enumerate(local.descriptors(msg)) if d["shape"] == [721, 1440])
     range_server.reset()
-    values = f.read(1, data_obj)
-    np.testing.assert_array_equal(values, local.read(1, data_obj))
-    # One request: exactly the object's frame (its payload plus a few hundred bytes).
+    np.testing.assert_array_equal(f.read(msg, field, index), local.read(msg, field, index))
+    # One request, for the object's frame: its payload plus a few hundred bytes, not the message.
     (served,) = range_server.ranges(f"/{path.name}")
-    start, stop = served
-    offset, length = local.handle.message_span(1)
-    assert offset <= start < stop <= offset + length
-    assert range_server.count() == 1
-    assert stop - start < length
-
-
-def test_a_window_read_fetches_only_that_frame(range_server, ifs_file):
-    url, path = serve(range_server, ifs_file)
-    f = tgm_xarray.open_file(url)
-    local = tgm_xarray.open_file(path)
-    data_obj = next(i for i, d in enumerate(local.descriptors(0)) if d["shape"] == [721, 1440])
-    range_server.reset()
-    window = f.read(0, data_obj, (slice(100, 200), slice(300, 500)))
-    np.testing.assert_array_equal(window, local.read(0, data_obj)[100:200, 300:500])
+    offset, length = local.handle.message_span(msg)
+    assert offset <= served[0] < served[1] <= offset + length
+    assert served[1] - served[0] < length
     assert range_server.count() == 1
 
 
