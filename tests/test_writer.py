@@ -21,7 +21,7 @@ from tgm_xarray.encoding import SZIP_PACKED_BITS
 from tgm_xarray.errors import TgmCodecError, TgmFormatError
 from tgm_xarray.writer import TgmWriter, to_tgm
 
-from conftest import ENGINE
+from conftest import ENGINE, upstream_decode
 
 dask = pytest.importorskip("dask")
 import dask.array as da  # noqa: E402
@@ -352,6 +352,36 @@ def test_packing_with_szip(tmp_path, bits):
     to_tgm(ds, path, encoding={"t": {"bits": bits, "compression": "szip"}})
     read = open_tgm(path)["t"].values
     assert np.abs(read - values).max() <= 1 / (2**bits - 1)
+
+
+@pytest.mark.thread_unsafe(reason="counts the process-wide decoded_elements")
+def test_szip_fields_store_checked_offsets_so_the_first_window_read_decodes_only_it(tmp_path, ifs_file):
+    """The land-sea mask (runs of equal values, where libaec 1.1.4's encoder stores wrong szip
+    RSI offsets) written with packing + szip: its offsets are marked verified, so a window read
+    on a fresh handle decodes only the RSI blocks it spans, and every row read alone, by us and by
+    upstream's ``decode_range``, equals the full decode."""
+    tensogram = pytest.importorskip("tensogram")
+    lsm = upstream_decode(ifs_file, 1)[0]
+    ds = xr.Dataset({"lsm": (("latitude", "longitude"), lsm)},
+                    coords={"latitude": np.linspace(90, -90, 721), "longitude": np.arange(1440) * 0.25})
+    path = tmp_path / "lsm.tgm"
+    to_tgm(ds, path, encoding={"lsm": {"bits": 24, "compression": "szip"}})
+    f = tgm_xarray.open_file(path)
+    # The mark is internal (our descriptors leave it out, as the offsets); upstream shows it.
+    assert "szip_block_offsets_verified" not in f.descriptors(0)[0]["params"]
+    descriptor, _ = tensogram.decode(path.read_bytes()).objects[0]
+    assert len(descriptor.params["szip_block_offsets_verified"]) == 16
+    before = _core.decoded_elements()
+    window = f.read(0, 0, (slice(300, 310), slice(100, 120)))
+    assert 200 <= _core.decoded_elements() - before <= 10 * 1440  # rows 300..309, not 1,038,240
+    full = f.read(0, 0)
+    np.testing.assert_array_equal(window, full[300:310, 100:120])
+    assert np.abs(full - lsm).max() <= 1 / (2**24 - 1)
+    assert len(f) == 1  # the file is the field's message
+    rows = tensogram.decode_range(path.read_bytes(), 0, [(r * 1440, 1440) for r in range(721)])
+    for row in range(721):
+        np.testing.assert_array_equal(f.read(0, 0, (row,)), full[row], f"row {row}")
+        np.testing.assert_array_equal(rows[row], full[row], f"row {row} (upstream decode_range)")
 
 
 @pytest.mark.parametrize("options, bound", [

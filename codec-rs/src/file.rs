@@ -149,7 +149,8 @@ impl FileHandle {
     }
 }
 
-/// The descriptor of an object as a Python dict (the wire keys, without the szip offset table).
+/// The descriptor of an object as a Python dict (the wire keys, without the szip offset table
+/// and its verification mark: internal indexes, not settings).
 pub(crate) fn descriptor_to_py<'py>(py: Python<'py>, d: &DataObjectDescriptor) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item("type", &d.obj_type)?;
@@ -171,7 +172,7 @@ pub(crate) fn descriptor_to_py<'py>(py: Python<'py>, d: &DataObjectDescriptor) -
     }
     dict.set_item("masks", masks)?;
     let params = PyDict::new(py);
-    for (k, v) in d.params.iter().filter(|(k, _)| k.as_str() != "szip_block_offsets") {
+    for (k, v) in d.params.iter().filter(|(k, _)| !k.starts_with("szip_block_offsets")) {
         params.set_item(k, to_py(py, v)?)?;
     }
     dict.set_item("params", params)?;

@@ -29,8 +29,11 @@ pub struct ObjectEntry {
     pub access: Access,
     /// Set when whole-object reads can unpack straight into the output (see `packing.rs`).
     pub packed: Option<Packed>,
-    /// The descriptor used for range decodes of szip objects, with RSI offsets recomputed by
-    /// the decoder (see `szip.rs`); filled on the first partial read.
+    /// Whether the stored szip RSI offsets were checked against the decoder when the message was
+    /// encoded (see `szip.rs`): range decodes then use them as they are.
+    pub szip_offsets_verified: bool,
+    /// The descriptor used for range decodes of other szip objects, with RSI offsets recomputed
+    /// by the decoder; filled on the first partial read.
     pub szip_ranged: OnceLock<CoreResult<DataObjectDescriptor>>,
     /// Result of the hash check (`false`: no hash stored), done at most once per object.
     pub hash_checked: OnceLock<CoreResult<bool>>,
@@ -42,6 +45,8 @@ impl ObjectEntry {
         ObjectEntry {
             access: access_of(&descriptor, has_masks),
             packed: Packed::of(&descriptor, has_masks),
+            szip_offsets_verified: descriptor.compression == "szip"
+                && crate::szip::offsets_verified(&descriptor, payload.len()),
             descriptor,
             frame,
             payload,

@@ -152,10 +152,13 @@ pub fn read_object(
             plan.decoded_len()
         }
         Access::Ranged if ranges_pay_off(entry, &groups) => {
-            let ranged_desc = if desc.compression == "szip" {
+            let ranged_desc = if desc.compression == "szip" && !entry.szip_offsets_verified {
                 entry
                     .szip_ranged
-                    .get_or_init(|| szip::with_decoder_offsets(desc, payload))
+                    .get_or_init(|| {
+                        DECODED_ELEMENTS.fetch_add(entry.num_elements(), Ordering::Relaxed);
+                        szip::with_decoder_offsets(desc, payload)
+                    })
                     .as_ref()
                     .map_err(Clone::clone)?
             } else {

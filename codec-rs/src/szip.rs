@@ -1,10 +1,15 @@
-//! RSI block offsets for szip range decodes, as libaec's decoder finds them.
+//! RSI block offsets of szip objects: the decoder's, and the marker that vouches for stored ones.
 //!
 //! libaec 1.1.4's encoder (which upstream uses to record `szip_block_offsets`) stores wrong
 //! offsets after runs of all-zero blocks: on the real land-sea mask 26 of 254 offsets differ
 //! from where the blocks really start, and a range decode through them fails or silently returns
-//! wrong values. Before the first partial read of an szip object we decode it once with the
-//! decoder's offset tracking on and use those offsets instead.
+//! wrong values. The decoder, with its offset tracking on, finds the true ones.
+//!
+//! Messages we encode store the decoder's offsets and [`VERIFIED_KEY`], a digest of those offsets
+//! and of the payload's length: reads trust the stored offsets of an object whose digest matches.
+//! Any other object (files upstream wrote, or ours that upstream decoded and encoded again: it
+//! keeps unknown parameters but records fresh offsets, so the digest no longer matches) is
+//! decoded once with offset tracking before its first partial read.
 
 use ciborium::Value;
 use libaec_sys::{
@@ -17,21 +22,26 @@ use tensogram::DataObjectDescriptor;
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::int_param;
 
+/// The descriptor parameter that marks `szip_block_offsets` as checked against the decoder.
+pub const VERIFIED_KEY: &str = "szip_block_offsets_verified";
+const OFFSETS_KEY: &str = "szip_block_offsets";
+
 fn param_u32(desc: &DataObjectDescriptor, key: &str) -> CoreResult<u32> {
     int_param(desc, key)
         .and_then(|v| u32::try_from(v).ok())
         .ok_or_else(|| CoreError::new(Kind::Format, format!("szip parameter {key} is missing or invalid")))
 }
 
-/// Returns a copy of `desc` whose `szip_block_offsets` are the decoder's.
-pub fn with_decoder_offsets(
-    desc: &DataObjectDescriptor,
-    payload: &[u8],
-) -> CoreResult<DataObjectDescriptor> {
+/// The RSI block offsets (in bits from the payload's start) where libaec's decoder finds them:
+/// decodes the whole payload once.
+fn decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<Vec<u64>> {
     let num_values: u64 = desc.shape.iter().product();
     let packed = desc.encoding == "simple_packing";
+    // The sample width upstream hands libaec: packed bits, bytes after a shuffle, else the dtype.
     let bits = if packed {
         param_u32(desc, "sp_bits_per_value")?
+    } else if desc.filter == "shuffle" {
+        8
     } else {
         desc.dtype.byte_width() as u32 * 8
     };
@@ -65,15 +75,52 @@ pub fn with_decoder_offsets(
         aec_decode_end(&mut strm);
         result?
     };
+    let rsi_blocks = num_values.div_ceil(rsi as u64 * block_size as u64) as usize;
+    Ok(offsets.into_iter().take(rsi_blocks).map(|o| o as u64).collect())
+}
 
-    crate::read::DECODED_ELEMENTS.fetch_add(num_values, std::sync::atomic::Ordering::Relaxed);
-    let samples_per_rsi = rsi as u64 * block_size as u64;
-    let rsi_blocks = num_values.div_ceil(samples_per_rsi) as usize;
-    let offsets: Vec<Value> =
-        offsets.into_iter().take(rsi_blocks).map(|o| Value::Integer((o as u64).into())).collect();
+fn set_offsets(desc: &mut DataObjectDescriptor, offsets: &[u64]) {
+    let values = offsets.iter().map(|&o| Value::Integer(o.into())).collect();
+    desc.params.insert(OFFSETS_KEY.to_string(), Value::Array(values));
+}
+
+/// A copy of `desc` whose `szip_block_offsets` are the decoder's (for reads of objects whose
+/// stored offsets are not vouched for).
+pub fn with_decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<DataObjectDescriptor> {
     let mut fixed = desc.clone();
-    fixed.params.insert("szip_block_offsets".to_string(), Value::Array(offsets));
+    set_offsets(&mut fixed, &decoder_offsets(desc, payload)?);
     Ok(fixed)
+}
+
+/// Replaces the offsets in `desc` with the decoder's and marks them verified (at encode time).
+pub fn verify_offsets(desc: &mut DataObjectDescriptor, payload: &[u8]) -> CoreResult<()> {
+    let offsets = decoder_offsets(desc, payload)?;
+    set_offsets(desc, &offsets);
+    desc.params.insert(VERIFIED_KEY.to_string(), Value::Text(digest(&offsets, payload.len())));
+    Ok(())
+}
+
+/// Whether the stored offsets are those [`verify_offsets`] vouched for, for a payload this long.
+pub fn offsets_verified(desc: &DataObjectDescriptor, payload_len: usize) -> bool {
+    let (Some(Value::Text(mark)), Some(Value::Array(items))) = (desc.params.get(VERIFIED_KEY), desc.params.get(OFFSETS_KEY))
+    else {
+        return false;
+    };
+    let offsets: Option<Vec<u64>> = items
+        .iter()
+        .map(|v| match v {
+            Value::Integer(i) => u64::try_from(i128::from(*i)).ok(),
+            _ => None,
+        })
+        .collect();
+    offsets.is_some_and(|offsets| *mark == digest(&offsets, payload_len))
+}
+
+/// xxh3-64 (hex, as upstream writes hashes) of the payload length and the offsets, little-endian.
+fn digest(offsets: &[u64], payload_len: usize) -> String {
+    let bytes: Vec<u8> =
+        std::iter::once(payload_len as u64).chain(offsets.iter().copied()).flat_map(u64::to_le_bytes).collect();
+    tensogram::compute_hash(&bytes)
 }
 
 fn check(rc: i32, what: &str) -> CoreResult<()> {
