@@ -84,21 +84,63 @@ impl InBuffer {
     }
 }
 
+/// One axis of a caller's index.
+enum Axis {
+    Sel(AxisSel),
+    /// A C-contiguous int64 index array's bytes: turned into a selection (bounds checked,
+    /// negative indices wrapped) only once the interpreter is released.
+    Points { data: InBuffer, axis: usize, n: u64 },
+}
+
 /// A caller's index resolved against an object's shape: what to read, and the result's shape.
 pub struct Index {
-    pub sel: Vec<AxisSel>,
+    axes: Vec<Axis>,
     /// The selection's lengths, without the axes an int indexes (numpy drops those).
     pub shape: Vec<usize>,
+    /// Arrays made here (from lists, boolean or non-int64 arrays) that `axes` points into.
+    _made: Vec<Py<PyAny>>,
+}
+
+impl Index {
+    /// The selection, axis by axis. Index arrays are converted here: call it detached.
+    pub fn selection(self) -> CoreResult<Vec<AxisSel>> {
+        self.axes
+            .into_iter()
+            .map(|a| match a {
+                Axis::Sel(sel) => Ok(sel),
+                // SAFETY: the array is referenced by the caller (or by `_made`) for the call.
+                Axis::Points { data, axis, n } => points(unsafe { data.as_slice() }, axis, n),
+            })
+            .collect()
+    }
+}
+
+/// The selection an int64 index array (as native-endian bytes) makes on an axis of size `n`.
+fn points(bytes: &[u8], axis: usize, n: u64) -> CoreResult<AxisSel> {
+    let size = n as i64;
+    let mut out = Vec::with_capacity(bytes.len() / 8);
+    for chunk in bytes.chunks_exact(8) {
+        let p = i64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+        let wrapped = if p < 0 { p + size } else { p };
+        if !(0..size).contains(&wrapped) {
+            return Err(CoreError::new(Kind::Index, format!("axis {axis}: index {p} is out of bounds for size {n}")));
+        }
+        out.push(wrapped as u64);
+    }
+    Ok(AxisSel::Points(out))
 }
 
 /// Resolves `index` as numpy's outer (orthogonal) indexing would, in Rust so that a read costs
-/// one call and no Python work: `None` (everything), or one item or a tuple of items, one per
-/// axis (missing trailing axes are whole, one `...` stands for the axes it skips). An item is a
-/// slice, an int (its axis is dropped), a 1-D integer or boolean array or list, or the core's
-/// own `(start, stop, step)` tuple as `slice.indices(n)` returns it.
+/// one call and next to no time holding the interpreter: `None` (everything), or one item or a
+/// tuple of items, one per axis (missing trailing axes are whole, one `...` stands for the axes
+/// it skips). An item is a slice, an int (its axis is dropped), a 1-D integer or boolean array
+/// or list, or the core's own `(start, stop, step)` tuple as `slice.indices(n)` returns it.
 pub fn parse_index(index: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResult<Index> {
+    let mut result = Index { axes: Vec::with_capacity(shape.len()), shape: Vec::with_capacity(shape.len()), _made: Vec::new() };
     let Some(index) = index.filter(|i| !i.is_none()) else {
-        return Ok(Index { sel: full_selection(shape), shape: shape.iter().map(|&n| n as usize).collect() });
+        result.axes = full_selection(shape).into_iter().map(Axis::Sel).collect();
+        result.shape = shape.iter().map(|&n| n as usize).collect();
+        return Ok(result);
     };
     let bad = |m: String| CoreError::new(Kind::Index, m);
     let items: Vec<Bound<'_, PyAny>> = match index.cast::<PyTuple>() {
@@ -128,45 +170,43 @@ pub fn parse_index(index: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResul
             per_axis.extend((0..whole).map(|_| None));
         }
     }
-    let mut result = Index { sel: Vec::with_capacity(shape.len()), shape: Vec::with_capacity(shape.len()) };
     for (axis, (item, &n)) in per_axis.iter().zip(shape).enumerate() {
-        let (sel, dropped) = match item {
-            None => (AxisSel::full(n), false),
-            Some(item) => axis_item(item, axis, n)?,
+        let (resolved, len, dropped) = match item {
+            None => (Axis::Sel(AxisSel::full(n)), n as usize, false),
+            Some(item) => axis_item(item, axis, n, &mut result._made)?,
         };
         if !dropped {
-            result.shape.push(sel.len());
+            result.shape.push(len);
         }
-        result.sel.push(sel);
+        result.axes.push(resolved);
     }
     Ok(result)
 }
 
-/// One axis's item: its selection, and whether it was an int (the axis is dropped).
-fn axis_item(item: &Bound<'_, PyAny>, axis: usize, n: u64) -> CoreResult<(AxisSel, bool)> {
+/// One axis's item: its selection, its length, and whether it was an int (the axis is
+/// dropped). Arrays this makes (from lists, boolean or other integer arrays) go to `made`.
+fn axis_item(item: &Bound<'_, PyAny>, axis: usize, n: u64, made: &mut Vec<Py<PyAny>>) -> CoreResult<(Axis, usize, bool)> {
     let bad = |m: String| CoreError::new(Kind::Index, m);
     if let Ok(slice) = item.cast::<PySlice>() {
         let ind = slice.indices(n as isize).map_err(|e| bad(format!("axis {axis}: {e}")))?;
         let len = ind.slicelength as u64;
         let start = if len == 0 { 0 } else { ind.start as u64 };
-        return Ok((AxisSel::Range { start, step: ind.step as i64, len }, false));
+        return Ok((Axis::Sel(AxisSel::Range { start, step: ind.step as i64, len }), len as usize, false));
     }
     if let Ok(t) = item.cast::<PyTuple>() {
-        return Ok((core_range(t, axis)?, false));
+        let sel = core_range(t, axis)?;
+        let len = sel.len();
+        return Ok((Axis::Sel(sel), len, false));
     }
     let array = match item.cast::<PyUntypedArray>() {
         Ok(a) => Some(a.clone()),
-        Err(_) if item.cast::<PyList>().is_ok() => {
-            Some(numpy_call(item.py(), "asarray", item)?.cast_into::<PyUntypedArray>().map_err(|_| bad(format!("axis {axis}: not an index list")))?)
-        }
+        Err(_) if item.cast::<PyList>().is_ok() => Some(made_array(numpy_call(item.py(), "asarray", item)?, made)),
         Err(_) => None,
     };
     if let Some(array) = array {
-        let points = index_points(&array, axis, n)?;
-        if let Some(p) = points.iter().find(|&&p| p < -(n as i64) || p >= n as i64) {
-            return Err(bad(format!("axis {axis}: index {p} is out of bounds for size {n}")));
-        }
-        return Ok((AxisSel::Points(points.iter().map(|&p| if p < 0 { p + n as i64 } else { p } as u64).collect()), false));
+        let data = int64_index(array, axis, n, made)?;
+        let len = data.len / 8;
+        return Ok((Axis::Points { data, axis, n }, len, false));
     }
     let i: i64 = item
         .extract()
@@ -175,7 +215,7 @@ fn axis_item(item: &Bound<'_, PyAny>, axis: usize, n: u64) -> CoreResult<(AxisSe
         return Err(bad(format!("axis {axis}: index {i} is out of bounds for size {n}")));
     }
     let i = if i < 0 { i + n as i64 } else { i } as u64;
-    Ok((AxisSel::Range { start: i, step: 1, len: 1 }, true))
+    Ok((Axis::Sel(AxisSel::Range { start: i, step: 1, len: 1 }), 1, true))
 }
 
 /// The core's `(start, stop, step)` tuple, as `slice.indices(n)` returns it.
@@ -203,33 +243,40 @@ fn numpy_call<'py>(py: Python<'py>, name: &str, arg: &Bound<'py, PyAny>) -> Core
         .map_err(|e| CoreError::new(Kind::Index, format!("numpy.{name}: {e}")))
 }
 
-/// The indices a 1-D integer or boolean array selects (negative ones not yet wrapped).
-fn index_points(array: &Bound<'_, PyUntypedArray>, axis: usize, n: u64) -> CoreResult<Vec<i64>> {
+/// `array` as an untyped array, kept alive in `made` for the call.
+fn made_array<'py>(array: Bound<'py, PyAny>, made: &mut Vec<Py<PyAny>>) -> Bound<'py, PyUntypedArray> {
+    made.push(array.clone().unbind());
+    array.cast_into::<PyUntypedArray>().expect("numpy returns an array")
+}
+
+/// The bytes of the C-contiguous int64 indices a 1-D integer or boolean array selects
+/// (converted, and kept in `made`, when it is not that already).
+fn int64_index(array: Bound<'_, PyUntypedArray>, axis: usize, n: u64, made: &mut Vec<Py<PyAny>>) -> CoreResult<InBuffer> {
     let bad = |m: String| CoreError::new(Kind::Index, m);
     let py = array.py();
     if array.dtype().is_equiv_to(&numpy::dtype::<bool>(py)) {
         if array.shape() != [n as usize] {
             return Err(bad(format!("axis {axis}: boolean index of shape {:?} for size {n}", array.shape())));
         }
-        let points = numpy_call(py, "flatnonzero", array.as_any())?;
-        return index_points(points.cast::<PyUntypedArray>().expect("flatnonzero returns an array"), axis, n);
+        let points = made_array(numpy_call(py, "flatnonzero", array.as_any())?, made);
+        return int64_index(points, axis, n, made);
     }
     if array.ndim() != 1 || !matches!(array.dtype().kind(), b'i' | b'u') {
         return Err(bad(format!("axis {axis}: expected a slice, an int or a 1-D integer array")));
     }
-    if let Some(points) = index_array(array.as_any()) {
-        return Ok(points);
+    if array.dtype().is_equiv_to(&numpy::dtype::<i64>(py)) && array.is_c_contiguous() {
+        return InBuffer::new(&array, "index");
     }
     // Another integer type, or not contiguous: as C-contiguous int64 (rare; small arrays).
     let converted = numpy_call(py, "ascontiguousarray", array.as_any())?
         .call_method1("astype", ("int64",))
         .map_err(|e| bad(format!("axis {axis}: {e}")))?;
-    index_array(&converted).ok_or_else(|| bad(format!("axis {axis}: not an integer index array")))
+    InBuffer::new(&made_array(converted, made), "index")
 }
 
 /// The selection of `read_into`-style calls: as `parse_index`, without dropping int axes.
 pub fn parse_selection(selection: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResult<Vec<AxisSel>> {
-    parse_index(selection, shape).map(|i| i.sel)
+    parse_index(selection, shape)?.selection()
 }
 
 /// The numpy dtype of a Tensogram dtype (bfloat16 through `tgm_xarray.file.numpy_dtype`, which
@@ -292,25 +339,11 @@ pub fn read_to_array<'py>(
         }
     };
     let mut buf = OutBuffer::new(&out, desc.dtype.byte_width()).map_err(|e| e.context(&where_()))?;
-    let sel = index.sel;
     py.detach(move || {
+        let sel = index.selection()?;
         // SAFETY: `out` is referenced for the whole call.
         read_object(bytes, entry, &sel, unsafe { buf.as_mut_slice() }, verify_hash)
     })
     .map_err(|e| e.context(&where_()))?;
     Ok(out)
-}
-
-/// The values of a C-contiguous 1-D int64 array, read without numpy's borrow tracking (which
-/// costs more than a small read).
-fn index_array(item: &Bound<'_, PyAny>) -> Option<Vec<i64>> {
-    let array = item.cast::<PyUntypedArray>().ok()?;
-    let int64 = numpy::dtype::<i64>(item.py());
-    if array.ndim() != 1 || !array.dtype().is_equiv_to(&int64) {
-        return None;
-    }
-    let buffer = InBuffer::new(array, "index").ok()?;
-    // SAFETY: the array is alive and C-contiguous; its bytes are i64 values (checked above).
-    let bytes = unsafe { buffer.as_slice() };
-    Some(bytes.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect())
 }

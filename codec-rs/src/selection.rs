@@ -126,23 +126,32 @@ impl Plan {
             acc *= shape[k];
         }
         let outer: usize = sel[..n_outer].iter().map(|s| s.len()).product();
-        let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(outer);
-        let mut counter = vec![0usize; n_outer];
-        for _ in 0..outer {
-            let base: u64 = (0..n_outer).map(|k| sel[k].get(counter[k]) * strides[k]).sum();
-            let (off, count) = (base + lo * inner, block);
+        let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(outer.min(1 << 16));
+        let mut push = |base: u64| {
+            let off = base + lo * inner;
             match ranges.last_mut() {
                 // Consecutive indices (runs in an index array) read as one range.
-                Some(last) if picks.is_none() && last.0 + last.1 == off => last.1 += count,
-                _ => ranges.push((off, count)),
+                Some(last) if picks.is_none() && last.0 + last.1 == off => last.1 += block,
+                _ => ranges.push((off, block)),
             }
-            // Advance the C-order odometer over the outer axes.
-            for k in (0..n_outer).rev() {
-                counter[k] += 1;
-                if counter[k] < sel[k].len() {
-                    break;
+        };
+        match (n_outer, sel.first()) {
+            // One outer axis of points (an index array on a 1-D object, or on the first axis):
+            // a tight loop, since a read of a few thousand points is otherwise spent here.
+            (1, Some(AxisSel::Points(points))) => points.iter().for_each(|&p| push(p * strides[0])),
+            _ => {
+                let mut counter = vec![0usize; n_outer];
+                for _ in 0..outer {
+                    push((0..n_outer).map(|k| sel[k].get(counter[k]) * strides[k]).sum());
+                    // Advance the C-order odometer over the outer axes.
+                    for k in (0..n_outer).rev() {
+                        counter[k] += 1;
+                        if counter[k] < sel[k].len() {
+                            break;
+                        }
+                        counter[k] = 0;
+                    }
                 }
-                counter[k] = 0;
             }
         }
         let mut starts = Vec::new();
