@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod cbor;
 mod codec;
+mod counters;
 mod errors;
 mod file;
 mod frames;
@@ -18,14 +19,14 @@ mod szip;
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]
 fn decoded_elements() -> u64 {
-    read::DECODED_ELEMENTS.load(std::sync::atomic::Ordering::Relaxed)
+    counters::decoded()
 }
 
-/// The most reads that have run at once since the last reset; resets the count.
+/// The most reads that have run at once since the last call, which resets the count (the first
+/// call starts the counting and returns 0).
 #[pyfunction]
 fn take_max_concurrent_reads() -> usize {
-    use std::sync::atomic::Ordering::Relaxed;
-    read::MAX_READS_IN_FLIGHT.swap(read::READS_IN_FLIGHT.load(Relaxed), Relaxed)
+    counters::take_max_in_flight()
 }
 
 #[pymodule(gil_used = false)]

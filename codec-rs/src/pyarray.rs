@@ -1,6 +1,8 @@
 //! The Python side of a read: selections and caller-allocated numpy output arrays.
 
-use numpy::npyffi::NPY_ARRAY_WRITEABLE;
+use std::os::raw::c_int;
+
+use numpy::npyffi::{NPY_ARRAY_WRITEABLE, NPY_TYPES};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple};
@@ -35,7 +37,7 @@ impl OutBuffer {
         if raw.flags & NPY_ARRAY_WRITEABLE == 0 {
             return Err(bad("must be writeable"));
         }
-        if out.dtype().itemsize() != itemsize {
+        if descr_of(out).itemsize() != itemsize {
             return Err(bad(&format!(
                 "dtype {} does not match the object's {itemsize}-byte elements",
                 out.dtype()
@@ -52,6 +54,50 @@ impl OutBuffer {
         }
         std::slice::from_raw_parts_mut(self.ptr, self.len)
     }
+}
+
+/// An array's dtype, borrowed without touching its reference count: the builtin dtypes are
+/// shared by every array of their type, and on free-threaded CPython an incref and decref from
+/// every read on every thread would make that count a point of contention.
+fn descr_of<'a, 'py>(array: &'a Bound<'py, PyUntypedArray>) -> Borrowed<'a, 'py, PyArrayDescr> {
+    // SAFETY: a live array's `descr` is a valid dtype object, alive as long as the array.
+    unsafe {
+        Borrowed::from_ptr(array.py(), (*array.as_array_ptr()).descr.cast()).cast_unchecked::<PyArrayDescr>()
+    }
+}
+
+/// numpy's type number for a Tensogram dtype (`None` where no builtin one matches).
+fn npy_type(dtype: Dtype) -> Option<NPY_TYPES> {
+    use NPY_TYPES::*;
+    Some(match dtype {
+        Dtype::Float16 => NPY_HALF,
+        Dtype::Float32 => NPY_FLOAT,
+        Dtype::Float64 => NPY_DOUBLE,
+        Dtype::Complex64 => NPY_CFLOAT,
+        Dtype::Complex128 => NPY_CDOUBLE,
+        Dtype::Int8 => NPY_BYTE,
+        Dtype::Int16 => NPY_SHORT,
+        Dtype::Int32 => NPY_INT,
+        Dtype::Int64 => NPY_LONG,
+        Dtype::Uint8 => NPY_UBYTE,
+        Dtype::Uint16 => NPY_USHORT,
+        Dtype::Uint32 => NPY_UINT,
+        Dtype::Uint64 => NPY_ULONG,
+        _ => return None,
+    })
+}
+
+/// Whether `out` has the object's shape and dtype, checked without making a dtype object where
+/// the type numbers already agree (the usual case).
+fn out_fits(out: &Bound<'_, PyUntypedArray>, shape: &[usize], dtype: Dtype) -> PyResult<bool> {
+    if out.shape() != shape {
+        return Ok(false);
+    }
+    let descr = descr_of(out);
+    if npy_type(dtype).is_some_and(|t| descr.num() == t as c_int) && descr.is_native_byteorder() != Some(false) {
+        return Ok(true);
+    }
+    Ok(descr.is_equiv_to(&numpy_dtype(out.py(), dtype)?))
 }
 
 /// The bytes of a read-only, C-contiguous numpy array (an encoder's input).
@@ -314,28 +360,28 @@ pub fn read_to_array<'py>(
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let desc = &entry.descriptor;
     let index = parse_index(index, &desc.shape).map_err(|e| e.context(&where_()))?;
-    let dtype = numpy_dtype(py, desc.dtype).map_err(|e| PyErr::from(CoreError::new(Kind::Codec, format!("{}: {e}", where_()))))?;
+    let dtype = || {
+        numpy_dtype(py, desc.dtype).map_err(|e| PyErr::from(CoreError::new(Kind::Codec, format!("{}: {e}", where_()))))
+    };
     let out = match out {
         None => py
             .import("numpy")
-            .and_then(|np| np.call_method1("empty", (PyTuple::new(py, &index.shape)?, &dtype)))?
+            .and_then(|np| np.call_method1("empty", (PyTuple::new(py, &index.shape)?, dtype()?)))?
             .cast_into::<PyUntypedArray>()?,
+        Some(out) if out_fits(&out, &index.shape, desc.dtype)? => out,
         Some(out) => {
-            if out.shape() != index.shape.as_slice() || !out.dtype().is_equiv_to(&dtype) {
-                return Err(CoreError::new(
-                    Kind::Value,
-                    format!(
-                        "{}: out has shape {:?} and dtype {}; the read needs {:?} {}",
-                        where_(),
-                        out.shape(),
-                        out.dtype(),
-                        index.shape,
-                        dtype
-                    ),
-                )
-                .into());
-            }
-            out
+            return Err(CoreError::new(
+                Kind::Value,
+                format!(
+                    "{}: out has shape {:?} and dtype {}; the read needs {:?} {}",
+                    where_(),
+                    out.shape(),
+                    out.dtype(),
+                    index.shape,
+                    dtype()?
+                ),
+            )
+            .into());
         }
     };
     let mut buf = OutBuffer::new(&out, desc.dtype.byte_width()).map_err(|e| e.context(&where_()))?;

@@ -1,38 +1,14 @@
 //! Decoding a hyperslab of one object into a caller's buffer. Runs with the interpreter detached.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-
 use tensogram::decode::{decode_object_from_frame, decode_range_from_payload, DecodeOptions};
 use tensogram::wire::FrameType;
 use tensogram::ByteOrder;
 
+use crate::counters::{add_decoded, InFlight};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::{int_param, Access, ObjectEntry};
 use crate::selection::{AxisSel, Plan};
 use crate::szip;
-
-/// Elements produced by the decoders in this process (tests use it to prove what was decoded).
-pub static DECODED_ELEMENTS: AtomicU64 = AtomicU64::new(0);
-/// Reads running right now, and the most seen at once (tests use it to prove reads overlap).
-pub static READS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-pub static MAX_READS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts a read as in flight for as long as it lives.
-struct InFlight;
-
-impl InFlight {
-    fn enter() -> InFlight {
-        let now = READS_IN_FLIGHT.fetch_add(1, Ordering::Relaxed) + 1;
-        MAX_READS_IN_FLIGHT.fetch_max(now, Ordering::Relaxed);
-        InFlight
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        READS_IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// Parallelism comes from the caller's threads (dask, zarr), never from a pool per call.
 fn decode_options() -> DecodeOptions {
@@ -156,7 +132,7 @@ pub fn read_object(
                 entry
                     .szip_ranged
                     .get_or_init(|| {
-                        DECODED_ELEMENTS.fetch_add(entry.num_elements(), Ordering::Relaxed);
+                        add_decoded(entry.num_elements());
                         szip::with_decoder_offsets(desc, payload)
                     })
                     .as_ref()
@@ -180,7 +156,7 @@ pub fn read_object(
             if let (Some(packed), true) = (&entry.packed, plan.is_whole(entry.num_elements())) {
                 // The whole object, in order: unpack straight into the output.
                 packed.decode_into(payload, out)?;
-                DECODED_ELEMENTS.fetch_add(entry.num_elements(), Ordering::Relaxed);
+                add_decoded(entry.num_elements());
                 return Ok(());
             }
             let whole = match &entry.packed {
@@ -201,7 +177,7 @@ pub fn read_object(
             entry.num_elements()
         }
     };
-    DECODED_ELEMENTS.fetch_add(decoded, Ordering::Relaxed);
+    add_decoded(decoded);
     Ok(())
 }
 
