@@ -171,13 +171,15 @@ def test_forbidden_is_permission_error(range_server, ifs_file):
     assert url in str(err.value)
 
 
-def test_transient_503_is_retried(range_server, ifs_file, quick_retries):
+@pytest.mark.parametrize("fault, requests", [(Fault(status=503, times=2), 3), (Fault(truncate=1000, times=1), 2)],
+                         ids=["503 twice", "cut short once"])
+def test_transient_failures_are_retried(range_server, ifs_file, quick_retries, fault, requests):
     url, path = serve(range_server, ifs_file)
     f = tgm_xarray.open_file(url)
     range_server.reset()
-    range_server.faults[f"/{path.name}"] = Fault(status=503, times=2)
+    range_server.faults[f"/{path.name}"] = fault
     np.testing.assert_array_equal(f.read(2, 2), tgm_xarray.open_file(path).read(2, 2))
-    assert range_server.count() == 3  # two 503s, then the frame
+    assert range_server.count() == requests  # the failures, then the frame
 
 
 def test_persistent_503_raises_naming_the_url(range_server, ifs_file, quick_retries):
@@ -188,15 +190,6 @@ def test_persistent_503_raises_naming_the_url(range_server, ifs_file, quick_retr
     with pytest.raises(OSError, match=rf"{url}: reading bytes \d+-\d+ failed after {remote.RETRIES} tries: HTTP 503"):
         f.read(0, 2)
     assert range_server.count() == remote.RETRIES
-
-
-def test_a_cut_short_response_is_retried(range_server, ifs_file, quick_retries):
-    url, path = serve(range_server, ifs_file)
-    f = tgm_xarray.open_file(url)
-    range_server.reset()
-    range_server.faults[f"/{path.name}"] = Fault(truncate=1000, times=1)
-    np.testing.assert_array_equal(f.read(3, 2), tgm_xarray.open_file(path).read(3, 2))
-    assert range_server.count() == 2
 
 
 def test_always_cut_short_raises(range_server, ifs_file, quick_retries):
