@@ -220,6 +220,17 @@ def test_truncated_file_is_a_format_error(range_server, ifs_file, tmp_path):
         tgm_xarray.open_file(url)
 
 
+def test_a_header_frame_running_past_its_message_is_a_format_error(range_server, tmp_path):
+    data = bytearray(require_shared(REMOTE_PARITY / "ten-msg.tgm").read_bytes())
+    assert data[24:26] == b"FR"  # the first message's metadata frame, after the preamble
+    data[32:40] = (1 << 16).to_bytes(8, "big")  # its length: far past the 592-byte message
+    bad = tmp_path / "bad.tgm"
+    bad.write_bytes(bytes(data))
+    url, _ = serve(range_server, bad)
+    with pytest.raises(TgmFormatError, match=rf"{url}: message at byte 0: a header frame runs past"):
+        tgm_xarray.open_file(url)
+
+
 def test_not_a_tgm_file(range_server, tmp_path):
     other = tmp_path / "x.tgm"
     other.write_bytes(b"GRIB" + bytes(200))

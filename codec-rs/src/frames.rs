@@ -7,7 +7,7 @@ use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tensogram::wire::{
-    DataObjectFlags, FrameFlags, FrameHeader, FrameType, MessageFlags, Postamble, Preamble, DATA_OBJECT_FOOTER_SIZE,
+    FrameFlags, FrameHeader, FrameType, MessageFlags, Postamble, Preamble, DATA_OBJECT_FOOTER_SIZE,
     END_MAGIC, FRAME_COMMON_FOOTER_SIZE, FRAME_END, FRAME_HEADER_SIZE, FRAME_MAGIC, POSTAMBLE_SIZE,
 };
 
@@ -140,9 +140,9 @@ pub fn parse_frames<'py>(py: Python<'py>, buf: &[u8], offset: u64) -> PyResult<B
 }
 
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame say:
-/// `(cbor_offset, inline hash or None, whether the descriptor follows the payload)`.
+/// `(cbor_offset, inline hash or None)`. The descriptor is the CBOR item at `cbor_offset`.
 #[pyfunction]
-pub fn frame_footer(head: &[u8], tail: &[u8]) -> PyResult<(u64, Option<u64>, bool)> {
+pub fn frame_footer(head: &[u8], tail: &[u8]) -> PyResult<(u64, Option<u64>)> {
     let header = FrameHeader::read_from(head).map_err(|e| CoreError::from_tensogram(&e, "bad frame header"))?;
     if header.frame_type != FrameType::NTensorFrame {
         return Err(format_err(format!("expected a data-object frame, found {:?}", header.frame_type)).into());
@@ -153,11 +153,10 @@ pub fn frame_footer(head: &[u8], tail: &[u8]) -> PyResult<(u64, Option<u64>, boo
     let footer = &tail[tail.len() - DATA_OBJECT_FOOTER_SIZE..];
     let cbor_offset = u64_at(footer, 0);
     let hash = (header.flags & FrameFlags::HASH_PRESENT != 0).then(|| u64_at(footer, 8));
-    let after = header.flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0;
     if cbor_offset < FRAME_HEADER_SIZE as u64 || cbor_offset + DATA_OBJECT_FOOTER_SIZE as u64 > header.total_length {
         return Err(format_err(format!("descriptor offset {cbor_offset} lies outside the frame: corrupt")).into());
     }
-    Ok((cbor_offset, hash, after))
+    Ok((cbor_offset, hash))
 }
 
 /// The descriptor encoded by the CBOR item at the start of `cbor`, as a dict.

@@ -221,6 +221,8 @@ class RemoteHandle:
             frames = _core.parse_frames(buf[_core.PREAMBLE_SIZE :], _core.PREAMBLE_SIZE)
             if frames["next"] != "more":
                 break
+            if len(buf) >= total:  # a frame claims to run past the message
+                raise TgmFormatError(f"message at byte {pos}: a header frame runs past the message end")
             buf = window.read(pos, pos + min(total, _core.PREAMBLE_SIZE + frames["need"]))
         return self._indexed(pos, total, frames), _core.PREAMBLE_SIZE + frames["end"]
 
@@ -273,14 +275,13 @@ class RemoteHandle:
                 head = tail = next(parts)
             else:
                 head, tail = next(parts), next(parts)
-            cbor_offset, inline_hash, after = _core.frame_footer(head, tail)
-            found.append((m, start + cbor_offset, stop - _core.DATA_OBJECT_FOOTER_SIZE, tail, stop, inline_hash,
-                          after))
-        # Descriptors that did not fit in the tail (or precede their payload): one more batch.
-        missing = [(cbor, end) for _, cbor, end, tail, stop, _, after in found
-                   if not after or cbor < stop - len(tail)]
+            cbor_offset, inline_hash = _core.frame_footer(head, tail)
+            found.append((m, start + cbor_offset, stop - _core.DATA_OBJECT_FOOTER_SIZE, tail, stop, inline_hash))
+        # Descriptors that begin before the tail (long ones, or stored before the payload): one
+        # more batch. The descriptor is the first CBOR item of its region.
+        missing = [(cbor, end) for _, cbor, end, tail, stop, _ in found if cbor < stop - len(tail)]
         extra = dict(zip(missing, self._fetcher.fetch_many(missing)))
-        for m, cbor, end, tail, stop, inline_hash, after in found:
+        for m, cbor, end, tail, stop, inline_hash in found:
             region = extra.get((cbor, end))
             if region is None:
                 region = tail[cbor - (stop - len(tail)) : end - (stop - len(tail))]
