@@ -1,10 +1,11 @@
 """Remote ``.tgm`` files (``http(s)://``, ``s3://``, any fsspec URL) read by byte range.
 
 ``RemoteHandle`` is the remote twin of the core's mapped ``FileHandle``: the same methods, so
-``TgmFile``, the handle cache and the xarray engine use either. Opening walks the messages with
-a bounded number of range requests (about one per message, plus one batch of concurrent
-requests for the object descriptors) and never fetches a payload; a read fetches the one
-data-object frame it needs and decodes it in the Rust core with the interpreter released.
+``TgmFile``, the handle cache and the xarray engine use either. Opening locates the messages
+(one 24-byte preamble request each); a message's metadata, index and descriptors are fetched on
+first use, or for all messages at once in concurrent batches (``parse_all``), never a payload;
+a read fetches the one data-object frame it needs and decodes it in the Rust core with the
+interpreter released.
 Python only moves bytes here: every format rule is in ``_core`` (``codec-rs/src/frames.rs``).
 
 Transient failures (HTTP 408/425/429/5xx, dropped connections, timeouts, short bodies) are
@@ -16,6 +17,7 @@ from __future__ import annotations
 import copy
 import errno
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,17 +160,32 @@ class _Message:
     hashes: list[int | None] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Span:
+    offset: int
+    length: int
+    #: Where the frames that locate the objects are: "header", "footer" or "whole".
+    layout: str
+
+
 class RemoteHandle:
-    """A remote ``.tgm`` object indexed once, with ``FileHandle``'s methods; thread-safe."""
+    """A remote ``.tgm`` object with ``FileHandle``'s methods; thread-safe.
+
+    Like a mapped file, it is indexed when opened (the messages' places: one preamble each) and
+    each message is parsed on first use. ``parse_all`` (what the xarray engine calls) parses
+    them all: the first alone, the others in concurrent batches of range requests.
+    """
 
     def __init__(self, url: str, storage_options: dict | None = None):
         self.path = url
         self._fetcher = Fetcher(url, storage_options)
         if self._fetcher.size == 0:
             raise TgmFormatError(f"{url}: the file is empty")
+        self._lock = threading.Lock()
+        # The first request of a message's header (or footer), learnt from the last one read.
+        self._header_guess = self._footer_guess = HEADER_GUESS
         try:
-            self._messages = self._walk()
-            self._describe()
+            self._spans, self._messages = self._walk()
         except TgmFormatError as err:
             raise TgmFormatError(f"{url}: {err}") from None
 
@@ -177,76 +194,119 @@ class RemoteHandle:
         return self._fetcher.size
 
     def __len__(self) -> int:
-        return len(self._messages)
+        return len(self._spans)
 
     def __repr__(self) -> str:
         return f"<RemoteHandle {self.path!r}: {len(self)} messages>"
 
-    # -- opening ------------------------------------------------------------------------------
-    def _walk(self) -> list[_Message]:
-        """Locates every message and reads its metadata and index frames."""
+    # -- opening: where the messages are ------------------------------------------------------
+    def _walk(self) -> tuple[list[_Span], list[_Message | None]]:
+        """Hops from preamble to preamble. Messages written in streaming mode record no length
+        to hop by: the rest of the file is read and parsed then."""
         size, window = self._fetcher.size, _Window(self._fetcher)
-        messages: list[_Message] = []
-        pos, guess, footer_guess = 0, HEADER_GUESS, HEADER_GUESS
+        spans: list[_Span] = []
+        messages: list[_Message | None] = []
+        pos = 0
         while pos < size:
-            where = f"bytes {pos}..{size} (after {len(messages)} complete message(s))"
-            head = window.read(pos, pos + max(guess, _core.PREAMBLE_SIZE))
+            where = f"bytes {pos}..{size} (after {len(spans)} complete message(s))"
+            head = window.read(pos, pos + _core.PREAMBLE_SIZE)
             try:
                 total, layout = _core.parse_preamble(head)
             except TgmFormatError:
-                if not messages and not head.startswith(b"TENSOGRM"):
+                if not spans and not head.startswith(b"TENSOGRM"):
                     raise TgmFormatError("not a Tensogram file (it does not start with TENSOGRM)") from None
                 raise TgmFormatError(f"{where} are not a message: trailing garbage, or a corrupt or "
                                      "truncated file") from None
-            if layout == "whole" and total == 0:
-                # Streaming mode leaves no length to hop by: the rest of the file is read once.
-                messages += self._whole_messages(pos, self._fetcher.fetch(pos, size))
+            if total == 0:
+                for message in self._whole_messages(pos, self._fetcher.fetch(pos, size)):
+                    spans.append(_Span(message.offset, message.length, "whole"))
+                    messages.append(message)
                 break
             if pos + total > size:
                 raise TgmFormatError(f"{where} are a truncated message ({total} bytes announced)")
-            if layout == "header":
-                message, header_size = self._header_indexed(window, head[:total], pos, total)
-                guess = header_size  # a longer header costs one more request, for its tail
-            elif layout == "footer":
-                message, footer_guess = self._footer_indexed(pos, total, footer_guess)
-                guess = _core.PREAMBLE_SIZE
-            else:  # read ahead: the next messages are likely alike
-                message = self._whole_messages(pos, window.read(pos, pos + max(total, HEADER_GUESS))[:total])[0]
-            messages.append(message)
+            spans.append(_Span(pos, total, layout))
+            messages.append(None)
             pos += total
-        return messages
+        return spans, messages
 
-    def _header_indexed(self, window: _Window, buf: bytes, pos: int, total: int) -> tuple[_Message, int]:
-        while True:
-            frames = _core.parse_frames(buf[_core.PREAMBLE_SIZE :], _core.PREAMBLE_SIZE)
-            if frames["next"] != "more":
-                break
-            if len(buf) >= total:  # a frame claims to run past the message
-                raise TgmFormatError(f"message at byte {pos}: a header frame runs past the message end")
-            buf = window.read(pos, pos + min(total, _core.PREAMBLE_SIZE + frames["need"]))
-        return self._indexed(pos, total, frames), _core.PREAMBLE_SIZE + frames["end"]
+    # -- parsing messages on first use -------------------------------------------------------
+    def _ensure(self, wanted) -> None:
+        """Reads the metadata, index and descriptors of the messages of ``wanted`` not read yet."""
+        with self._lock:
+            todo = [i for i in wanted if self._messages[i] is None]
+            try:
+                # The first alone: its header's size is the guess for the batch of the others.
+                for batch in (todo[:1], todo[1:]):
+                    if batch:
+                        self._read(batch)
+            except TgmFormatError as err:
+                raise TgmFormatError(f"{self.path}: {err}") from None
 
-    def _footer_indexed(self, pos: int, total: int, guess: int) -> tuple[_Message, int]:
-        """The message and the size of its footer frames and postamble (the next guess)."""
-        end = pos + total
-        tail = self._fetcher.fetch(max(pos, end - guess), end)
-        first_footer, length = _core.parse_postamble(tail)
-        if length != total or not _core.PREAMBLE_SIZE <= first_footer <= total - _core.POSTAMBLE_SIZE:
-            raise TgmFormatError(f"message at byte {pos}: its postamble does not match its preamble")
-        footer_start = pos + first_footer
-        if footer_start < end - len(tail):
-            tail = self._fetcher.fetch(footer_start, end)
-        footer = tail[footer_start - (end - len(tail)) : len(tail) - _core.POSTAMBLE_SIZE]
-        return self._indexed(pos, total, _core.parse_frames(footer, first_footer)), end - footer_start
+    def _read(self, batch: list[int]) -> None:
+        parsed = {}
+        for layout, read in (("header", self._headers), ("footer", self._footers), ("whole", self._wholes)):
+            spans = {i: self._spans[i] for i in batch if self._spans[i].layout == layout}
+            if spans:
+                parsed.update(read(spans))
+        self._describe(list(parsed.values()))
+        for i, message in parsed.items():
+            self._messages[i] = message
 
-    def _indexed(self, pos: int, total: int, frames: dict) -> _Message:
+    def _headers(self, spans: dict[int, _Span]) -> dict[int, _Message]:
+        """Header-indexed messages: their metadata and index frames, after the preamble."""
+        size = _core.PREAMBLE_SIZE
+        bufs = {i: b"" for i in spans}
+        want = {i: min(s.length, self._header_guess) for i, s in spans.items()}
+        parsed = {}
+        while bufs:  # a header longer than the guess costs one more request, for its tail
+            ranges = [(spans[i].offset + len(bufs[i]), spans[i].offset + want[i]) for i in bufs]
+            for i, more in zip(list(bufs), self._fetcher.fetch_many(ranges)):
+                s, buf = spans[i], bufs.pop(i) + more
+                frames = _core.parse_frames(buf[size:], size)
+                if frames["next"] == "more":
+                    if len(buf) >= s.length:
+                        raise TgmFormatError(f"message at byte {s.offset}: a header frame runs past the message end")
+                    bufs[i], want[i] = buf, min(s.length, size + frames["need"])
+                    continue
+                parsed[i] = self._indexed(s, frames)
+                self._header_guess = size + frames["end"]
+        return parsed
+
+    def _footers(self, spans: dict[int, _Span]) -> dict[int, _Message]:
+        """Footer-indexed messages (streaming writers): their footer frames and postamble."""
+        ends = {i: s.offset + s.length for i, s in spans.items()}
+        starts = {i: max(s.offset, ends[i] - self._footer_guess) for i, s in spans.items()}
+        tails = dict(zip(spans, self._fetcher.fetch_many([(starts[i], ends[i]) for i in spans])))
+        footers = {}
+        for i, s in spans.items():
+            first_footer, length = _core.parse_postamble(tails[i])
+            if length != s.length or not _core.PREAMBLE_SIZE <= first_footer <= s.length - _core.POSTAMBLE_SIZE:
+                raise TgmFormatError(f"message at byte {s.offset}: its postamble does not match its preamble")
+            footers[i] = s.offset + first_footer
+        short = [i for i in spans if footers[i] < starts[i]]
+        for i, more in zip(short, self._fetcher.fetch_many([(footers[i], starts[i]) for i in short])):
+            tails[i], starts[i] = more + tails[i], footers[i]
+        parsed = {}
+        for i, s in spans.items():
+            footer = tails[i][footers[i] - starts[i] : len(tails[i]) - _core.POSTAMBLE_SIZE]
+            parsed[i] = self._indexed(s, _core.parse_frames(footer, footers[i] - s.offset))
+            self._footer_guess = ends[i] - footers[i]
+        return parsed
+
+    def _wholes(self, spans: dict[int, _Span]) -> dict[int, _Message]:
+        """Messages read whole (per-object preceder frames, or no index)."""
+        ranges = [(s.offset, s.offset + s.length) for s in spans.values()]
+        return {i: self._whole_messages(spans[i].offset, data)[0]
+                for i, data in zip(spans, self._fetcher.fetch_many(ranges))}
+
+    def _indexed(self, span: _Span, frames: dict) -> _Message:
         if frames["metadata"] is None or frames["index"] is None:
-            raise TgmFormatError(f"message at byte {pos}: its metadata or index frame is missing")
+            raise TgmFormatError(f"message at byte {span.offset}: its metadata or index frame is missing")
         offsets, lengths = frames["index"]
         for offset, length in zip(offsets, lengths):
-            if offset + length > total:
-                raise TgmFormatError(f"message at byte {pos}: its index points past the message end")
-        return _Message(pos, total, frames["metadata"], list(zip(offsets, lengths)))
+            if offset + length > span.length:
+                raise TgmFormatError(f"message at byte {span.offset}: its index points past the message end")
+        return _Message(span.offset, span.length, frames["metadata"], list(zip(offsets, lengths)))
 
     def _whole_messages(self, pos: int, data: bytes) -> list[_Message]:
         """Messages read whole (streaming mode, preceder frames or no index)."""
@@ -258,10 +318,10 @@ class RemoteHandle:
                                      [d for d, _, _ in objects], [None] * len(objects)))
         return messages
 
-    def _describe(self) -> None:
-        """Fetches every object's descriptor from the end of its frame, all concurrently."""
+    def _describe(self, messages: list[_Message]) -> None:
+        """Fetches the objects' descriptors from the end of their frames, all concurrently."""
         todo = [(m, i, m.offset + start, m.offset + start + length)
-                for m in self._messages if not m.descriptors for i, (start, length) in enumerate(m.frames)]
+                for m in messages if not m.descriptors for i, (start, length) in enumerate(m.frames)]
         ranges = []
         for _, _, start, stop in todo:
             if stop - start <= TAIL_GUESS:
@@ -289,10 +349,17 @@ class RemoteHandle:
             m.hashes.append(inline_hash)
 
     # -- FileHandle's methods -----------------------------------------------------------------
+    def _check(self, msg: int) -> int:
+        if not 0 <= msg < len(self._spans):
+            raise TgmIndexError(f"{self.path}: message {msg} is out of range ({len(self._spans)} messages)")
+        return msg
+
     def _message(self, msg: int) -> _Message:
-        if not 0 <= msg < len(self._messages):
-            raise TgmIndexError(f"{self.path}: message {msg} is out of range ({len(self._messages)} messages)")
-        return self._messages[msg]
+        message = self._messages[self._check(msg)]
+        if message is None:
+            self._ensure([msg])
+            message = self._messages[msg]
+        return message
 
     def _frame_range(self, msg: int, obj: int) -> tuple[int, int]:
         m = self._message(msg)
@@ -303,11 +370,12 @@ class RemoteHandle:
         return m.offset + start, m.offset + start + length
 
     def message_span(self, msg: int) -> tuple[int, int]:
-        m = self._message(msg)
-        return m.offset, m.length
+        span = self._spans[self._check(msg)]
+        return span.offset, span.length
 
     def parse_all(self) -> None:
-        """Everything is parsed while opening."""
+        """Parses every message not parsed yet (in concurrent batches of range requests)."""
+        self._ensure(range(len(self._spans)))
 
     def metadata(self, msg: int) -> dict:
         return copy.deepcopy(self._message(msg).metadata)
