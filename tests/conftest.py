@@ -216,7 +216,7 @@ def outer_index(array: np.ndarray, key) -> np.ndarray:
         item = key[axis]
         if isinstance(item, slice):
             result = result[(slice(None),) * axis + (item,)]
-        elif isinstance(item, (int, np.integer)):
+        elif isinstance(item, (int, np.integer)) or np.ndim(item) == 0:
             result = np.take(result, int(item), axis=axis)
         else:
             item = np.asarray(item)

@@ -155,6 +155,13 @@ def test_matrix_edge_selections(codec_matrix, object_id):
         (Ellipsis, slice(None, None, -1)),
         tuple(np.arange(n)[::-1] for n in o.shape),
         tuple(slice(n - 1, None, -n) for n in o.shape),  # one element per axis, negative step
+        # What else numpy accepts as an index: lists, numpy and 0-d integers, other integer
+        # types, strided arrays, boolean lists.
+        ([2, 0, -1],),
+        (np.int64(1), [True] + [False] * (o.shape[1] - 1)),
+        (np.array(-2),),
+        (np.array([1, 0], dtype=np.uint8),),
+        (np.arange(o.shape[0])[::2],),
     ]
     keys += [(i,) for i in range(o.shape[0])]
     keys += [(Ellipsis, j) for j in range(o.shape[-1])]

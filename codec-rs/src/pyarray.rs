@@ -245,6 +245,7 @@ fn axis_item(item: &Bound<'_, PyAny>, axis: usize, n: u64, made: &mut Vec<Py<PyA
         return Ok((Axis::Sel(sel), len, false));
     }
     let array = match item.cast::<PyUntypedArray>() {
+        Ok(a) if a.ndim() == 0 => None, // a 0-d integer array indexes like an int
         Ok(a) => Some(a.clone()),
         Err(_) if item.cast::<PyList>().is_ok() => Some(made_array(numpy_call(item.py(), "asarray", item)?, made)),
         Err(_) => None,
