@@ -272,6 +272,28 @@ def test_concurrent_chunk_reads_fetch_concurrently(range_server, ifs_file):
         assert means == pytest.approx({name: float(v) for name, v in local.mean().items()})
 
 
+def test_threads_reading_a_freshly_opened_url(range_server, ifs_file):
+    """Eight threads read every object of a remote file whose messages nobody parsed yet: each
+    message is parsed once (under the handle's lock) and every read equals the local one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url, path = serve(range_server, ifs_file)
+    local = tgm_xarray.open_file(path)
+    jobs = [(m, o) for m in range(len(local)) for o in range(len(local.descriptors(m)))] * 4
+    serial = tgm_xarray.open_file(url)
+    for m, o in jobs:
+        serial.read(m, o)
+    requests = range_server.count()
+    handles.CACHE.clear()
+    range_server.reset()
+    f = tgm_xarray.open_file(url)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda job: f.read(*job), jobs))
+    for (m, o), values in zip(jobs, results):
+        assert values.tobytes() == local.read(m, o).tobytes(), (m, o)
+    assert range_server.count() == requests  # as many as serially: no message parsed twice
+
+
 def test_one_index_per_url_and_options(range_server, ifs_file):
     url, _ = serve(range_server, ifs_file)
     a = tgm_xarray.open_file(url)
