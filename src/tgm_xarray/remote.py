@@ -2,7 +2,7 @@
 
 ``RemoteHandle`` is the remote twin of the core's mapped ``FileHandle``: the same methods, so
 ``TgmFile``, the handle cache and the xarray engine use either. Opening locates the messages
-(one 24-byte preamble request each); a message's metadata, index and descriptors are fetched on
+(one 24-byte preamble or postamble request each, from both ends at once); a message's metadata, index and descriptors are fetched on
 first use, or for all messages at once in concurrent batches (``parse_all``), never a payload;
 a read fetches the one data-object frame it needs and decodes it in the Rust core with the
 interpreter released.
@@ -131,23 +131,6 @@ class Fetcher:
         return out
 
 
-class _Window:
-    """The last block fetched while walking the messages, so small messages cost no refetch."""
-
-    def __init__(self, fetcher: Fetcher):
-        self.fetcher = fetcher
-        self.start, self.data = 0, b""
-
-    def read(self, start: int, stop: int) -> bytes:
-        stop = min(stop, self.fetcher.size)
-        end = self.start + len(self.data)
-        if not self.start <= start <= end:
-            self.start, self.data = start, self.fetcher.fetch(start, stop)
-        elif stop > end:  # only the missing tail
-            self.data += self.fetcher.fetch(end, stop)
-        return self.data[start - self.start : stop - self.start]
-
-
 @dataclass
 class _Message:
     offset: int
@@ -164,7 +147,8 @@ class _Message:
 class _Span:
     offset: int
     length: int
-    #: Where the frames that locate the objects are: "header", "footer" or "whole".
+    #: Where the frames that locate the objects are: "header", "footer" or "whole"; "" until
+    #: the preamble is read (for messages found from the back).
     layout: str
 
 
@@ -201,33 +185,51 @@ class RemoteHandle:
 
     # -- opening: where the messages are ------------------------------------------------------
     def _walk(self) -> tuple[list[_Span], list[_Message | None]]:
-        """Hops from preamble to preamble. Messages written in streaming mode record no length
-        to hop by: the rest of the file is read and parsed then."""
-        size, window = self._fetcher.size, _Window(self._fetcher)
-        spans: list[_Span] = []
-        messages: list[_Message | None] = []
-        pos = 0
-        while pos < size:
-            where = f"bytes {pos}..{size} (after {len(spans)} complete message(s))"
-            head = window.read(pos, pos + _core.PREAMBLE_SIZE)
+        """Hops from preamble to preamble from the front and, in the same round trips, from
+        postamble to postamble from the back, until the two meet: half the round trips of a
+        walk from the front alone. The walk from the back is only a shortcut: should the walks
+        cross instead of meeting, what it found is dropped and the front walk goes on alone.
+        Messages written in streaming mode record no length in their preamble: from the first
+        of them the rest of the file is read and parsed."""
+        size, head_size, tail_size = self._fetcher.size, _core.PREAMBLE_SIZE, _core.POSTAMBLE_SIZE
+        front: list[_Span] = []
+        back: list[_Span] = []  # the last message first; layouts read when first parsed
+        lo, hi, backward = 0, size, True
+        while lo < hi:
+            where = f"bytes {lo}..{size} (after {len(front)} complete message(s))"
+            ranges = [(lo, min(lo + head_size, size))]
+            if backward and hi - lo >= 2 * (head_size + tail_size):  # another message fits
+                ranges.append((hi - tail_size, hi))
+            parts = self._fetcher.fetch_many(ranges)
             try:
-                total, layout = _core.parse_preamble(head)
+                total, layout = _core.parse_preamble(parts[0])
             except TgmFormatError:
-                if not spans and not head.startswith(b"TENSOGRM"):
+                if not front and not parts[0].startswith(b"TENSOGRM"):
                     raise TgmFormatError("not a Tensogram file (it does not start with TENSOGRM)") from None
                 raise TgmFormatError(f"{where} are not a message: trailing garbage, or a corrupt or "
                                      "truncated file") from None
             if total == 0:
-                for message in self._whole_messages(pos, self._fetcher.fetch(pos, size)):
-                    spans.append(_Span(message.offset, message.length, "whole"))
-                    messages.append(message)
-                break
-            if pos + total > size:
+                messages = self._whole_messages(lo, self._fetcher.fetch(lo, size))
+                spans = front + [_Span(m.offset, m.length, "whole") for m in messages]
+                return spans, [None] * len(front) + messages
+            if lo + total > size:
                 raise TgmFormatError(f"{where} are a truncated message ({total} bytes announced)")
-            spans.append(_Span(pos, total, layout))
-            messages.append(None)
-            pos += total
-        return spans, messages
+            front.append(_Span(lo, total, layout))
+            lo += total
+            if len(parts) > 1:
+                try:
+                    _, length = _core.parse_postamble(parts[1])
+                except TgmFormatError:
+                    length = 0
+                if head_size + tail_size <= length <= hi - lo:
+                    hi -= length
+                    back.append(_Span(hi, length, ""))
+                else:  # not a postamble, or one that overlaps the front walk's messages
+                    backward = False
+            if lo > hi:  # the walks crossed: trust the front one only
+                back, hi, backward = [], size, False
+        spans = front + back[::-1]
+        return spans, [None] * len(spans)
 
     # -- parsing messages on first use -------------------------------------------------------
     def _ensure(self, wanted) -> None:
@@ -243,6 +245,7 @@ class RemoteHandle:
                 raise TgmFormatError(f"{self.path}: {err}") from None
 
     def _read(self, batch: list[int]) -> None:
+        self._read_layouts([i for i in batch if not self._spans[i].layout])
         parsed = {}
         for layout, read in (("header", self._headers), ("footer", self._footers), ("whole", self._wholes)):
             spans = {i: self._spans[i] for i in batch if self._spans[i].layout == layout}
@@ -251,6 +254,20 @@ class RemoteHandle:
         self._describe(list(parsed.values()))
         for i, message in parsed.items():
             self._messages[i] = message
+
+    def _read_layouts(self, batch: list[int]) -> None:
+        """The preambles of messages found from the back: where their frames are."""
+        ranges = [(self._spans[i].offset, self._spans[i].offset + _core.PREAMBLE_SIZE) for i in batch]
+        for i, head in zip(batch, self._fetcher.fetch_many(ranges)):
+            span = self._spans[i]
+            try:
+                total, layout = _core.parse_preamble(head)
+            except TgmFormatError:
+                total, layout = -1, ""
+            if total not in (0, span.length):  # streaming mode (0) leaves the length to the end
+                raise TgmFormatError(f"message at byte {span.offset}: its preamble does not match the "
+                                     "postamble that ends it")
+            self._spans[i] = _Span(span.offset, span.length, "whole" if total == 0 else layout)
 
     def _headers(self, spans: dict[int, _Span]) -> dict[int, _Message]:
         """Header-indexed messages: their metadata and index frames, after the preamble."""
