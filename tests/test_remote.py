@@ -243,6 +243,31 @@ def test_a_header_frame_running_past_its_message_is_a_format_error(range_server,
         f.metadata(0)
 
 
+def test_trailing_garbage_is_a_format_error(range_server, tmp_path):
+    data = require_shared(REMOTE_PARITY / "ten-msg.tgm").read_bytes()
+    bad = tmp_path / "garbage.tgm"
+    bad.write_bytes(data + b"x" * 100)
+    url, _ = serve(range_server, bad)
+    with pytest.raises(TgmFormatError, match=rf"{url}: bytes {len(data)}\.\.{len(data) + 100} .* are not a message"):
+        tgm_xarray.open_file(url)
+
+
+def test_a_misleading_postamble_leaves_the_walk_from_the_front(range_server, tmp_path):
+    """The last message's postamble claims 8 bytes more than the message: the walk from the back
+    goes astray, the two walks cross, and the front one finds the messages alone, as locally."""
+    data = bytearray(require_shared(REMOTE_PARITY / "ten-msg.tgm").read_bytes())
+    length = int.from_bytes(data[-16:-8], "big")
+    data[-16:-8] = (length + 8).to_bytes(8, "big")
+    odd = tmp_path / "odd.tgm"
+    odd.write_bytes(bytes(data))
+    url, path = serve(range_server, odd)
+    remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
+    assert [remote_file.handle.message_span(m) for m in range(len(local))] == \
+        [local.handle.message_span(m) for m in range(len(local))]
+    for msg in range(len(local) - 1):  # the last one's postamble is corrupt
+        assert remote_file.read(msg, 0).tobytes() == local.read(msg, 0).tobytes()
+
+
 def test_not_a_tgm_file(range_server, tmp_path):
     other = tmp_path / "x.tgm"
     other.write_bytes(b"GRIB" + bytes(200))
