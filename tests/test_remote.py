@@ -362,6 +362,18 @@ def test_distributed_workers_read_remote_chunks(range_server, ifs_file):
         xr.testing.assert_allclose(means, local.mean())
 
 
+def test_any_fsspec_filesystem_even_a_synchronous_one(ifs_file):
+    """fsspec's in-memory filesystem has no async batches: ranges are fetched in turn."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/tgm-xarray-test/ifs.tgm", require_shared(ifs_file).read_bytes())
+    try:
+        assert_same_file("memory://tgm-xarray-test/ifs.tgm", ifs_file)
+    finally:
+        fs.rm("/tgm-xarray-test", recursive=True)
+
+
 # --------------------------------------------------------------------------------------------
 # S3, against moto's S3 server on loopback
 

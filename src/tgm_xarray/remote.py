@@ -2,10 +2,10 @@
 
 ``RemoteHandle`` is the remote twin of the core's mapped ``FileHandle``: the same methods, so
 ``TgmFile``, the handle cache and the xarray engine use either. Opening locates the messages
-(one 24-byte preamble or postamble request each, from both ends at once); a message's metadata, index and descriptors are fetched on
-first use, or for all messages at once in concurrent batches (``parse_all``), never a payload;
-a read fetches the one data-object frame it needs and decodes it in the Rust core with the
-interpreter released.
+(one 24-byte preamble or postamble request each, from both ends at once); a message's metadata,
+index and descriptors are fetched on first use, or for all messages at once in concurrent
+batches (``parse_all``), never a payload; a read fetches the one data-object frame it needs and
+decodes it in the Rust core with the interpreter released.
 Python only moves bytes here: every format rule is in ``_core`` (``codec-rs/src/frames.rs``).
 
 Transient failures (HTTP 408/425/429/5xx, dropped connections, timeouts, short bodies) are
@@ -120,8 +120,10 @@ class Fetcher:
         """Several ranges at once: fetched concurrently, each retried on its own."""
         if not ranges:
             return []
+        # Only fsspec's async filesystems (http, s3, gcs, ...) batch; others fetch in turn.
+        batching = {"batch_size": CONCURRENCY} if getattr(self.fs, "async_impl", False) else {}
         results = self.fs.cat_ranges([self.path] * len(ranges), [r[0] for r in ranges],
-                                     [r[1] for r in ranges], batch_size=CONCURRENCY, on_error="return")
+                                     [r[1] for r in ranges], on_error="return", **batching)
         out = []
         for (start, stop), data in zip(ranges, results):
             if isinstance(data, bytes) and len(data) == stop - start:
