@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod buffers;
 mod cbor;
 mod codec;
 mod counters;
@@ -32,6 +33,9 @@ fn take_max_concurrent_reads() -> usize {
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::FileHandle>()?;
+    m.add_class::<buffers::PooledBuffer>()?;
+    m.add_function(wrap_pyfunction!(buffers::py_empty, m)?)?;
+    m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
     m.add_function(wrap_pyfunction!(codec::encode_message, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_message_into, m)?)?;
     m.add_function(wrap_pyfunction!(codec::message_descriptors, m)?)?;

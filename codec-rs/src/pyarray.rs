@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple};
 use tensogram::Dtype;
 
+use crate::buffers;
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ObjectEntry;
 use crate::read::{full_selection, read_object};
@@ -365,10 +366,7 @@ pub fn read_to_array<'py>(
         numpy_dtype(py, desc.dtype).map_err(|e| PyErr::from(CoreError::new(Kind::Codec, format!("{}: {e}", where_()))))
     };
     let out = match out {
-        None => py
-            .import("numpy")
-            .and_then(|np| np.call_method1("empty", (PyTuple::new(py, &index.shape)?, dtype()?)))?
-            .cast_into::<PyUntypedArray>()?,
+        None => buffers::empty(py, &index.shape, dtype()?)?,
         Some(out) if out_fits(&out, &index.shape, desc.dtype)? => out,
         Some(out) => {
             return Err(CoreError::new(

@@ -18,6 +18,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 from xarray.core.variable import Variable
 
+from tgm_xarray import _core
 from tgm_xarray.file import TgmFile
 from tgm_xarray.mapping import DatasetPlan, MessageInfo, VariablePlan, build_hypercube, split_groups
 
@@ -100,7 +101,7 @@ class TensogramBackendArray(BackendArray):
             if n_outer else self.fields
         field_shape = tuple(len(range(*k.indices(n))) if isinstance(k, slice) else len(k)
                             for k, n in zip(field_key, self.shape[n_outer:]))
-        out = np.empty(grid.shape + field_shape, self.dtype)
+        out = _core.empty(grid.shape + field_shape, self.dtype)  # recycled memory: no page faults
         file = self.ref.file
         for pos in np.ndindex(grid.shape):
             which = grid[pos]

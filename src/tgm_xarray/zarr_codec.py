@@ -346,7 +346,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             core_selection, decoded_shape, result_shape = None, chunk_spec.shape, None
         else:
             core_selection, decoded_shape, result_shape = outer
-        out = np.empty(decoded_shape, stored)
+        out = _core.empty(decoded_shape, stored)
         _core.decode_message_into(chunk_bytes.as_numpy_array(), 0, core_selection, out)
         result = out.reshape(result_shape) if outer is not None else out[selection]
         if result.dtype != dtype:

@@ -1,0 +1,136 @@
+"""The pool that recycles the memory of big read results (``_core.empty``): reused memory,
+views that keep it alive, the limit, and many threads reading and freeing at once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import tgm_xarray
+from tgm_xarray import _core
+
+from conftest import ENGINE, assert_same_bits, upstream_decode
+
+BIG = (721, 1440)  # 8 MB of float64: pooled
+T2M, LSM, Q, T = range(4)  # the messages of the real file
+
+
+@pytest.fixture
+def pool():
+    """The pool emptied before the test and its limit restored after."""
+    _, _, limit = _core.buffer_pool()
+    _core.buffer_pool(0)
+    _core.buffer_pool(limit)
+    yield
+    _core.buffer_pool(0)
+    _core.buffer_pool(limit)
+
+
+def test_big_arrays_come_from_the_pool_and_small_ones_from_numpy(pool):
+    big = _core.empty(BIG, np.float64)
+    assert type(big.base).__name__ == "PooledBuffer"
+    assert big.shape == BIG and big.dtype == np.float64 and big.flags.c_contiguous and big.flags.writeable
+    assert big.ctypes.data % 64 == 0
+    small = _core.empty((3, 4), "f4")
+    assert small.base is None and small.dtype == np.float32 and small.shape == (3, 4)
+    assert _core.empty((0, 1440), np.float64).size == 0
+
+
+def test_freed_memory_is_handed_to_the_next_read_of_that_size(pool, ifs_file):
+    f = tgm_xarray.open_file(ifs_file)
+    first = f.read(T2M, 0)
+    address = first.ctypes.data
+    del first
+    assert _core.buffer_pool()[:2] == (1, 721 * 1440 * 8)
+    second = f.read(Q, 0)
+    assert second.ctypes.data == address
+    assert _core.buffer_pool()[0] == 0
+    assert_same_bits(second, upstream_decode(ifs_file, Q)[0], "recycled memory")
+
+
+def test_a_view_keeps_the_memory_from_being_reused(pool, ifs_file):
+    f = tgm_xarray.open_file(ifs_file)
+    field = f.read(T2M, 0)
+    view = field[100:110]
+    expected = view.copy()
+    del field
+    other = f.read(Q, 0)
+    assert other.ctypes.data != view.ctypes.data
+    np.testing.assert_array_equal(view, expected)
+    assert _core.buffer_pool()[0] == 0
+
+
+def test_the_limit_bounds_what_the_pool_keeps(pool):
+    size = 721 * 1440 * 8
+    _core.buffer_pool(2 * size)
+    arrays = [_core.empty(BIG, np.float64) for _ in range(5)]
+    del arrays
+    count, kept, limit = _core.buffer_pool()
+    assert (count, kept, limit) == (2, 2 * size, 2 * size)
+    _core.buffer_pool(size)
+    assert _core.buffer_pool()[:2] == (1, size)
+    _core.buffer_pool(0)
+    assert _core.buffer_pool()[:2] == (0, 0)
+    assert _core.empty(BIG, np.float64).base is None  # limit 0: the pool is off
+
+
+def test_a_buffer_much_bigger_than_the_request_is_not_used(pool):
+    big = _core.empty((4, 721, 1440), np.float64)
+    del big
+    small = _core.empty(BIG, np.float64)
+    assert _core.buffer_pool()[0] == 1  # the 33 MB block stays for a read its size
+    del small
+
+
+def test_the_environment_sets_the_limit():
+    code = "from tgm_xarray import _core; print(_core.buffer_pool()[2])"
+    env = {"TGM_XARRAY_BUFFER_POOL_MB": "3"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert int(out.stdout) == 3 * 1024 * 1024
+
+
+def test_pooled_results_survive_pickling_and_dask(pool, ifs_file):
+    import pickle
+
+    f = tgm_xarray.open_file(ifs_file)
+    field = f.read(T2M, 0)
+    again = pickle.loads(pickle.dumps(field, protocol=5))
+    assert_same_bits(again, field, "pickled")
+    with xr.open_dataset(ifs_file, engine=ENGINE, chunks={}) as ds:
+        name = next(v for v in ds.data_vars if ds[v].shape[-2:] == BIG)
+        values = ds[name].values
+    with xr.open_dataset(ifs_file, engine=ENGINE) as ds:
+        assert_same_bits(values, ds[name].values, "dask read through pooled memory")
+
+
+def test_threads_reading_and_freeing_get_the_right_bits(pool, ifs_file):
+    """Eight threads each read the four fields in turn and drop them, so buffers pass from
+    thread to thread through the pool: every read must still be the serial result."""
+    f = tgm_xarray.open_file(ifs_file)
+    expected = [f.read(msg, 0).copy() for msg in range(4)]
+    _core.buffer_pool(4 * 721 * 1440 * 8)
+    errors = []
+    barrier = threading.Barrier(8)
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        barrier.wait()
+        for _ in range(25):
+            msg = int(rng.integers(4))
+            got = f.read(msg, 0)
+            if not np.array_equal(got.view(np.uint64), expected[msg].view(np.uint64)):
+                errors.append(msg)
+            del got
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert _core.buffer_pool()[1] <= 4 * 721 * 1440 * 8
