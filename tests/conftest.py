@@ -342,6 +342,8 @@ MATRIX_SPECS: list[Spec] = [
     Spec("sp24-f64-2d", "float64", S2, _sp(24)),
     Spec("sp24-f64-4d", "float64", S4, _sp(24)),
     Spec("sp12-f64-2d", "float64", S2, _sp(12)),
+    Spec("sp8-f64-3d", "float64", S3, _sp(8)),
+    Spec("sp32-f64-1d", "float64", S1, _sp(32)),
     # szip on raw values
     Spec("szip-f32-2d", "float32", S2, {"compression": "szip", **SZIP_SMALL}),
     Spec("szip-f32-4d", "float32", S4, {"compression": "szip", **SZIP_MID}),
@@ -354,6 +356,8 @@ MATRIX_SPECS: list[Spec] = [
     Spec("sp24+szip-f64-3d", "float64", S3, {**_sp(24), "compression": "szip", **SZIP_SMALL}),
     Spec("sp24+szip-f64-1d", "float64", S1, {**_sp(24), "compression": "szip", **SZIP_MID}),
     Spec("sp16+szip-f64-4d", "float64", S4, {**_sp(16), "compression": "szip", **SZIP_TINY}),
+    Spec("sp8+szip-f64-2d", "float64", S2, {**_sp(8), "compression": "szip", **SZIP_SMALL}),
+    Spec("sp32+szip-f64-3d", "float64", S3, {**_sp(32), "compression": "szip", **SZIP_MID}),
     # zstd, lz4, blosc2
     Spec("zstd-f32-2d", "float32", S2, {"compression": "zstd", "zstd_level": 3}),
     Spec("zstd-f64-4d", "float64", S4, {"compression": "zstd", "zstd_level": 9}),
