@@ -54,6 +54,7 @@ def assert_same_file(url, local_path):
         assert rf.metadata(msg) == lf.metadata(msg)
         assert rf.descriptors(msg) == lf.descriptors(msg)
         for obj in range(len(lf.descriptors(msg))):
+            assert rf.handle.fingerprint(msg, obj) == lf.handle.fingerprint(msg, obj)
             expected = lf.read(msg, obj)
             assert rf.read(msg, obj).tobytes() == expected.tobytes(), f"message {msg}, object {obj}"
 
@@ -108,6 +109,20 @@ def test_a_read_fetches_its_frame_only(range_server, ifs_file, msg, index):
     assert offset <= served[0] < served[1] <= offset + length
     assert served[1] - served[0] < length
     assert range_server.count() == 1
+
+
+def test_fingerprints_of_hashed_frames_fetch_nothing(range_server, ifs_file):
+    """Shared coordinates are recognised by fingerprint: for frames with an inline hash that
+    needs no payload, and it is the local handle's fingerprint."""
+    url, path = serve(range_server, ifs_file)
+    rf, lf = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
+    rf.handle.parse_all()
+    range_server.reset()
+    prints = [[rf.handle.fingerprint(m, o) for o in range(len(rf.descriptors(m)))] for m in range(len(rf))]
+    assert range_server.count() == 0
+    assert prints == [[lf.handle.fingerprint(m, o) for o in range(len(lf.descriptors(m)))] for m in range(len(lf))]
+    assert all(":frame-xxh3:" in p for row in prints for p in row)
+    assert len({row[1] for row in prints}) == 1  # every message's latitude is the same object
 
 
 # --------------------------------------------------------------------------------------------

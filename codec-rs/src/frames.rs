@@ -13,7 +13,7 @@ use tensogram::wire::{
 
 use crate::errors::{CoreError, Kind};
 use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
-use crate::message::{ObjectEntry, ParsedMessage};
+use crate::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
 use crate::pyarray::read_to_array;
 
 fn format_err(m: impl Into<String>) -> CoreError {
@@ -206,4 +206,13 @@ pub fn read_frame<'py>(
 pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult<String> {
     let bytes = frame.as_bytes();
     Ok(py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes)))?)
+}
+
+/// The same fingerprint from the frame's descriptor (the CBOR item starting `cbor`) and its
+/// inline hash: what a remote reader knows without fetching the payload.
+#[pyfunction]
+pub fn hashed_fingerprint(cbor: &[u8], frame_hash: u64) -> PyResult<String> {
+    let desc = tensogram::metadata::cbor_to_object_descriptor(cbor)
+        .map_err(|e| CoreError::from_tensogram(&e, "bad object descriptor"))?;
+    Ok(fingerprint(&desc, Stored::FrameHash(frame_hash)))
 }

@@ -49,6 +49,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::message_spans, m)?,
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
+        wrap_pyfunction!(frames::hashed_fingerprint, m)?,
     ] {
         m.add_function(f)?;
     }

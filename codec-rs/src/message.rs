@@ -3,7 +3,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use tensogram::wire::FrameHeader;
+use tensogram::wire::{FrameFlags, FrameHeader, FRAME_COMMON_FOOTER_SIZE};
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult};
@@ -64,19 +64,15 @@ impl ObjectEntry {
         Ok(ObjectEntry::new(desc, 0..frame.len(), start..start + payload.len(), has_masks))
     }
 
-    /// An identity of the object's stored bytes: equal for objects stored identically.
+    /// An identity of the object's stored bytes: equal for objects stored identically. The
+    /// frame's inline hash stands for the bytes when the frame has one (a remote reader then
+    /// needs no payload to fingerprint it), else the payload is hashed.
     pub fn fingerprint(&self, bytes: &[u8]) -> String {
-        let d = &self.descriptor;
-        let payload = &bytes[self.payload.clone()];
-        format!(
-            "{}:{:?}:{}:{}:{}:{}",
-            d.dtype,
-            d.shape,
-            d.encoding,
-            d.filter,
-            d.compression,
-            tensogram::compute_hash(payload)
-        )
+        let frame = &bytes[self.frame.clone()];
+        match inline_hash(frame) {
+            Some(hash) => fingerprint(&self.descriptor, Stored::FrameHash(hash)),
+            None => fingerprint(&self.descriptor, Stored::Payload(&bytes[self.payload.clone()])),
+        }
     }
 
     pub fn num_elements(&self) -> u64 {
@@ -148,4 +144,31 @@ pub fn float_param(desc: &DataObjectDescriptor, key: &str) -> Option<f64> {
         ciborium::Value::Integer(i) => Some(i128::from(*i) as f64),
         _ => None,
     }
+}
+
+/// What a fingerprint identifies an object's stored bytes by.
+pub enum Stored<'a> {
+    /// The xxh3 the frame carries (over its descriptor, payload and masks).
+    FrameHash(u64),
+    /// The payload itself, hashed here.
+    Payload(&'a [u8]),
+}
+
+/// The one definition of an object's fingerprint (`FileHandle.fingerprint`, remote files too).
+pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
+    let summary = format!("{}:{:?}:{}:{}:{}", desc.dtype, desc.shape, desc.encoding, desc.filter, desc.compression);
+    match stored {
+        Stored::FrameHash(hash) => format!("{summary}:frame-xxh3:{hash:016x}"),
+        Stored::Payload(payload) => format!("{summary}:xxh3:{}", tensogram::compute_hash(payload)),
+    }
+}
+
+/// The inline hash of a data-object frame, if it was written with one.
+pub fn inline_hash(frame: &[u8]) -> Option<u64> {
+    let flags = u16::from_be_bytes(frame.get(6..8)?.try_into().ok()?);
+    if flags & FrameFlags::HASH_PRESENT == 0 {
+        return None;
+    }
+    let slot = frame.len().checked_sub(FRAME_COMMON_FOOTER_SIZE)?;
+    Some(u64::from_be_bytes(frame.get(slot..slot + 8)?.try_into().ok()?))
 }

@@ -141,8 +141,8 @@ class _Message:
     #: ``(offset in the message, length)`` of every data-object frame.
     frames: list[tuple[int, int]]
     descriptors: list[dict] = field(default_factory=list)
-    #: Each frame's inline xxh3 hash (``None`` where the frame has none).
-    hashes: list[int | None] = field(default_factory=list)
+    #: Each object's fingerprint where its frame's inline hash gives it without the payload.
+    fingerprints: list[str | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -365,7 +365,7 @@ class RemoteHandle:
             if region is None:
                 region = tail[cbor - (stop - len(tail)) : end - (stop - len(tail))]
             m.descriptors.append(_core.parse_descriptor(region))
-            m.hashes.append(inline_hash)
+            m.fingerprints.append(None if inline_hash is None else _core.hashed_fingerprint(region, inline_hash))
 
     # -- FileHandle's methods -----------------------------------------------------------------
     def _check(self, msg: int) -> int:
@@ -403,14 +403,12 @@ class RemoteHandle:
         return copy.deepcopy(self._message(msg).descriptors)
 
     def fingerprint(self, msg: int, obj: int) -> str:
-        """An identity of the object's stored bytes: the frame's inline hash where it has one
-        (nothing fetched), else the local handles' payload hash (the frame is fetched)."""
+        """``FileHandle.fingerprint``: from the frame's inline hash where it has one (nothing
+        fetched), else from its payload (the frame is fetched)."""
         m = self._message(msg)
         start, stop = self._frame_range(msg, obj)
-        if m.hashes[obj] is not None:
-            d = m.descriptors[obj]
-            return (f"{d['dtype']}:{d['shape']}:{d['encoding']}:{d['filter']}:{d['compression']}:"
-                    f"frame-xxh3:{m.hashes[obj]:016x}")
+        if m.fingerprints[obj] is not None:
+            return m.fingerprints[obj]
         return _core.frame_fingerprint(self._fetcher.fetch(start, stop))
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
