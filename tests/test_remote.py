@@ -69,9 +69,11 @@ def test_opening_many_messages_reads_their_preambles_only(range_server):
     f = tgm_xarray.open_file(url)
     assert len(f) == 1000
     # Opening locates the messages: the size, then one 24-byte preamble or postamble per
-    # message, two at a time (from the front and from the back).
+    # message, two at a time (from the front and from the back). From the front, each preamble
+    # comes with the postamble before it, for the check when that message is parsed.
     assert range_server.count() == 1 + len(f)
-    assert range_server.sent_bytes() == 24 * len(f) < 0.05 * size
+    front = len(f) // 2
+    assert range_server.sent_bytes() == 24 * len(f) + 24 * (front - 1) < 0.07 * size
     assert range_server.max_in_flight == 2
     # Parsing every message (what open_dataset does) reads the header frames and descriptors,
     # in concurrent batches (and the preambles of the messages found from the back). These
@@ -280,6 +282,29 @@ def test_a_misleading_postamble_leaves_the_walk_from_the_front(range_server, tmp
     assert [remote_file.handle.message_span(m) for m in range(len(local))] == \
         [local.handle.message_span(m) for m in range(len(local))]
     for msg in range(len(local) - 1):  # the last one's postamble is corrupt
+        assert remote_file.read(msg, 0).tobytes() == local.read(msg, 0).tobytes()
+
+
+@pytest.mark.parametrize("bad", [2, 4, 7], ids=["found-from-the-front", "last-from-the-front",
+                                                 "found-from-the-back"])
+def test_a_postamble_that_disagrees_fails_that_message_as_locally(range_server, tmp_path, bad):
+    """Ten messages are located five from each end; whichever walk would have found the bad
+    message, reading it fails as a local read does and the others read as locally."""
+    source = require_shared(REMOTE_PARITY / "ten-msg.tgm")
+    spans = [tgm_xarray.open_file(source).handle.message_span(m) for m in range(10)]
+    data = bytearray(source.read_bytes())
+    end = sum(spans[bad])
+    data[end - 16 : end - 8] = (spans[bad][1] + 8).to_bytes(8, "big")  # the postamble's length
+    odd = tmp_path / "odd.tgm"
+    odd.write_bytes(bytes(data))
+    url, path = serve(range_server, odd)
+    remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
+    assert [remote_file.handle.message_span(m) for m in range(10)] == spans
+    with pytest.raises(TgmFormatError):
+        local.read(bad, 0)
+    with pytest.raises(TgmFormatError, match=rf"{url}: message at byte {spans[bad][0]}: its postamble"):
+        remote_file.read(bad, 0)
+    for msg in set(range(10)) - {bad}:
         assert remote_file.read(msg, 0).tobytes() == local.read(msg, 0).tobytes()
 
 

@@ -170,6 +170,8 @@ class RemoteHandle:
         self._lock = threading.Lock()
         # The first request of a message's header (or footer), learnt from the last one read.
         self._header_guess = self._footer_guess = HEADER_GUESS
+        #: Postambles fetched while locating the messages, by the offset where they end.
+        self._postambles: dict[int, bytes] = {}
         try:
             self._spans, self._messages = self._walk()
         except TgmFormatError as err:
@@ -199,14 +201,18 @@ class RemoteHandle:
         lo, hi, backward = 0, size, True
         while lo < hi:
             where = f"bytes {lo}..{size} (after {len(front)} complete message(s))"
-            ranges = [(lo, min(lo + head_size, size))]
+            # Each preamble comes with the postamble before it, checked when its message is parsed.
+            ranges = [(lo - tail_size if front else lo, min(lo + head_size, size))]
             if backward and hi - lo >= 2 * (head_size + tail_size):  # another message fits
                 ranges.append((hi - tail_size, hi))
             parts = self._fetcher.fetch_many(ranges)
+            head = parts[0]
+            if front:
+                self._postambles[lo], head = head[:tail_size], head[tail_size:]
             try:
-                total, layout = _core.parse_preamble(parts[0])
+                total, layout = _core.parse_preamble(head)
             except TgmFormatError:
-                if not front and not parts[0].startswith(b"TENSOGRM"):
+                if not front and not head.startswith(b"TENSOGRM"):
                     raise TgmFormatError("not a Tensogram file (it does not start with TENSOGRM)") from None
                 raise TgmFormatError(f"{where} are not a message: trailing garbage, or a corrupt or "
                                      "truncated file") from None
@@ -219,6 +225,7 @@ class RemoteHandle:
             front.append(_Span(lo, total, layout))
             lo += total
             if len(parts) > 1:
+                self._postambles[hi] = parts[1]
                 try:
                     _, length = _core.parse_postamble(parts[1])
                 except TgmFormatError:
@@ -247,7 +254,7 @@ class RemoteHandle:
                 raise TgmFormatError(f"{self.path}: {err}") from None
 
     def _read(self, batch: list[int]) -> None:
-        self._read_layouts([i for i in batch if not self._spans[i].layout])
+        self._check_ends(batch)
         parsed = {}
         for layout, read in (("header", self._headers), ("footer", self._footers), ("whole", self._wholes)):
             spans = {i: self._spans[i] for i in batch if self._spans[i].layout == layout}
@@ -257,19 +264,43 @@ class RemoteHandle:
         for i, message in parsed.items():
             self._messages[i] = message
 
-    def _read_layouts(self, batch: list[int]) -> None:
-        """The preambles of messages found from the back: where their frames are."""
-        ranges = [(self._spans[i].offset, self._spans[i].offset + _core.PREAMBLE_SIZE) for i in batch]
-        for i, head in zip(batch, self._fetcher.fetch_many(ranges)):
+    def _check_ends(self, batch: list[int]) -> None:
+        """Checks that each message's preamble and postamble agree, as a local read does, and
+        reads the layouts of messages found from the back. The walk that located the messages
+        fetched most of these ends; the others come in one batch."""
+        head_size, tail_size = _core.PREAMBLE_SIZE, _core.POSTAMBLE_SIZE
+        heads = [i for i in batch if not self._spans[i].layout]  # found from the back
+        tails = [i for i in batch if self._spans[i].layout in ("header", "footer")
+                 and self._end(i) not in self._postambles]
+        parts = iter(self._fetcher.fetch_many(
+            [(self._spans[i].offset, self._spans[i].offset + head_size) for i in heads] +
+            [(self._end(i) - tail_size, self._end(i)) for i in tails]))
+        for i in heads:
             span = self._spans[i]
             try:
-                total, layout = _core.parse_preamble(head)
+                total, layout = _core.parse_preamble(next(parts))
             except TgmFormatError:
                 total, layout = -1, ""
             if total not in (0, span.length):  # streaming mode (0) leaves the length to the end
                 raise TgmFormatError(f"message at byte {span.offset}: its preamble does not match the "
                                      "postamble that ends it")
             self._spans[i] = _Span(span.offset, span.length, "whole" if total == 0 else layout)
+        for i in tails:
+            self._postambles[self._end(i)] = next(parts)
+        for i in batch:
+            span = self._spans[i]
+            if span.layout == "whole":  # parsed whole, postamble included
+                continue
+            try:
+                _, length = _core.parse_postamble(self._postambles[self._end(i)])
+            except TgmFormatError:
+                length = -1
+            if length != span.length:
+                raise TgmFormatError(f"message at byte {span.offset}: its postamble does not match its "
+                                     "preamble")
+
+    def _end(self, i: int) -> int:
+        return self._spans[i].offset + self._spans[i].length
 
     def _headers(self, spans: dict[int, _Span]) -> dict[int, _Message]:
         """Header-indexed messages: their metadata and index frames, after the preamble."""
