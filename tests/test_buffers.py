@@ -87,11 +87,14 @@ def test_a_buffer_much_bigger_than_the_request_is_not_used(pool):
     del small
 
 
-def test_the_environment_sets_the_limit():
+@pytest.mark.parametrize("value, limit, warning", [("3", 3 << 20, ""), ("0", 0, ""),
+                                                  ("lots", 128 << 20, "not a whole number of megabytes")])
+def test_the_environment_sets_the_limit(value, limit, warning):
     code = "from tgm_xarray import _core; print(_core.buffer_pool()[2])"
-    env = {"TGM_XARRAY_BUFFER_POOL_MB": "3"}
+    env = {"TGM_XARRAY_BUFFER_POOL_MB": value}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert int(out.stdout) == 3 * 1024 * 1024
+    assert int(out.stdout) == limit
+    assert (warning in out.stderr) if warning else "Warning" not in out.stderr
 
 
 def test_pooled_results_survive_pickling_and_dask(pool, ifs_file):

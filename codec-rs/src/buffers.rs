@@ -56,29 +56,39 @@ struct Pool {
     /// Oldest first.
     free: Vec<Block>,
     bytes: usize,
-    /// `None` until first used: then read from the environment.
-    limit: Option<usize>,
+    limit: usize,
 }
 
 impl Pool {
-    fn limit(&mut self) -> usize {
-        *self.limit.get_or_insert_with(|| {
-            let mb = std::env::var("TGM_XARRAY_BUFFER_POOL_MB").ok().and_then(|v| v.trim().parse().ok());
-            mb.unwrap_or(DEFAULT_LIMIT_MB).saturating_mul(1024 * 1024)
-        })
-    }
-
     /// Frees the oldest blocks until `bytes` more fit under the limit.
     fn make_room(&mut self, bytes: usize) {
-        let limit = self.limit();
-        while !self.free.is_empty() && self.bytes + bytes > limit {
+        while !self.free.is_empty() && self.bytes + bytes > self.limit {
             let oldest = self.free.remove(0);
             self.bytes -= oldest.cap;
         }
     }
 }
 
-static POOL: Mutex<Pool> = Mutex::new(Pool { free: Vec::new(), bytes: 0, limit: None });
+static POOL: Mutex<Pool> = Mutex::new(Pool { free: Vec::new(), bytes: 0, limit: DEFAULT_LIMIT_MB << 20 });
+
+/// Sets the limit from `TGM_XARRAY_BUFFER_POOL_MB` when the module is imported; a value that is
+/// not a whole number of megabytes warns and leaves the default.
+pub fn limit_from_env(py: Python<'_>) -> PyResult<()> {
+    let Ok(value) = std::env::var("TGM_XARRAY_BUFFER_POOL_MB") else {
+        return Ok(());
+    };
+    match value.trim().parse::<usize>() {
+        Ok(mb) => pool().limit = mb.saturating_mul(1 << 20),
+        Err(_) => {
+            let message = format!(
+                "TGM_XARRAY_BUFFER_POOL_MB={value:?} is not a whole number of megabytes: the read buffer \
+                 pool keeps its default limit of {DEFAULT_LIMIT_MB} MB"
+            );
+            PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &std::ffi::CString::new(message)?, 1)?;
+        }
+    }
+    Ok(())
+}
 
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -104,7 +114,7 @@ fn take(len: usize) -> Block {
 /// Keeps `block` for later reads, dropping the oldest free blocks to stay within the limit.
 fn give_back(block: Block) {
     let mut pool = pool();
-    if block.cap > pool.limit() {
+    if block.cap > pool.limit {
         return;
     }
     pool.make_room(block.cap);
@@ -129,7 +139,7 @@ impl Drop for PooledBuffer {
 /// A new uninitialised C-contiguous array, from the pool when it is big enough.
 pub fn empty<'py>(py: Python<'py>, shape: &[usize], dtype: Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyUntypedArray>> {
     let len = shape.iter().try_fold(dtype.itemsize(), |acc, &n| acc.checked_mul(n));
-    let Some(len) = len.filter(|&len| len >= MIN_POOLED && pool().limit() > 0) else {
+    let Some(len) = len.filter(|&len| len >= MIN_POOLED && pool().limit > 0) else {
         return Ok(py
             .import("numpy")?
             .call_method1("empty", (PyTuple::new(py, shape)?, dtype))?
@@ -182,9 +192,8 @@ pub fn py_empty<'py>(py: Python<'py>, shape: Vec<usize>, dtype: Bound<'py, PyAny
 pub fn buffer_pool(limit: Option<usize>) -> (usize, usize, usize) {
     let mut pool = pool();
     if let Some(limit) = limit {
-        pool.limit = Some(limit);
+        pool.limit = limit;
         pool.make_room(0);
     }
-    let limit = pool.limit();
-    (pool.free.len(), pool.bytes, limit)
+    (pool.free.len(), pool.bytes, pool.limit)
 }

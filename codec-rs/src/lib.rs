@@ -36,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffers::PooledBuffer>()?;
     m.add_function(wrap_pyfunction!(buffers::py_empty, m)?)?;
     m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
+    buffers::limit_from_env(m.py())?;
     m.add_function(wrap_pyfunction!(codec::encode_message, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_message_into, m)?)?;
     m.add_function(wrap_pyfunction!(codec::message_descriptors, m)?)?;
