@@ -4,10 +4,13 @@
 //! copy that into numpy: three passes over 8 bytes a value for what is one multiply-add. Here
 //! libaec (through upstream's wrapper) fills the packed bytes and one loop writes the values
 //! into the caller's array, with upstream's arithmetic (`ref + 2^E * 10^-D * packed`), so the
-//! results are bit-identical.
+//! results are bit-identical. Partial reads do the same with the RSI blocks that hold the
+//! selected values, unpacking only the selected ones.
+
+use std::borrow::Cow;
 
 use tensogram::DataObjectDescriptor;
-use tensogram_encodings::libaec::{aec_decompress, AecParams};
+use tensogram_encodings::libaec::{aec_decompress, aec_decompress_range, AecParams};
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
@@ -49,37 +52,68 @@ impl Packed {
     /// Decodes all `out.len() / 8` values of `payload` into `out` (native-endian f64 bytes).
     pub fn decode_into(&self, payload: &[u8], out: &mut [u8]) -> CoreResult<()> {
         let n = out.len() / 8;
-        let bits = self.params.bits_per_value as usize;
-        let packed_len = (n * bits).div_ceil(8);
+        let p = &self.params;
+        let packed_len = (n * p.bits_per_value as usize).div_ceil(8);
         let decompressed;
         let packed: &[u8] = match &self.szip {
             None => payload,
             Some(aec) => {
-                decompressed = aec_decompress(payload, packed_len, aec)
-                    .map_err(|e| CoreError::new(Kind::Codec, format!("szip decode failed: {e}")))?;
+                decompressed = aec_decompress(payload, packed_len, aec).map_err(szip_err)?;
                 &decompressed
             }
         };
         if packed.len() < packed_len {
             return Err(CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs"));
         }
-        let p = &self.params;
-        let inv_scale = 2f64.powi(p.binary_scale_factor) * 10f64.powi(-p.decimal_scale_factor);
-        match bits {
-            8 => unpack_aligned::<1>(packed, p.reference_value, inv_scale, out),
-            16 => unpack_aligned::<2>(packed, p.reference_value, inv_scale, out),
-            24 => unpack_aligned::<3>(packed, p.reference_value, inv_scale, out),
-            32 => unpack_aligned::<4>(packed, p.reference_value, inv_scale, out),
-            _ => {
-                let values = simple_packing::decode(packed, n, p)
-                    .map_err(|e| CoreError::new(Kind::Codec, format!("unpacking failed: {e}")))?;
-                for (dst, v) in out.chunks_exact_mut(8).zip(values) {
-                    dst.copy_from_slice(&v.to_ne_bytes());
-                }
-            }
+        if self.value_bytes().is_some() {
+            self.unpack(packed, out);
+            return Ok(());
+        }
+        let values =
+            simple_packing::decode(packed, n, p).map_err(|e| CoreError::new(Kind::Codec, format!("unpacking failed: {e}")))?;
+        for (dst, v) in out.chunks_exact_mut(8).zip(values) {
+            dst.copy_from_slice(&v.to_ne_bytes());
         }
         Ok(())
     }
+
+    /// Bytes per packed value when values are whole bytes (8, 16, 24 or 32 bits): ranges of
+    /// them can then be unpacked straight into the output.
+    pub fn value_bytes(&self) -> Option<usize> {
+        matches!(self.params.bits_per_value, 8 | 16 | 24 | 32).then_some(self.params.bits_per_value as usize / 8)
+    }
+
+    /// The packed bytes of values `first..first + count` (whole-byte values only): a slice of
+    /// the payload, or decompressed from the szip RSI blocks that hold them, which start at the
+    /// bit `offsets`.
+    pub fn packed_range<'a>(&self, payload: &'a [u8], offsets: &[u64], first: u64, count: u64) -> CoreResult<Cow<'a, [u8]>> {
+        let width = self.value_bytes().expect("whole-byte values") as u64;
+        let (start, len) = ((first * width) as usize, (count * width) as usize);
+        match &self.szip {
+            None => payload
+                .get(start..start + len)
+                .map(Cow::Borrowed)
+                .ok_or_else(|| CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs")),
+            Some(aec) => Ok(Cow::Owned(aec_decompress_range(payload, offsets, start, len, aec).map_err(szip_err)?)),
+        }
+    }
+
+    /// `reference + 2^E * 10^-D * packed` of each whole-byte big-endian value of `packed`, as
+    /// native-endian f64 bytes into `out`: upstream's arithmetic, so bit-identical values.
+    pub fn unpack(&self, packed: &[u8], out: &mut [u8]) {
+        let p = &self.params;
+        let inv_scale = 2f64.powi(p.binary_scale_factor) * 10f64.powi(-p.decimal_scale_factor);
+        match p.bits_per_value {
+            8 => unpack_aligned::<1>(packed, p.reference_value, inv_scale, out),
+            16 => unpack_aligned::<2>(packed, p.reference_value, inv_scale, out),
+            24 => unpack_aligned::<3>(packed, p.reference_value, inv_scale, out),
+            _ => unpack_aligned::<4>(packed, p.reference_value, inv_scale, out),
+        }
+    }
+}
+
+fn szip_err(e: impl std::fmt::Display) -> CoreError {
+    CoreError::new(Kind::Codec, format!("szip decode failed: {e}"))
 }
 
 fn unpack_aligned<const N: usize>(packed: &[u8], reference: f64, inv_scale: f64, out: &mut [u8]) {

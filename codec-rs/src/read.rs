@@ -2,11 +2,12 @@
 
 use tensogram::decode::{decode_object_from_frame, decode_range_from_payload, DecodeOptions};
 use tensogram::wire::FrameType;
-use tensogram::ByteOrder;
+use tensogram::{ByteOrder, DataObjectDescriptor};
 
 use crate::counters::{add_decoded, InFlight};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::{int_param, Access, ObjectEntry};
+use crate::packing::Packed;
 use crate::selection::{AxisSel, Plan};
 use crate::szip;
 
@@ -140,16 +141,20 @@ pub fn read_object(
             } else {
                 desc
             };
-            let spans: Vec<(u64, u64)> = groups.iter().map(|g| (g.0, g.1)).collect();
-            let parts = decode_range_from_payload(ranged_desc, payload, &spans, &options).map_err(codec_err)?;
-            for ((g_off, _, members), part) in groups.iter().zip(&parts) {
-                for i in members.clone() {
-                    let (off, count) = plan.ranges[i];
-                    let start = (off - g_off) as usize * itemsize;
-                    plan.scatter(i, &part[start..start + count as usize * itemsize], out, itemsize);
+            if let Some(packed) = entry.packed.as_ref().filter(|p| p.value_bytes().is_some()) {
+                read_packed_ranges(packed, ranged_desc, payload, &plan, &groups, out)?;
+            } else {
+                let spans: Vec<(u64, u64)> = groups.iter().map(|g| (g.0, g.1)).collect();
+                let parts = decode_range_from_payload(ranged_desc, payload, &spans, &options).map_err(codec_err)?;
+                for ((g_off, _, members), part) in groups.iter().zip(&parts) {
+                    for i in members.clone() {
+                        let (off, count) = plan.ranges[i];
+                        let start = (off - g_off) as usize * itemsize;
+                        plan.scatter(i, &part[start..start + count as usize * itemsize], out, itemsize);
+                    }
                 }
             }
-            spans.iter().map(|s| s.1).sum()
+            groups.iter().map(|g| g.1).sum()
         }
         _ => {
             let whole_len = entry.num_elements() as usize * itemsize;
@@ -178,6 +183,45 @@ pub fn read_object(
         }
     };
     add_decoded(decoded);
+    Ok(())
+}
+
+/// The planned ranges of a packed object whose values are whole bytes: each group's szip RSI
+/// blocks are decompressed once and only the planned values are unpacked, straight into `out`
+/// unless the plan reorders them (upstream's range decode unpacks every value of the group into
+/// a fresh `Vec<f64>`, converts it to bytes, and the plan then copies out what it needs).
+fn read_packed_ranges(
+    packed: &Packed,
+    desc: &DataObjectDescriptor,
+    payload: &[u8],
+    plan: &Plan,
+    groups: &[(u64, u64, std::ops::Range<usize>)],
+    out: &mut [u8],
+) -> CoreResult<()> {
+    let offsets = match desc.compression.as_str() {
+        "szip" => szip::stored_offsets(desc).ok_or_else(|| {
+            CoreError::new(Kind::Format, "szip_block_offsets are missing or invalid (a partial decode needs them)")
+        })?,
+        _ => Vec::new(),
+    };
+    let width = packed.value_bytes().expect("whole-byte values");
+    let mut picked = Vec::new();
+    for (g_off, g_count, members) in groups {
+        let bytes = packed.packed_range(payload, &offsets, *g_off, *g_count)?;
+        for i in members.clone() {
+            let (off, count) = plan.ranges[i];
+            let start = (off - g_off) as usize * width;
+            let src = &bytes[start..start + count as usize * width];
+            match plan.destination(i, 8) {
+                Some(dst) => packed.unpack(src, &mut out[dst]),
+                None => {
+                    picked.resize(count as usize * 8, 0);
+                    packed.unpack(src, &mut picked);
+                    plan.scatter(i, &picked, out, 8);
+                }
+            }
+        }
+    }
     Ok(())
 }
 

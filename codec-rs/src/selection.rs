@@ -178,6 +178,14 @@ impl Plan {
         self.ranges.iter().map(|r| r.1).sum()
     }
 
+    /// The bytes of `out` that range `i` fills as it is, or `None` when the plan picks from it.
+    pub fn destination(&self, i: usize, itemsize: usize) -> Option<std::ops::Range<usize>> {
+        self.picks.is_none().then(|| {
+            let at = self.starts[i] as usize * itemsize;
+            at..at + self.ranges[i].1 as usize * itemsize
+        })
+    }
+
     /// Copies decoded range `i` (`src`, `itemsize` bytes per element) to its place in `out`.
     pub fn scatter(&self, i: usize, src: &[u8], out: &mut [u8], itemsize: usize) {
         let inner_bytes = self.inner as usize * itemsize;

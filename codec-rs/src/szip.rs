@@ -102,18 +102,24 @@ pub fn verify_offsets(desc: &mut DataObjectDescriptor, payload: &[u8]) -> CoreRe
 
 /// Whether the stored offsets are those [`verify_offsets`] vouched for, for a payload this long.
 pub fn offsets_verified(desc: &DataObjectDescriptor, payload_len: usize) -> bool {
-    let (Some(Value::Text(mark)), Some(Value::Array(items))) = (desc.params.get(VERIFIED_KEY), desc.params.get(OFFSETS_KEY))
-    else {
+    let (Some(Value::Text(mark)), Some(offsets)) = (desc.params.get(VERIFIED_KEY), stored_offsets(desc)) else {
         return false;
     };
-    let offsets: Option<Vec<u64>> = items
+    *mark == digest(&offsets, payload_len)
+}
+
+/// The RSI block bit offsets `desc` stores, if it stores a valid list.
+pub fn stored_offsets(desc: &DataObjectDescriptor) -> Option<Vec<u64>> {
+    let Some(Value::Array(items)) = desc.params.get(OFFSETS_KEY) else {
+        return None;
+    };
+    items
         .iter()
         .map(|v| match v {
             Value::Integer(i) => u64::try_from(i128::from(*i)).ok(),
             _ => None,
         })
-        .collect();
-    offsets.is_some_and(|offsets| *mark == digest(&offsets, payload_len))
+        .collect()
 }
 
 /// xxh3-64 (hex, as upstream writes hashes) of the payload length and the offsets, little-endian.
