@@ -12,6 +12,7 @@ mod file;
 mod frames;
 mod message;
 mod packing;
+mod params;
 mod pyarray;
 mod read;
 mod selection;

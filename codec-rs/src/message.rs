@@ -129,23 +129,6 @@ impl ParsedMessage {
     }
 }
 
-/// An integer parameter of the descriptor (`None` if missing or not an integer).
-pub fn int_param(desc: &DataObjectDescriptor, key: &str) -> Option<i64> {
-    match desc.params.get(key)? {
-        ciborium::Value::Integer(i) => i64::try_from(i128::from(*i)).ok(),
-        _ => None,
-    }
-}
-
-/// A float parameter of the descriptor (integers are accepted too).
-pub fn float_param(desc: &DataObjectDescriptor, key: &str) -> Option<f64> {
-    match desc.params.get(key)? {
-        ciborium::Value::Float(f) => Some(*f),
-        ciborium::Value::Integer(i) => Some(i128::from(*i) as f64),
-        _ => None,
-    }
-}
-
 /// What a fingerprint identifies an object's stored bytes by.
 pub enum Stored<'a> {
     /// The xxh3 the frame carries (over its descriptor, payload and masks).

@@ -14,7 +14,7 @@ use tensogram_encodings::libaec::{aec_decompress, aec_decompress_range, AecParam
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::message::{float_param, int_param};
+use crate::params::{float_param, int_param};
 
 /// How a packed object is stored, when it qualifies for the direct path.
 #[derive(Debug, Clone)]

@@ -6,7 +6,8 @@ use tensogram::{ByteOrder, DataObjectDescriptor};
 
 use crate::counters::{add_decoded, InFlight};
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::message::{int_param, Access, ObjectEntry};
+use crate::message::{Access, ObjectEntry};
+use crate::params::int_param;
 use crate::packing::Packed;
 use crate::selection::{AxisSel, Plan};
 use crate::szip;
