@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,9 @@ pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
 import tgm_xarray  # noqa: E402
-from conftest import ENGINE, REAL, REMOTE_PARITY, GOLDEN, require_shared  # noqa: E402
+from conftest import (  # noqa: E402
+    ENGINE, GOLDEN, REAL, REMOTE_PARITY, Spec, describe_key, random_outer_key, require_shared, write_message_file,
+)
 from range_server import Fault  # noqa: E402
 from tgm_xarray import _core, handles, remote  # noqa: E402
 from tgm_xarray.errors import TgmFormatError, TgmIndexError  # noqa: E402
@@ -125,6 +128,63 @@ def test_fingerprints_of_hashed_frames_fetch_nothing(range_server, ifs_file):
     assert prints == [[lf.handle.fingerprint(m, o) for o in range(len(lf.descriptors(m)))] for m in range(len(lf))]
     assert all(":frame-xxh3:" in p for row in prints for p in row)
     assert len({row[1] for row in prints}) == 1  # every message's latitude is the same object
+
+
+#: Objects whose values sit at fixed byte positions (a window fetches only its bytes), and two
+#: that do not (fetched whole). Big enough that a window is a small part of each.
+BYTE_ADDRESSABLE = [
+    Spec("none-f32", "float32", (300, 400), {}),
+    Spec("be-none-f64", "float64", (120, 50, 40), {}, big_endian=True),
+    Spec("none-c64", "complex64", (200, 300), {}),
+    Spec("sp24-f64", "float64", (300, 400), {"encoding": "simple_packing", "sp_bits_per_value": 24}),
+    Spec("sp16-f64", "float64", (40, 30, 100), {"encoding": "simple_packing", "sp_bits_per_value": 16}),
+]
+FETCHED_WHOLE = [
+    Spec("sp12-f64", "float64", (300, 400), {"encoding": "simple_packing", "sp_bits_per_value": 12}),
+    Spec("zstd-f32", "float32", (300, 400), {"compression": "zstd"}),
+]
+
+
+def test_windows_of_byte_addressable_objects_fetch_only_their_bytes(range_server, tmp_path):
+    """Random outer selections of raw and whole-byte packed objects read as locally, fetching
+    only the byte ranges they need (one request for nearby rows); other codecs fetch the frame."""
+    path = write_message_file(tmp_path / "addressable.tgm", [BYTE_ADDRESSABLE + FETCHED_WHOLE])
+    url, path = serve(range_server, Path(path))
+    rf, lf = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
+    rf.handle.parse_all()
+    rng = np.random.default_rng(11)
+    for obj, spec in enumerate(BYTE_ADDRESSABLE + FETCHED_WHOLE):
+        start, stop = rf.handle._frame_range(0, obj)
+        for _ in range(12):
+            key = random_outer_key(rng, spec.shape)
+            expected = lf.read(0, obj, key)
+            range_server.reset()
+            got = rf.read(0, obj, key)
+            assert got.dtype == expected.dtype and got.shape == expected.shape, describe_key(key)
+            assert got.tobytes() == expected.tobytes(), f"{spec.id} {describe_key(key)}"
+            if spec in FETCHED_WHOLE:
+                assert range_server.sent_bytes() == stop - start, spec.id
+        # A window of a few rows: one request, a small part of the frame.
+        window = (slice(5, 9),) + (slice(None),) * (len(spec.shape) - 1)
+        range_server.reset()
+        np.testing.assert_array_equal(rf.read(0, obj, window), lf.read(0, obj, window))
+        if spec in BYTE_ADDRESSABLE:
+            assert range_server.count() == 1
+            assert range_server.sent_bytes() < 0.1 * (stop - start), spec.id
+        # The whole object, and verify_hash (which hashes the frame), fetch the frame.
+        for kwargs in ({}, {"verify_hash": True}):
+            range_server.reset()
+            np.testing.assert_array_equal(rf.read(0, obj, **kwargs), lf.read(0, obj))
+            assert range_server.ranges(f"/{path.name}") == [(start, stop)]
+
+
+def test_a_window_read_into_out(range_server, tmp_path):
+    path = write_message_file(tmp_path / "addressable.tgm", [BYTE_ADDRESSABLE[:1]])
+    url, path = serve(range_server, Path(path))
+    out = np.full((3, 400), -1, np.float32)
+    result = tgm_xarray.open_file(url).read(0, 0, (np.array([7, 2, 250]), slice(None)), out=out)
+    assert result is out
+    np.testing.assert_array_equal(out, tgm_xarray.open_file(path).read(0, 0)[[7, 2, 250]])
 
 
 # --------------------------------------------------------------------------------------------

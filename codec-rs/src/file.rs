@@ -270,7 +270,8 @@ impl FileHandle {
         let parsed_already = usize::try_from(msg).ok().and_then(|m| self.parsed.get(m)).is_some_and(|p| p.get().is_some());
         let (parsed, obj) = if parsed_already { self.object(msg, obj)? } else { py.detach(|| self.object(msg, obj))? };
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
-        read_to_array(py, self.message_bytes(msg as usize), &parsed.objects[obj], index, out, verify_hash, &where_)
+        let (bytes, entry) = (self.message_bytes(msg as usize), &parsed.objects[obj]);
+        read_to_array(py, &entry.descriptor, index, out, &where_, |sel, out| read_object(bytes, entry, sel, out, verify_hash))
     }
 
     /// Reads `selection` of object `obj` of message `msg` into `out` (see docs/architecture.md).

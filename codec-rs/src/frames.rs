@@ -6,6 +6,7 @@
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use tensogram::DataObjectDescriptor;
 use tensogram::wire::{
     FrameFlags, FrameHeader, FrameType, MessageFlags, Postamble, Preamble, DATA_OBJECT_FOOTER_SIZE,
     END_MAGIC, FRAME_COMMON_FOOTER_SIZE, FRAME_END, FRAME_HEADER_SIZE, FRAME_MAGIC, POSTAMBLE_SIZE,
@@ -14,7 +15,9 @@ use tensogram::wire::{
 use crate::errors::{CoreError, Kind};
 use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
 use crate::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
-use crate::pyarray::read_to_array;
+use crate::fetch::PayloadRanges;
+use crate::pyarray::{parse_selection, read_to_array};
+use crate::read::read_object;
 
 fn format_err(m: impl Into<String>) -> CoreError {
     CoreError::new(Kind::Format, m)
@@ -162,9 +165,7 @@ pub fn frame_footer(head: &[u8], tail: &[u8]) -> PyResult<(u64, Option<u64>)> {
 /// The descriptor encoded by the CBOR item at the start of `cbor`, as a dict.
 #[pyfunction]
 pub fn parse_descriptor<'py>(py: Python<'py>, cbor: &[u8]) -> PyResult<Bound<'py, PyDict>> {
-    let desc = tensogram::metadata::cbor_to_object_descriptor(cbor)
-        .map_err(|e| CoreError::from_tensogram(&e, "bad object descriptor"))?;
-    descriptor_to_py(py, &desc)
+    descriptor_to_py(py, &object_descriptor(cbor)?)
 }
 
 /// `(offset, length)` of every message in `buf`, which they must tile.
@@ -198,7 +199,52 @@ pub fn read_frame<'py>(
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let bytes = frame.as_bytes();
     let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context))?;
-    read_to_array(py, bytes, &entry, index, out, verify_hash, &|| context.to_owned())
+    read_to_array(py, &entry.descriptor, index, out, &|| context.to_owned(), |sel, out| {
+        read_object(bytes, &entry, sel, out, verify_hash)
+    })
+}
+
+/// The byte ranges (`(start, length)` from the payload's start) that a read of `index` needs
+/// from the payload of the object the CBOR item `cbor` describes (`payload_len` bytes stored),
+/// or `None` when its frame should be fetched whole (see `fetch.rs`).
+#[pyfunction]
+#[pyo3(signature = (cbor, payload_len, index = None, context = ""))]
+pub fn payload_ranges(
+    cbor: &[u8],
+    payload_len: u64,
+    index: Option<&Bound<'_, PyAny>>,
+    context: &str,
+) -> PyResult<Option<Vec<(u64, u64)>>> {
+    let ranges = object_descriptor(cbor).and_then(|desc| {
+        let sel = parse_selection(index, &desc.shape)?;
+        PayloadRanges::plan(&desc, &sel, payload_len)
+    });
+    Ok(ranges.map_err(|e| e.context(context))?.map(|r| r.byte_ranges()))
+}
+
+/// `FileHandle.read` from the `pieces` fetched for `payload_ranges(cbor, payload_len, index)`.
+#[pyfunction]
+#[pyo3(signature = (cbor, payload_len, pieces, index = None, out = None, context = ""))]
+pub fn read_payload_ranges<'py>(
+    py: Python<'py>,
+    cbor: &[u8],
+    payload_len: u64,
+    pieces: Vec<Bound<'py, PyBytes>>,
+    index: Option<&Bound<'py, PyAny>>,
+    out: Option<Bound<'py, PyUntypedArray>>,
+    context: &str,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let desc = object_descriptor(cbor).map_err(|e| e.context(context))?;
+    let pieces: Vec<&[u8]> = pieces.iter().map(|p| p.as_bytes()).collect();
+    read_to_array(py, &desc, index, out, &|| context.to_owned(), |sel, out| {
+        let ranges = PayloadRanges::plan(&desc, sel, payload_len)?
+            .ok_or_else(|| CoreError::new(Kind::Value, "this read cannot be served from byte ranges"))?;
+        ranges.read(&pieces, out)
+    })
+}
+
+fn object_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, CoreError> {
+    tensogram::metadata::cbor_to_object_descriptor(cbor).map_err(|e| CoreError::from_tensogram(&e, "bad object descriptor"))
 }
 
 /// The fingerprint `FileHandle.fingerprint` gives the object in the data-object frame `frame`.
@@ -212,7 +258,5 @@ pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult
 /// inline hash: what a remote reader knows without fetching the payload.
 #[pyfunction]
 pub fn hashed_fingerprint(cbor: &[u8], frame_hash: u64) -> PyResult<String> {
-    let desc = tensogram::metadata::cbor_to_object_descriptor(cbor)
-        .map_err(|e| CoreError::from_tensogram(&e, "bad object descriptor"))?;
-    Ok(fingerprint(&desc, Stored::FrameHash(frame_hash)))
+    Ok(fingerprint(&object_descriptor(cbor)?, Stored::FrameHash(frame_hash)))
 }

@@ -8,6 +8,7 @@ mod cbor;
 mod codec;
 mod counters;
 mod errors;
+mod fetch;
 mod file;
 mod frames;
 mod message;
@@ -52,6 +53,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
         wrap_pyfunction!(frames::hashed_fingerprint, m)?,
+        wrap_pyfunction!(frames::payload_ranges, m)?,
+        wrap_pyfunction!(frames::read_payload_ranges, m)?,
     ] {
         m.add_function(f)?;
     }

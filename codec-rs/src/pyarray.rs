@@ -6,12 +6,11 @@ use numpy::npyffi::{NPY_ARRAY_WRITEABLE, NPY_TYPES};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple};
-use tensogram::Dtype;
+use tensogram::{DataObjectDescriptor, Dtype};
 
 use crate::buffers;
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::message::ObjectEntry;
-use crate::read::{full_selection, read_object};
+use crate::read::full_selection;
 use crate::selection::AxisSel;
 
 /// A numpy array's data buffer, to be filled while the interpreter is detached.
@@ -348,19 +347,18 @@ fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> PyResult<Bound<'py, PyArra
     })
 }
 
-/// Reads `index` of `entry` (an object of `bytes`) into `out`, or into a new array when `out`
-/// is `None`, and returns it: the one read path of `FileHandle.read` and `read_frame`. `where_`
-/// names the object in errors.
+/// Reads `index` of the object `desc` describes into `out`, or into a new array when `out` is
+/// `None`, and returns it: `read(selection, out bytes)` runs with the interpreter detached. The
+/// one read path of `FileHandle.read`, `read_frame` and `read_payload_ranges`; `where_` names
+/// the object in errors.
 pub fn read_to_array<'py>(
     py: Python<'py>,
-    bytes: &[u8],
-    entry: &ObjectEntry,
+    desc: &DataObjectDescriptor,
     index: Option<&Bound<'py, PyAny>>,
     out: Option<Bound<'py, PyUntypedArray>>,
-    verify_hash: bool,
     where_: &dyn Fn() -> String,
+    read: impl Send + FnOnce(&[AxisSel], &mut [u8]) -> CoreResult<()>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let desc = &entry.descriptor;
     let index = parse_index(index, &desc.shape).map_err(|e| e.context(&where_()))?;
     let dtype = || {
         numpy_dtype(py, desc.dtype).map_err(|e| PyErr::from(CoreError::new(Kind::Codec, format!("{}: {e}", where_()))))
@@ -387,7 +385,7 @@ pub fn read_to_array<'py>(
     py.detach(move || {
         let sel = index.selection()?;
         // SAFETY: `out` is referenced for the whole call.
-        read_object(bytes, entry, &sel, unsafe { buf.as_mut_slice() }, verify_hash)
+        read(&sel, unsafe { buf.as_mut_slice() })
     })
     .map_err(|e| e.context(&where_()))?;
     Ok(out)

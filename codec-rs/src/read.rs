@@ -1,5 +1,7 @@
 //! Decoding a hyperslab of one object into a caller's buffer. Runs with the interpreter detached.
 
+use std::borrow::Cow;
+
 use tensogram::decode::{decode_object_from_frame, decode_range_from_payload, DecodeOptions};
 use tensogram::wire::FrameType;
 use tensogram::{ByteOrder, DataObjectDescriptor};
@@ -41,11 +43,14 @@ fn granule(entry: &ObjectEntry) -> u64 {
     }
 }
 
+/// `(first element, elements, planned ranges it covers)`: one span decoded (or fetched) at once.
+pub(crate) type Group = (u64, u64, std::ops::Range<usize>);
+
 /// The ranges to decode: planned ranges closer than a granule are merged, so that no block is
 /// decoded twice (the rows of a window share szip blocks). Each group is `(offset, count,
 /// planned ranges it covers)`.
-fn decode_groups(ranges: &[(u64, u64)], granule: u64) -> Vec<(u64, u64, std::ops::Range<usize>)> {
-    let mut groups: Vec<(u64, u64, std::ops::Range<usize>)> = Vec::new();
+pub(crate) fn decode_groups(ranges: &[(u64, u64)], granule: u64) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
     for (i, &(off, count)) in ranges.iter().enumerate() {
         match groups.last_mut() {
             Some((g_off, g_count, members)) if off >= *g_off && off <= *g_off + *g_count + granule => {
@@ -59,7 +64,7 @@ fn decode_groups(ranges: &[(u64, u64)], granule: u64) -> Vec<(u64, u64, std::ops
 }
 
 /// Whether decoding only `groups` is cheaper than decoding the whole object.
-fn ranges_pay_off(entry: &ObjectEntry, groups: &[(u64, u64, std::ops::Range<usize>)]) -> bool {
+fn ranges_pay_off(entry: &ObjectEntry, groups: &[Group]) -> bool {
     let total = entry.num_elements();
     // Each group may decode up to one granule more than it asks for.
     let cost: u64 = groups.iter().map(|g| g.1 + granule(entry)).sum();
@@ -67,6 +72,23 @@ fn ranges_pay_off(entry: &ObjectEntry, groups: &[(u64, u64, std::ops::Range<usiz
         "blosc2" => cost * 2 <= total,
         _ => cost < total,
     }
+}
+
+/// The plan of a read of `sel`, once the selection is checked against the object.
+pub(crate) fn check_selection(desc: &DataObjectDescriptor, sel: &[AxisSel]) -> CoreResult<Plan> {
+    if desc.dtype.byte_width() == 0 {
+        return Err(CoreError::new(Kind::Codec, format!("dtype {} cannot be read as an array", desc.dtype)));
+    }
+    if sel.len() != desc.shape.len() {
+        return Err(CoreError::new(
+            Kind::Index,
+            format!("selection has {} axes but the object has {} dimensions", sel.len(), desc.shape.len()),
+        ));
+    }
+    for (axis, (s, &n)) in sel.iter().zip(&desc.shape).enumerate() {
+        s.check(axis, n).map_err(|m| CoreError::new(Kind::Index, m))?;
+    }
+    Ok(Plan::new(&desc.shape, sel))
 }
 
 /// Reads `sel` of object `entry` (of message `msg`) into `out`, in native byte order.
@@ -79,19 +101,7 @@ pub fn read_object(
 ) -> CoreResult<()> {
     let desc = &entry.descriptor;
     let itemsize = desc.dtype.byte_width();
-    if itemsize == 0 {
-        return Err(CoreError::new(Kind::Codec, format!("dtype {} cannot be read as an array", desc.dtype)));
-    }
-    if sel.len() != desc.shape.len() {
-        return Err(CoreError::new(
-            Kind::Index,
-            format!("selection has {} axes but the object has {} dimensions", sel.len(), desc.shape.len()),
-        ));
-    }
-    for (axis, (s, &n)) in sel.iter().zip(&desc.shape).enumerate() {
-        s.check(axis, n).map_err(|m| CoreError::new(Kind::Index, m))?;
-    }
-    let plan = Plan::new(&desc.shape, sel);
+    let plan = check_selection(desc, sel)?;
     if out.len() as u64 != plan.out_len * itemsize as u64 {
         return Err(CoreError::new(
             Kind::Value,
@@ -188,15 +198,15 @@ pub fn read_object(
 }
 
 /// The planned ranges of a packed object whose values are whole bytes: each group's szip RSI
-/// blocks are decompressed once and only the planned values are unpacked, straight into `out`
-/// unless the plan reorders them (upstream's range decode unpacks every value of the group into
-/// a fresh `Vec<f64>`, converts it to bytes, and the plan then copies out what it needs).
+/// blocks are decompressed once and only the planned values are unpacked (upstream's range
+/// decode unpacks every value of the group into a fresh `Vec<f64>`, converts it to bytes, and
+/// the plan then copies out what it needs).
 fn read_packed_ranges(
     packed: &Packed,
     desc: &DataObjectDescriptor,
     payload: &[u8],
     plan: &Plan,
-    groups: &[(u64, u64, std::ops::Range<usize>)],
+    groups: &[Group],
     out: &mut [u8],
 ) -> CoreResult<()> {
     let offsets = match desc.compression.as_str() {
@@ -206,19 +216,36 @@ fn read_packed_ranges(
         _ => Vec::new(),
     };
     let width = packed.value_bytes().expect("whole-byte values");
+    fill_groups(plan, groups, width, 8, out, |off, count| packed.packed_range(payload, &offsets, off, count), |src, dst| {
+        packed.unpack(src, dst)
+    })
+}
+
+/// Fills `out` from `groups`: `group_bytes(first, count)` gives a group's stored values
+/// (`width` bytes each) and `convert` turns the values of each planned range into output
+/// elements (`out_itemsize` bytes each), straight into their place unless the plan reorders them.
+pub(crate) fn fill_groups<'a>(
+    plan: &Plan,
+    groups: &[Group],
+    width: usize,
+    out_itemsize: usize,
+    out: &mut [u8],
+    mut group_bytes: impl FnMut(u64, u64) -> CoreResult<Cow<'a, [u8]>>,
+    convert: impl Fn(&[u8], &mut [u8]),
+) -> CoreResult<()> {
     let mut picked = Vec::new();
     for (g_off, g_count, members) in groups {
-        let bytes = packed.packed_range(payload, &offsets, *g_off, *g_count)?;
+        let bytes = group_bytes(*g_off, *g_count)?;
         for i in members.clone() {
             let (off, count) = plan.ranges[i];
             let start = (off - g_off) as usize * width;
             let src = &bytes[start..start + count as usize * width];
-            match plan.destination(i, 8) {
-                Some(dst) => packed.unpack(src, &mut out[dst]),
+            match plan.destination(i, out_itemsize) {
+                Some(dst) => convert(src, &mut out[dst]),
                 None => {
-                    picked.resize(count as usize * 8, 0);
-                    packed.unpack(src, &mut picked);
-                    plan.scatter(i, &picked, out, 8);
+                    picked.resize(count as usize * out_itemsize, 0);
+                    convert(src, &mut picked);
+                    plan.scatter(i, &picked, out, out_itemsize);
                 }
             }
         }

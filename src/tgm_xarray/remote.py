@@ -143,6 +143,9 @@ class _Message:
     descriptors: list[dict] = field(default_factory=list)
     #: Each object's fingerprint where its frame's inline hash gives it without the payload.
     fingerprints: list[str | None] = field(default_factory=list)
+    #: ``(descriptor CBOR, payload offset in the file, payload length)`` of each object whose
+    #: payload precedes its descriptor (where a read may fetch parts of it), else ``None``.
+    payloads: list[tuple[bytes, int, int] | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -365,7 +368,7 @@ class RemoteHandle:
             metadata, objects = _core.parse_message(data[offset : offset + length])
             messages.append(_Message(pos + offset, length, metadata,
                                      [(start, size) for _, start, size in objects],
-                                     [d for d, _, _ in objects], [None] * len(objects)))
+                                     [d for d, _, _ in objects], [None] * len(objects), [None] * len(objects)))
         return messages
 
     def _describe(self, messages: list[_Message]) -> None:
@@ -386,17 +389,20 @@ class RemoteHandle:
             else:
                 head, tail = next(parts), next(parts)
             cbor_offset, inline_hash = _core.frame_footer(head, tail)
-            found.append((m, start + cbor_offset, stop - _core.DATA_OBJECT_FOOTER_SIZE, tail, stop, inline_hash))
+            found.append((m, start, start + cbor_offset, stop - _core.DATA_OBJECT_FOOTER_SIZE, tail, stop,
+                          inline_hash))
         # Descriptors that begin before the tail (long ones, or stored before the payload): one
         # more batch. The descriptor is the first CBOR item of its region.
-        missing = [(cbor, end) for _, cbor, end, tail, stop, _ in found if cbor < stop - len(tail)]
+        missing = [(cbor, end) for _, _, cbor, end, tail, stop, _ in found if cbor < stop - len(tail)]
         extra = dict(zip(missing, self._fetcher.fetch_many(missing)))
-        for m, cbor, end, tail, stop, inline_hash in found:
+        for m, start, cbor, end, tail, stop, inline_hash in found:
             region = extra.get((cbor, end))
             if region is None:
                 region = tail[cbor - (stop - len(tail)) : end - (stop - len(tail))]
             m.descriptors.append(_core.parse_descriptor(region))
             m.fingerprints.append(None if inline_hash is None else _core.hashed_fingerprint(region, inline_hash))
+            payload = start + _core.FRAME_HEADER_SIZE
+            m.payloads.append((region, payload, cbor - payload) if cbor > payload else None)
 
     # -- FileHandle's methods -----------------------------------------------------------------
     def _check(self, msg: int) -> int:
@@ -444,7 +450,16 @@ class RemoteHandle:
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
              verify_hash: bool = False) -> np.ndarray:
-        """``FileHandle.read``: fetches the object's frame and reads ``index`` of it."""
+        """``FileHandle.read``. Objects whose values sit at fixed places in their payload (raw,
+        or whole-byte packing, uncompressed) fetch just the byte ranges a partial read needs;
+        others fetch their frame (and so does ``verify_hash``, which hashes it all)."""
         start, stop = self._frame_range(msg, obj)
-        return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash,
-                                f"{self.path}: message {msg}, object {obj}")
+        context = f"{self.path}: message {msg}, object {obj}"
+        payload = self._message(msg).payloads[obj]
+        if payload is not None and not verify_hash:
+            cbor, offset, length = payload
+            ranges = _core.payload_ranges(cbor, length, index, context)
+            if ranges is not None:
+                pieces = self._fetcher.fetch_many([(offset + s, offset + s + n) for s, n in ranges])
+                return _core.read_payload_ranges(cbor, length, pieces, index, out, context)
+        return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash, context)
