@@ -219,7 +219,7 @@ pub fn payload_ranges(
         let sel = parse_selection(index, &desc.shape)?;
         PayloadRanges::plan(&desc, &sel, payload_len)
     });
-    Ok(ranges.map_err(|e| e.context(context))?.map(|r| r.byte_ranges()))
+    Ok(ranges.and_then(|r| r.map(|r| r.byte_ranges()).transpose()).map_err(|e| e.context(context))?)
 }
 
 /// `FileHandle.read` from the `pieces` fetched for `payload_ranges(cbor, payload_len, index)`.

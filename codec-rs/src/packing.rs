@@ -83,6 +83,11 @@ impl Packed {
         matches!(self.params.bits_per_value, 8 | 16 | 24 | 32).then_some(self.params.bits_per_value as usize / 8)
     }
 
+    /// Values in one szip RSI block (0 without szip).
+    pub fn rsi_values(&self) -> u64 {
+        self.szip.as_ref().map_or(0, |a| a.rsi as u64 * a.block_size as u64)
+    }
+
     /// The packed bytes of values `first..first + count` (whole-byte values only): a slice of
     /// the payload, or decompressed from the szip RSI blocks that hold them, which start at the
     /// bit `offsets`.
