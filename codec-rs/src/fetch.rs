@@ -74,26 +74,25 @@ impl PayloadRanges {
 
     /// `(start, length)` in bytes from the payload's start, one per piece to fetch.
     pub fn byte_ranges(&self) -> CoreResult<Vec<(u64, u64)>> {
-        self.groups.iter().map(|g| self.piece(g).map(|(start, end, _)| (start, end - start))).collect()
+        self.groups.iter().map(|g| self.piece(g).map(|(start, end)| (start, end - start))).collect()
     }
 
-    /// The bytes `[start, end)` of the payload that group `g` needs, and for szip the first
-    /// RSI block they begin with.
-    fn piece(&self, (first, count, _): &Group) -> CoreResult<(u64, u64, usize)> {
+    /// The bytes `[start, end)` of the payload that group `g` needs.
+    fn piece(&self, (first, count, _): &Group) -> CoreResult<(u64, u64)> {
         let short = || CoreError::new(Kind::Format, "the payload is shorter than the shape needs");
-        let (start, end, block) = match &self.blocks {
-            None => (first * self.width as u64, (first + count) * self.width as u64, 0),
+        let (start, end) = match &self.blocks {
+            None => (first * self.width as u64, (first + count) * self.width as u64),
             Some(b) => {
                 let (b0, b1) = ((first / b.values) as usize, ((first + count - 1) / b.values) as usize);
                 let start = *b.offsets.get(b0).ok_or_else(short)? / 8;
                 let end = b.offsets.get(b1 + 1).map_or(self.payload_len, |bit| bit.div_ceil(8));
-                (start, end, b0)
+                (start, end)
             }
         };
         if end > self.payload_len || start > end {
             return Err(short());
         }
-        Ok((start, end, block))
+        Ok((start, end))
     }
 
     /// Reads the selection from `pieces` (the bytes of [`byte_ranges`], in order) into `out`.
@@ -103,16 +102,15 @@ impl PayloadRanges {
             return Err(CoreError::new(Kind::Value, "the fetched pieces do not match the byte ranges"));
         }
         let mut pieces = pieces.iter();
-        let mut groups = self.groups.iter();
         let mut next_piece = |first: u64, count: u64| -> CoreResult<Cow<[u8]>> {
             let piece: &[u8] = pieces.next().expect("one piece per group");
-            let group = groups.next().expect("one group per piece");
             match (&self.blocks, &self.packed) {
                 (Some(b), Some(packed)) => {
                     // The piece starts at the byte holding the group's first block: offsets
                     // and values count from there.
-                    let (start, _, b0) = self.piece(group)?;
-                    let offsets: Vec<u64> = b.offsets[b0..].iter().map(|bit| bit - start * 8).collect();
+                    let b0 = (first / b.values) as usize;
+                    let base = b.offsets[b0] / 8 * 8;
+                    let offsets: Vec<u64> = b.offsets[b0..].iter().map(|bit| bit - base).collect();
                     packed.packed_range(piece, &offsets, first - b0 as u64 * b.values, count)
                 }
                 _ => Ok(Cow::Borrowed(piece)),
