@@ -13,7 +13,7 @@ use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMet
 use crate::cbor::{from_py, map_from_py};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ParsedMessage;
-use crate::pyarray::{parse_selection, InBuffer, OutBuffer};
+use crate::pyarray::{parse_index, read_into_out, InBuffer};
 use crate::read::read_object;
 use crate::szip;
 
@@ -243,11 +243,9 @@ pub fn decode_message_into(
     let entry = parsed.objects.get(obj).ok_or_else(|| {
         CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
     })?;
-    let sel = parse_selection(selection, &entry.descriptor.shape)?;
-    let mut out_buf = OutBuffer::new(out, entry.descriptor.dtype.byte_width())?;
-    py.detach(move || {
-        // SAFETY: `out` is borrowed for the whole call.
-        read_object(bytes, entry, &sel, unsafe { out_buf.as_mut_slice() }, verify_hash)
+    let index = parse_index(selection, &entry.descriptor.shape)?;
+    read_into_out(py, index, out, entry.descriptor.dtype.byte_width(), |sel, out| {
+        read_object(bytes, entry, sel, out, verify_hash)
     })?;
     Ok(())
 }

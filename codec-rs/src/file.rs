@@ -12,7 +12,7 @@ use pyo3::types::{PyDict, PyList};
 use crate::cbor::{map_to_py, to_py};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ParsedMessage;
-use crate::pyarray::{parse_selection, read_to_array, OutBuffer};
+use crate::pyarray::{parse_index, read_into_out, read_to_array};
 use crate::read::read_object;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 use tensogram::wire::{
@@ -288,14 +288,13 @@ impl FileHandle {
         let (parsed, obj) = py.detach(|| self.object(msg, obj))?;
         let entry = &parsed.objects[obj];
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
-        let sel = parse_selection(selection, &entry.descriptor.shape).map_err(|e| e.context(&where_()))?;
-        let mut buf = OutBuffer::new(out, entry.descriptor.dtype.byte_width()).map_err(|e| e.context(&where_()))?;
         let bytes = self.message_bytes(msg as usize);
-        py.detach(move || {
-            // SAFETY: `out` is borrowed for the whole call.
-            let out = unsafe { buf.as_mut_slice() };
-            read_object(bytes, entry, &sel, out, verify_hash)
-        })
-        .map_err(|e| e.context(&where_()).into())
+        parse_index(selection, &entry.descriptor.shape)
+            .and_then(|index| {
+                read_into_out(py, index, out, entry.descriptor.dtype.byte_width(), |sel, out| {
+                    read_object(bytes, entry, sel, out, verify_hash)
+                })
+            })
+            .map_err(|e| e.context(&where_()).into())
     }
 }

@@ -18,7 +18,7 @@ use crate::selection::AxisSel;
 /// Numpy arrays cannot be resized while referenced, and the caller holds a reference for the
 /// whole call, so the pointer stays valid; concurrent writers into one `out` are the caller's
 /// business, as with numpy's own `out=` arguments.
-pub struct OutBuffer {
+struct OutBuffer {
     ptr: *mut u8,
     len: usize,
 }
@@ -381,12 +381,23 @@ pub fn read_to_array<'py>(
             .into());
         }
     };
-    let mut buf = OutBuffer::new(&out, desc.dtype.byte_width()).map_err(|e| e.context(&where_()))?;
+    read_into_out(py, index, &out, desc.dtype.byte_width(), read).map_err(|e| e.context(&where_()))?;
+    Ok(out)
+}
+
+/// Runs `read(selection, out bytes)` with the interpreter detached, on `out`'s buffer
+/// (`itemsize` bytes per element); `index`'s arrays are converted there too.
+pub fn read_into_out(
+    py: Python<'_>,
+    index: Index,
+    out: &Bound<'_, PyUntypedArray>,
+    itemsize: usize,
+    read: impl Send + FnOnce(&[AxisSel], &mut [u8]) -> CoreResult<()>,
+) -> CoreResult<()> {
+    let mut buf = OutBuffer::new(out, itemsize)?;
     py.detach(move || {
         let sel = index.selection()?;
         // SAFETY: `out` is referenced for the whole call.
         read(&sel, unsafe { buf.as_mut_slice() })
     })
-    .map_err(|e| e.context(&where_()))?;
-    Ok(out)
 }
