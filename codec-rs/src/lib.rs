@@ -36,13 +36,13 @@ fn take_max_concurrent_reads() -> usize {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::FileHandle>()?;
     m.add_class::<buffers::PooledBuffer>()?;
-    m.add_function(wrap_pyfunction!(buffers::py_empty, m)?)?;
-    m.add_function(wrap_pyfunction!(buffers::buffer_pool, m)?)?;
     buffers::limit_from_env(m.py())?;
-    m.add_function(wrap_pyfunction!(codec::encode_message, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::decode_message_into, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::message_descriptors, m)?)?;
     for f in [
+        wrap_pyfunction!(buffers::py_empty, m)?,
+        wrap_pyfunction!(buffers::buffer_pool, m)?,
+        wrap_pyfunction!(codec::encode_message, m)?,
+        wrap_pyfunction!(codec::decode_message_into, m)?,
+        wrap_pyfunction!(codec::message_descriptors, m)?,
         wrap_pyfunction!(frames::parse_preamble, m)?,
         wrap_pyfunction!(frames::parse_postamble, m)?,
         wrap_pyfunction!(frames::parse_frames, m)?,
@@ -55,6 +55,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::hashed_fingerprint, m)?,
         wrap_pyfunction!(frames::payload_ranges, m)?,
         wrap_pyfunction!(frames::read_payload_ranges, m)?,
+        wrap_pyfunction!(decoded_elements, m)?,
+        wrap_pyfunction!(take_max_concurrent_reads, m)?,
     ] {
         m.add_function(f)?;
     }
@@ -62,8 +64,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("POSTAMBLE_SIZE", tensogram::wire::POSTAMBLE_SIZE)?;
     m.add("FRAME_HEADER_SIZE", tensogram::wire::FRAME_HEADER_SIZE)?;
     m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
-    m.add_function(wrap_pyfunction!(decoded_elements, m)?)?;
-    m.add_function(wrap_pyfunction!(take_max_concurrent_reads, m)?)?;
     m.add("TENSOGRAM_VERSION", "0.24.0")?;
     Ok(())
 }
