@@ -30,8 +30,11 @@ STRUCTURAL_KEYS = frozenset({RESERVED_KEY, "dim_names", COORDINATE_ATTRS_KEY})
 CF_FIRST = ("units", "long_name", "standard_name")
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-# Types CBOR decodes to most often, checked before the (slower) abstract base classes.
+# Types CBOR decodes to most often, checked before the (slower) abstract base classes: opening
+# a file runs these checks tens of times per message.
 _PLAIN_SCALARS = (str, int, float, bool)
+_EXACT_SCALARS = frozenset(_PLAIN_SCALARS)
+_EXACT_CONTAINERS = frozenset((dict, list, tuple))
 
 
 def flatten(meta: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
@@ -41,7 +44,7 @@ def flatten(meta: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
         if key == RESERVED_KEY:
             continue
         name = f"{prefix}{key}"
-        if not isinstance(value, _PLAIN_SCALARS) and isinstance(value, Mapping):
+        if type(value) is dict or (type(value) not in _EXACT_SCALARS and isinstance(value, Mapping)):
             flat.update(flatten(value, f"{name}."))
         else:
             flat[name] = value
@@ -55,6 +58,9 @@ def without_structural(meta: Mapping[Any, Any]) -> dict[Any, Any]:
 
 def freeze(value: Any) -> Any:
     """A hashable stand-in for a metadata value, to compare and count values."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool:
+        return value
     if isinstance(value, float) and value != value:
         return "NaN"  # NaN != NaN would make a constant NaN look like it varies
     if isinstance(value, _PLAIN_SCALARS) or value is None:
@@ -70,6 +76,10 @@ def freeze(value: Any) -> Any:
 
 def is_scalar(value: Any) -> bool:
     """Whether a metadata value can label a dimension (a string, number or boolean)."""
+    if type(value) in _EXACT_SCALARS:
+        return True
+    if value is None or type(value) in _EXACT_CONTAINERS:
+        return False
     return isinstance(value, _PLAIN_SCALARS) or (
         isinstance(value, numbers.Number) and not isinstance(value, complex))
 

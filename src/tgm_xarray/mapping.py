@@ -299,7 +299,9 @@ def _select(messages, options, filter_by_keys, merge_objects, message_index) -> 
     for info in messages:
         message = _read_message(info, options, extras[info.index], identity)
         data = tuple(o for o in message.data if _matches(o.all_keys, filter_by_keys))
-        if data or not message.data:
+        if len(data) == len(message.data):
+            selected.append(message)
+        elif data:
             selected.append(replace(message, data=data))
     return selected
 
@@ -346,9 +348,12 @@ def _read_message(info: MessageInfo, options: _Options, extra: dict[str, Any],
     coordinates = _classify([n for _, n in names], shapes, hints)
     data, coords = [], []
     for obj, descriptor in enumerate(info.descriptors):
-        where = f"{options.source}: message {info.index} object {obj}"
+        dtype = _numpy_dtype(descriptor.get("dtype"))
+        if dtype is None:
+            raise TgmCodecError(f"{options.source}: message {info.index} object {obj}: "
+                                f"unsupported dtype {descriptor.get('dtype')!r}")
         item = _Object(info.index, obj, owns[obj], {**identifying, **owns[obj]}, shapes[obj],
-                       _numpy_dtype(descriptor.get("dtype"), where), descriptor, hints[obj],
+                       dtype, descriptor, hints[obj],
                        coordinates[obj], view={**extra, **owns[obj]},
                        name_key=names[obj][0] if coordinates[obj] else None)
         (coords if coordinates[obj] else data).append(item)
@@ -442,13 +447,19 @@ def _spans(shape, hint, field_shape, field_hint) -> bool:
     return len(field_shape) >= len(shape) and field_shape[len(field_shape) - len(shape):] == shape
 
 
-def _numpy_dtype(name: Any, where: str) -> np.dtype:
-    if name == "bitmask":  # packed bits, read as raw bytes (as upstream)
-        return np.dtype("uint8")
-    try:
-        return np.dtype(str(name))
-    except TypeError:
-        raise TgmCodecError(f"{where}: unsupported dtype {name!r}") from None
+def _numpy_dtype(name: Any) -> np.dtype | None:
+    """The numpy dtype of a descriptor's dtype name, ``None`` when numpy has none."""
+    key = str(name)
+    if key not in _DTYPES:  # a handful of names, looked up once per object of every message
+        try:
+            # packed bits are read as raw bytes (as upstream)
+            _DTYPES[key] = np.dtype("uint8" if key == "bitmask" else key)
+        except TypeError:
+            return None
+    return _DTYPES[key]
+
+
+_DTYPES: dict[str, np.dtype] = {}
 
 
 def _matches(keys: Mapping[str, Any], filter_by_keys: Mapping | None) -> bool:
