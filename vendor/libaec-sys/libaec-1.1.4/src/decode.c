@@ -58,6 +58,9 @@
         uint32_t *flush_end, *bp, half_d;                                \
         uint32_t xmax, d, data, m;                                       \
         struct internal_state *state = strm->state;                      \
+        /* a local cursor: byte stores through strm->next_out may alias  \
+           strm itself, which made every sample reload and store it */   \
+        unsigned char *out = strm->next_out;                             \
                                                                          \
         flush_end = state->rsip;                                         \
         if (state->pp) {                                                 \
@@ -70,7 +73,7 @@
                     /* Reference samples have to be sign extended */     \
                     state->last_out = (state->last_out ^ m) - m;         \
                 }                                                        \
-                put_##KIND(strm, (uint32_t)state->last_out);             \
+                put_##KIND(&out, (uint32_t)state->last_out);             \
                 state->flush_start++;                                    \
             }                                                            \
                                                                          \
@@ -94,7 +97,7 @@
                     } else {                                             \
                         data = mask ^ d;                                 \
                     }                                                    \
-                    put_##KIND(strm, data);                              \
+                    put_##KIND(&out, data);                              \
                 }                                                        \
                 state->last_out = data;                                  \
             } else {                                                     \
@@ -115,63 +118,78 @@
                             data = xmax - d;                             \
                         }                                                \
                     }                                                    \
-                    put_##KIND(strm, data);                              \
+                    put_##KIND(&out, data);                              \
                 }                                                        \
                 state->last_out = data;                                  \
             }                                                            \
         } else {                                                         \
             for (bp = state->flush_start; bp < flush_end; bp++)          \
-                put_##KIND(strm, *bp);                                   \
+                put_##KIND(&out, *bp);                                   \
         }                                                                \
         state->flush_start = state->rsip;                                \
+        strm->next_out = out;                                            \
     }
 
 
-static inline void put_msb_32(struct aec_stream *strm, uint32_t data)
+static inline void put_msb_32(unsigned char **out, uint32_t data)
 {
-    *strm->next_out++ = (unsigned char)(data >> 24);
-    *strm->next_out++ = (unsigned char)(data >> 16);
-    *strm->next_out++ = (unsigned char)(data >> 8);
-    *strm->next_out++ = (unsigned char)data;
+    unsigned char *o = *out;
+    o[0] = (unsigned char)(data >> 24);
+    o[1] = (unsigned char)(data >> 16);
+    o[2] = (unsigned char)(data >> 8);
+    o[3] = (unsigned char)data;
+    *out = o + 4;
 }
 
-static inline void put_msb_24(struct aec_stream *strm, uint32_t data)
+static inline void put_msb_24(unsigned char **out, uint32_t data)
 {
-    *strm->next_out++ = (unsigned char)(data >> 16);
-    *strm->next_out++ = (unsigned char)(data >> 8);
-    *strm->next_out++ = (unsigned char)data;
+    unsigned char *o = *out;
+    o[0] = (unsigned char)(data >> 16);
+    o[1] = (unsigned char)(data >> 8);
+    o[2] = (unsigned char)data;
+    *out = o + 3;
 }
 
-static inline void put_msb_16(struct aec_stream *strm, uint32_t data)
+static inline void put_msb_16(unsigned char **out, uint32_t data)
 {
-    *strm->next_out++ = (unsigned char)(data >> 8);
-    *strm->next_out++ = (unsigned char)data;
+    unsigned char *o = *out;
+    o[0] = (unsigned char)(data >> 8);
+    o[1] = (unsigned char)data;
+    *out = o + 2;
 }
 
-static inline void put_lsb_32(struct aec_stream *strm, uint32_t data)
+static inline void put_lsb_32(unsigned char **out, uint32_t data)
 {
-    *strm->next_out++ = (unsigned char)data;
-    *strm->next_out++ = (unsigned char)(data >> 8);
-    *strm->next_out++ = (unsigned char)(data >> 16);
-    *strm->next_out++ = (unsigned char)(data >> 24);
+    unsigned char *o = *out;
+    o[0] = (unsigned char)data;
+    o[1] = (unsigned char)(data >> 8);
+    o[2] = (unsigned char)(data >> 16);
+    o[3] = (unsigned char)(data >> 24);
+    *out = o + 4;
 }
 
-static inline void put_lsb_24(struct aec_stream *strm, uint32_t data)
+static inline void put_lsb_24(unsigned char **out, uint32_t data)
 {
-    *strm->next_out++ = (unsigned char)data;
-    *strm->next_out++ = (unsigned char)(data >> 8);
-    *strm->next_out++ = (unsigned char)(data >> 16);
+    unsigned char *o = *out;
+    o[0] = (unsigned char)data;
+    o[1] = (unsigned char)(data >> 8);
+    o[2] = (unsigned char)(data >> 16);
+    *out = o + 3;
 }
 
-static inline void put_lsb_16(struct aec_stream *strm, uint32_t data)
+static inline void put_lsb_16(unsigned char **out, uint32_t data)
 {
-    *strm->next_out++ = (unsigned char)data;
-    *strm->next_out++ = (unsigned char)(data >> 8);
+    unsigned char *o = *out;
+    o[0] = (unsigned char)data;
+    o[1] = (unsigned char)(data >> 8);
+    *out = o + 2;
 }
 
-static inline void put_8(struct aec_stream *strm, uint32_t data)
+static inline void put_8(unsigned char **out, uint32_t data)
 {
-    *strm->next_out++ = (unsigned char)data;
+    unsigned char *o = *out;
+    o[0] = (unsigned char)data;
+    *out = o + 1;
 }
 
 FLUSH(msb_32)
@@ -190,7 +208,31 @@ static inline void put_sample(struct aec_stream *strm, uint32_t s)
     strm->avail_out -= state->bytes_per_sample;
 }
 
-static inline uint32_t direct_get(struct aec_stream *strm, int n)
+/* The bit reader's state, held in locals by the loops that decode a block: the samples they
+   store through state->rsip (uint32_t) may alias state->bitp (int), so reading the state
+   through strm made the compiler reload and store it for every sample. */
+struct bit_reader {
+    uint64_t acc;
+    int bitp;
+    const unsigned char *next_in;
+    size_t avail_in;
+};
+
+static inline struct bit_reader br_load(const struct aec_stream *strm)
+{
+    struct bit_reader br = {strm->state->acc, strm->state->bitp, strm->next_in, strm->avail_in};
+    return br;
+}
+
+static inline void br_store(struct aec_stream *strm, const struct bit_reader *br)
+{
+    strm->state->acc = br->acc;
+    strm->state->bitp = br->bitp;
+    strm->next_in = br->next_in;
+    strm->avail_in = br->avail_in;
+}
+
+static inline uint32_t br_get(struct bit_reader *br, int n)
 {
     /**
        Get n bit from input stream
@@ -198,63 +240,70 @@ static inline uint32_t direct_get(struct aec_stream *strm, int n)
        No checking whatsoever. Read bits are dumped.
      */
 
-    struct internal_state *state = strm->state;
-    if (state->bitp < n)
+    if (br->bitp < n)
     {
-        int b = (63 - state->bitp) >> 3;
+        int b = (63 - br->bitp) >> 3;
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (br->avail_in >= 8) {
+            /* one unaligned load instead of a branch on b (1..7), which mispredicts */
+            uint64_t w;
+            memcpy(&w, br->next_in, 8);
+            br->acc = (br->acc << (b << 3)) | (__builtin_bswap64(w) >> (64 - (b << 3)));
+        } else
+#endif
         if (b == 6) {
-            state->acc = (state->acc << 48)
-                | ((uint64_t)strm->next_in[0] << 40)
-                | ((uint64_t)strm->next_in[1] << 32)
-                | ((uint64_t)strm->next_in[2] << 24)
-                | ((uint64_t)strm->next_in[3] << 16)
-                | ((uint64_t)strm->next_in[4] << 8)
-                | (uint64_t)strm->next_in[5];
+            br->acc = (br->acc << 48)
+                | ((uint64_t)br->next_in[0] << 40)
+                | ((uint64_t)br->next_in[1] << 32)
+                | ((uint64_t)br->next_in[2] << 24)
+                | ((uint64_t)br->next_in[3] << 16)
+                | ((uint64_t)br->next_in[4] << 8)
+                | (uint64_t)br->next_in[5];
         } else if (b == 7) {
-            state->acc = (state->acc << 56)
-                | ((uint64_t)strm->next_in[0] << 48)
-                | ((uint64_t)strm->next_in[1] << 40)
-                | ((uint64_t)strm->next_in[2] << 32)
-                | ((uint64_t)strm->next_in[3] << 24)
-                | ((uint64_t)strm->next_in[4] << 16)
-                | ((uint64_t)strm->next_in[5] << 8)
-                | (uint64_t)strm->next_in[6];
+            br->acc = (br->acc << 56)
+                | ((uint64_t)br->next_in[0] << 48)
+                | ((uint64_t)br->next_in[1] << 40)
+                | ((uint64_t)br->next_in[2] << 32)
+                | ((uint64_t)br->next_in[3] << 24)
+                | ((uint64_t)br->next_in[4] << 16)
+                | ((uint64_t)br->next_in[5] << 8)
+                | (uint64_t)br->next_in[6];
         } else if (b == 5) {
-            state->acc = (state->acc << 40)
-                | ((uint64_t)strm->next_in[0] << 32)
-                | ((uint64_t)strm->next_in[1] << 24)
-                | ((uint64_t)strm->next_in[2] << 16)
-                | ((uint64_t)strm->next_in[3] << 8)
-                | (uint64_t)strm->next_in[4];
+            br->acc = (br->acc << 40)
+                | ((uint64_t)br->next_in[0] << 32)
+                | ((uint64_t)br->next_in[1] << 24)
+                | ((uint64_t)br->next_in[2] << 16)
+                | ((uint64_t)br->next_in[3] << 8)
+                | (uint64_t)br->next_in[4];
         } else if (b == 4) {
-            state->acc = (state->acc << 32)
-                | ((uint64_t)strm->next_in[0] << 24)
-                | ((uint64_t)strm->next_in[1] << 16)
-                | ((uint64_t)strm->next_in[2] << 8)
-                | (uint64_t)strm->next_in[3];
+            br->acc = (br->acc << 32)
+                | ((uint64_t)br->next_in[0] << 24)
+                | ((uint64_t)br->next_in[1] << 16)
+                | ((uint64_t)br->next_in[2] << 8)
+                | (uint64_t)br->next_in[3];
         } else if (b == 3) {
-            state->acc = (state->acc << 24)
-                | ((uint64_t)strm->next_in[0] << 16)
-                | ((uint64_t)strm->next_in[1] << 8)
-                | (uint64_t)strm->next_in[2];
+            br->acc = (br->acc << 24)
+                | ((uint64_t)br->next_in[0] << 16)
+                | ((uint64_t)br->next_in[1] << 8)
+                | (uint64_t)br->next_in[2];
         } else if (b == 2) {
-            state->acc = (state->acc << 16)
-                | ((uint64_t)strm->next_in[0] << 8)
-                | (uint64_t)strm->next_in[1];
+            br->acc = (br->acc << 16)
+                | ((uint64_t)br->next_in[0] << 8)
+                | (uint64_t)br->next_in[1];
         } else if (b == 1) {
-            state->acc = (state->acc << 8)
-                | (uint64_t)strm->next_in[0];
+            br->acc = (br->acc << 8)
+                | (uint64_t)br->next_in[0];
         }
-        strm->next_in += b;
-        strm->avail_in -= b;
-        state->bitp += b << 3;
+        br->next_in += b;
+        br->avail_in -= b;
+        br->bitp += b << 3;
     }
 
-    state->bitp -= n;
-    return (state->acc >> state->bitp) & (UINT64_MAX >> (64 - n));
+    br->bitp -= n;
+    return (br->acc >> br->bitp) & (UINT64_MAX >> (64 - n));
 }
 
-static inline uint32_t direct_get_fs(struct aec_stream *strm)
+static inline uint32_t br_get_fs(struct bit_reader *br)
 {
     /**
        Interpret a Fundamental Sequence from the input buffer.
@@ -264,29 +313,28 @@ static inline uint32_t direct_get_fs(struct aec_stream *strm)
      */
 
     uint32_t fs = 0;
-    struct internal_state *state = strm->state;
 
-    if (state->bitp)
-        state->acc &= UINT64_MAX >> (64 - state->bitp);
+    if (br->bitp)
+        br->acc &= UINT64_MAX >> (64 - br->bitp);
     else
-        state->acc = 0;
+        br->acc = 0;
 
-    while (state->acc == 0) {
-        if (strm->avail_in < 7)
+    while (br->acc == 0) {
+        if (br->avail_in < 7)
             return 0;
 
-        state->acc = (state->acc << 56)
-            | ((uint64_t)strm->next_in[0] << 48)
-            | ((uint64_t)strm->next_in[1] << 40)
-            | ((uint64_t)strm->next_in[2] << 32)
-            | ((uint64_t)strm->next_in[3] << 24)
-            | ((uint64_t)strm->next_in[4] << 16)
-            | ((uint64_t)strm->next_in[5] << 8)
-            | (uint64_t)strm->next_in[6];
-        strm->next_in += 7;
-        strm->avail_in -= 7;
-        fs += state->bitp;
-        state->bitp = 56;
+        br->acc = (br->acc << 56)
+            | ((uint64_t)br->next_in[0] << 48)
+            | ((uint64_t)br->next_in[1] << 40)
+            | ((uint64_t)br->next_in[2] << 32)
+            | ((uint64_t)br->next_in[3] << 24)
+            | ((uint64_t)br->next_in[4] << 16)
+            | ((uint64_t)br->next_in[5] << 8)
+            | (uint64_t)br->next_in[6];
+        br->next_in += 7;
+        br->avail_in -= 7;
+        fs += br->bitp;
+        br->bitp = 56;
     }
 
     {
@@ -294,18 +342,34 @@ static inline uint32_t direct_get_fs(struct aec_stream *strm)
 #define __has_builtin(x) 0  /* Compatibility with non-clang compilers. */
 #endif
 #if HAVE_DECL___BUILTIN_CLZLL || __has_builtin(__builtin_clzll)
-        int i = 63 - __builtin_clzll(state->acc);
+        int i = 63 - __builtin_clzll(br->acc);
 #elif defined HAVE_BSR64
         unsigned long i;
-        _BitScanReverse64(&i, state->acc);
+        _BitScanReverse64(&i, br->acc);
 #else
-        int i = state->bitp - 1;
-        while ((state->acc & (UINT64_C(1) << i)) == 0)
+        int i = br->bitp - 1;
+        while ((br->acc & (UINT64_C(1) << i)) == 0)
             i--;
 #endif
-        fs += state->bitp - i - 1;
-        state->bitp = i;
+        fs += br->bitp - i - 1;
+        br->bitp = i;
     }
+    return fs;
+}
+
+static inline uint32_t direct_get(struct aec_stream *strm, int n)
+{
+    struct bit_reader br = br_load(strm);
+    uint32_t value = br_get(&br, n);
+    br_store(strm, &br);
+    return value;
+}
+
+static inline uint32_t direct_get_fs(struct aec_stream *strm)
+{
+    struct bit_reader br = br_load(strm);
+    uint32_t fs = br_get_fs(&br);
+    br_store(strm, &br);
     return fs;
 }
 
@@ -457,22 +521,27 @@ static int m_split(struct aec_stream *strm)
     if (BUFFERSPACE(strm)) {
         int k = state->id - 1;
         size_t binary_part = (k * state->encoded_block_size) / 8 + 9;
+        size_t n = state->encoded_block_size;
+        struct bit_reader br = br_load(strm);
+        uint32_t *rsip = state->rsip;
 
         if (state->ref)
-            *state->rsip++ = direct_get(strm, strm->bits_per_sample);
+            *rsip++ = br_get(&br, strm->bits_per_sample);
 
-        for (size_t i = 0; i < state->encoded_block_size; i++)
-            state->rsip[i] = direct_get_fs(strm) << k;
+        for (size_t i = 0; i < n; i++)
+            rsip[i] = br_get_fs(&br) << k;
 
         if (k) {
-            if (strm->avail_in < binary_part)
+            if (br.avail_in < binary_part) {
+                br_store(strm, &br);
+                state->rsip = rsip;
                 return M_ERROR;
-
-            for (size_t i = 0; i < state->encoded_block_size; i++)
-                *state->rsip++ += direct_get(strm, k);
-        } else {
-            state->rsip += state->encoded_block_size;
+            }
+            for (size_t i = 0; i < n; i++)
+                rsip[i] += br_get(&br, k);
         }
+        br_store(strm, &br);
+        state->rsip = rsip + n;
 
         strm->avail_out -= state->out_blklen;
         state->mode = m_next_cds;
