@@ -90,6 +90,11 @@ pub fn limit_from_env(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
+/// The pool, locked. Only code attached to the interpreter takes the lock (`empty`, and
+/// `PooledBuffer`'s drop), never across a call into Python. That keeps `os.fork` safe: the
+/// forking thread holds the GIL, or on free-threaded builds has stopped every other thread
+/// at a safe point (`PyOS_BeforeFork`), so no thread can be inside the lock when the child is
+/// made.
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
