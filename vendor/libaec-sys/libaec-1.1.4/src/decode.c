@@ -303,28 +303,24 @@ static inline uint32_t br_get(struct bit_reader *br, int n)
     return (br->acc >> br->bitp) & (UINT64_MAX >> (64 - n));
 }
 
-static inline uint32_t br_get_fs(struct bit_reader *br)
+static inline uint32_t br_next_fs(struct bit_reader *br)
 {
     /**
        Interpret a Fundamental Sequence from the input buffer.
 
        Essentially counts the number of 0 bits until a 1 is
-       encountered.
+       encountered. The accumulator must hold no 1 bits above bitp
+       (br_get_fs clears them); the terminating 1 is cleared here, so
+       that a run of codes needs no mask between them.
      */
 
     uint32_t fs = 0;
-
-    if (br->bitp)
-        br->acc &= UINT64_MAX >> (64 - br->bitp);
-    else
-        br->acc = 0;
 
     while (br->acc == 0) {
         if (br->avail_in < 7)
             return 0;
 
-        br->acc = (br->acc << 56)
-            | ((uint64_t)br->next_in[0] << 48)
+        br->acc = ((uint64_t)br->next_in[0] << 48)
             | ((uint64_t)br->next_in[1] << 40)
             | ((uint64_t)br->next_in[2] << 32)
             | ((uint64_t)br->next_in[3] << 24)
@@ -353,8 +349,18 @@ static inline uint32_t br_get_fs(struct bit_reader *br)
 #endif
         fs += br->bitp - i - 1;
         br->bitp = i;
+        br->acc ^= UINT64_C(1) << i;
     }
     return fs;
+}
+
+static inline uint32_t br_get_fs(struct bit_reader *br)
+{
+    if (br->bitp)
+        br->acc &= UINT64_MAX >> (64 - br->bitp);
+    else
+        br->acc = 0;
+    return br_next_fs(br);
 }
 
 static inline uint32_t direct_get(struct aec_stream *strm, int n)
@@ -528,8 +534,10 @@ static int m_split(struct aec_stream *strm)
         if (state->ref)
             *rsip++ = br_get(&br, strm->bits_per_sample);
 
-        for (size_t i = 0; i < n; i++)
-            rsip[i] = br_get_fs(&br) << k;
+        if (n)
+            rsip[0] = br_get_fs(&br) << k;
+        for (size_t i = 1; i < n; i++)
+            rsip[i] = br_next_fs(&br) << k;
 
         if (k) {
             if (br.avail_in < binary_part) {
