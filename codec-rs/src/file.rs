@@ -133,6 +133,23 @@ impl FileHandle {
             .map_err(Clone::clone)
     }
 
+    /// `message(msg)` from attached code: parsing is the only slow lookup, so the interpreter
+    /// is released only for a message not parsed yet (a release costs a wake-up on GIL builds).
+    fn message_attached(&self, py: Python<'_>, msg: i64) -> CoreResult<&ParsedMessage> {
+        let parsed_already = usize::try_from(msg).ok().and_then(|m| self.parsed.get(m)).is_some_and(|p| p.get().is_some());
+        if parsed_already {
+            self.message(msg)
+        } else {
+            py.detach(|| self.message(msg))
+        }
+    }
+
+    /// `object(msg, obj)` from attached code (see `message_attached`).
+    fn object_attached(&self, py: Python<'_>, msg: i64, obj: i64) -> CoreResult<(&ParsedMessage, usize)> {
+        self.message_attached(py, msg)?;
+        self.object(msg, obj)
+    }
+
     fn object(&self, msg: i64, obj: i64) -> CoreResult<(&ParsedMessage, usize)> {
         let parsed = self.message(msg)?;
         let Some(obj) = usize::try_from(obj).ok().filter(|&o| o < parsed.objects.len()) else {
@@ -230,13 +247,13 @@ impl FileHandle {
 
     /// The message's metadata: `{"base": [...], "_extra_": {...}, "_reserved_": {...}}`.
     fn metadata<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyDict>> {
-        let parsed = py.detach(|| self.message(msg))?;
+        let parsed = self.message_attached(py, msg)?;
         metadata_to_py(py, &parsed.metadata)
     }
 
     /// The descriptors of the message's objects, as dicts.
     fn descriptors<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyList>> {
-        let parsed = py.detach(|| self.message(msg))?;
+        let parsed = self.message_attached(py, msg)?;
         let list = PyList::empty(py);
         for entry in &parsed.objects {
             list.append(descriptor_to_py(py, &entry.descriptor)?)?;
@@ -266,9 +283,7 @@ impl FileHandle {
         out: Option<Bound<'py, PyUntypedArray>>,
         verify_hash: bool,
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
-        // Parsing a message is the only slow lookup: release the interpreter just for that.
-        let parsed_already = usize::try_from(msg).ok().and_then(|m| self.parsed.get(m)).is_some_and(|p| p.get().is_some());
-        let (parsed, obj) = if parsed_already { self.object(msg, obj)? } else { py.detach(|| self.object(msg, obj))? };
+        let (parsed, obj) = self.object_attached(py, msg, obj)?;
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
         let (bytes, entry) = (self.message_bytes(msg as usize), &parsed.objects[obj]);
         read_to_array(py, &entry.descriptor, index, out, &where_, |sel, out| read_object(bytes, entry, sel, out, verify_hash))
@@ -285,7 +300,7 @@ impl FileHandle {
         out: &Bound<'_, PyUntypedArray>,
         verify_hash: bool,
     ) -> PyResult<()> {
-        let (parsed, obj) = py.detach(|| self.object(msg, obj))?;
+        let (parsed, obj) = self.object_attached(py, msg, obj)?;
         let entry = &parsed.objects[obj];
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
         let bytes = self.message_bytes(msg as usize);
