@@ -16,7 +16,7 @@ use crate::errors::{CoreError, Kind};
 use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
 use crate::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
 use crate::fetch::PayloadRanges;
-use crate::pyarray::{parse_selection, read_to_array};
+use crate::pyarray::{fill_out, out_array, parse_index, read_to_array};
 use crate::read::read_object;
 
 fn format_err(m: impl Into<String>) -> CoreError {
@@ -204,43 +204,35 @@ pub fn read_frame<'py>(
     })
 }
 
-/// The byte ranges (`(start, length)` from the payload's start) that a read of `index` needs
-/// from the payload of the object the CBOR item `cbor` describes (`payload_len` bytes stored),
-/// or `None` when its frame should be fetched whole (see `fetch.rs`).
+/// `FileHandle.read` of an object from byte ranges of its payload (`payload_len` bytes stored;
+/// the CBOR item `cbor` describes the object): `fetch([(start, length), ...])`, with offsets
+/// from the payload's start, returns those bytes. `None` when the object should be fetched whole
+/// (see `fetch.rs`); `fetch` is then not called. The index is parsed and planned once, with the
+/// interpreter detached, and the read runs detached too.
 #[pyfunction]
-#[pyo3(signature = (cbor, payload_len, index = None, context = ""))]
-pub fn payload_ranges(
-    cbor: &[u8],
-    payload_len: u64,
-    index: Option<&Bound<'_, PyAny>>,
-    context: &str,
-) -> PyResult<Option<Vec<(u64, u64)>>> {
-    let ranges = object_descriptor(cbor).and_then(|desc| {
-        let sel = parse_selection(index, &desc.shape)?;
-        PayloadRanges::plan(&desc, &sel, payload_len)
-    });
-    Ok(ranges.and_then(|r| r.map(|r| r.byte_ranges()).transpose()).map_err(|e| e.context(context))?)
-}
-
-/// `FileHandle.read` from the `pieces` fetched for `payload_ranges(cbor, payload_len, index)`.
-#[pyfunction]
-#[pyo3(signature = (cbor, payload_len, pieces, index = None, out = None, context = ""))]
+#[pyo3(signature = (cbor, payload_len, fetch, index = None, out = None, context = ""))]
 pub fn read_payload_ranges<'py>(
     py: Python<'py>,
     cbor: &[u8],
     payload_len: u64,
-    pieces: Vec<Bound<'py, PyBytes>>,
+    fetch: &Bound<'py, PyAny>,
     index: Option<&Bound<'py, PyAny>>,
     out: Option<Bound<'py, PyUntypedArray>>,
     context: &str,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let desc = object_descriptor(cbor).map_err(|e| e.context(context))?;
+) -> PyResult<Option<Bound<'py, PyUntypedArray>>> {
+    let in_context = |e: CoreError| PyErr::from(e.context(context));
+    let desc = object_descriptor(cbor).map_err(in_context)?;
+    let index = parse_index(index, &desc.shape).map_err(in_context)?;
+    let shape = index.shape.clone();
+    let planned = py.detach(|| PayloadRanges::plan(&desc, &index.selection()?, payload_len)).map_err(in_context)?;
+    let Some(ranges) = planned else {
+        return Ok(None);
+    };
+    let pieces: Vec<Bound<'py, PyBytes>> = fetch.call1((ranges.byte_ranges().map_err(in_context)?,))?.extract()?;
     let pieces: Vec<&[u8]> = pieces.iter().map(|p| p.as_bytes()).collect();
-    read_to_array(py, &desc, index, out, &|| context.to_owned(), |sel, out| {
-        let ranges = PayloadRanges::plan(&desc, sel, payload_len)?
-            .ok_or_else(|| CoreError::new(Kind::Value, "this read cannot be served from byte ranges"))?;
-        ranges.read(&pieces, out)
-    })
+    let out = out_array(py, &desc, &shape, out, &|| context.to_owned())?;
+    fill_out(py, &out, desc.dtype.byte_width(), |bytes| ranges.read(&pieces, bytes)).map_err(in_context)?;
+    Ok(Some(out))
 }
 
 fn object_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, CoreError> {

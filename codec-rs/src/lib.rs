@@ -53,7 +53,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
         wrap_pyfunction!(frames::hashed_fingerprint, m)?,
-        wrap_pyfunction!(frames::payload_ranges, m)?,
         wrap_pyfunction!(frames::read_payload_ranges, m)?,
         wrap_pyfunction!(decoded_elements, m)?,
         wrap_pyfunction!(take_max_concurrent_reads, m)?,

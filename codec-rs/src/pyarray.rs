@@ -321,11 +321,6 @@ fn int64_index(array: Bound<'_, PyUntypedArray>, axis: usize, n: u64, made: &mut
     InBuffer::new(&made_array(converted, made), "index")
 }
 
-/// The selection of `read_into`-style calls: as `parse_index`, without dropping int axes.
-pub fn parse_selection(selection: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResult<Vec<AxisSel>> {
-    parse_index(selection, shape)?.selection()
-}
-
 /// The numpy dtype of a Tensogram dtype (bfloat16 through `tgm_xarray.file.numpy_dtype`, which
 /// knows where ml_dtypes keeps it).
 fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> PyResult<Bound<'py, PyArrayDescr>> {
@@ -349,8 +344,7 @@ fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> PyResult<Bound<'py, PyArra
 
 /// Reads `index` of the object `desc` describes into `out`, or into a new array when `out` is
 /// `None`, and returns it: `read(selection, out bytes)` runs with the interpreter detached. The
-/// one read path of `FileHandle.read`, `read_frame` and `read_payload_ranges`; `where_` names
-/// the object in errors.
+/// one read path of `FileHandle.read` and `read_frame`; `where_` names the object in errors.
 pub fn read_to_array<'py>(
     py: Python<'py>,
     desc: &DataObjectDescriptor,
@@ -360,29 +354,39 @@ pub fn read_to_array<'py>(
     read: impl Send + FnOnce(&[AxisSel], &mut [u8]) -> CoreResult<()>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let index = parse_index(index, &desc.shape).map_err(|e| e.context(&where_()))?;
+    let out = out_array(py, desc, &index.shape, out, where_)?;
+    read_into_out(py, index, &out, desc.dtype.byte_width(), read).map_err(|e| e.context(&where_()))?;
+    Ok(out)
+}
+
+/// The array a read of `shape` elements of `desc`'s dtype fills: `out` when it fits, else a
+/// new one (from the buffer pool when big); an `out` that does not fit is an error.
+pub fn out_array<'py>(
+    py: Python<'py>,
+    desc: &DataObjectDescriptor,
+    shape: &[usize],
+    out: Option<Bound<'py, PyUntypedArray>>,
+    where_: &dyn Fn() -> String,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
     let dtype = || {
         numpy_dtype(py, desc.dtype).map_err(|e| PyErr::from(CoreError::new(Kind::Codec, format!("{}: {e}", where_()))))
     };
-    let out = match out {
-        None => buffers::empty(py, &index.shape, dtype()?)?,
-        Some(out) if out_fits(&out, &index.shape, desc.dtype)? => out,
-        Some(out) => {
-            return Err(CoreError::new(
-                Kind::Value,
-                format!(
-                    "{}: out has shape {:?} and dtype {}; the read needs {:?} {}",
-                    where_(),
-                    out.shape(),
-                    out.dtype(),
-                    index.shape,
-                    dtype()?
-                ),
-            )
-            .into());
-        }
-    };
-    read_into_out(py, index, &out, desc.dtype.byte_width(), read).map_err(|e| e.context(&where_()))?;
-    Ok(out)
+    match out {
+        None => buffers::empty(py, shape, dtype()?),
+        Some(out) if out_fits(&out, shape, desc.dtype)? => Ok(out),
+        Some(out) => Err(CoreError::new(
+            Kind::Value,
+            format!(
+                "{}: out has shape {:?} and dtype {}; the read needs {:?} {}",
+                where_(),
+                out.shape(),
+                out.dtype(),
+                shape,
+                dtype()?
+            ),
+        )
+        .into()),
+    }
 }
 
 /// Runs `read(selection, out bytes)` with the interpreter detached, on `out`'s buffer
@@ -394,10 +398,18 @@ pub fn read_into_out(
     itemsize: usize,
     read: impl Send + FnOnce(&[AxisSel], &mut [u8]) -> CoreResult<()>,
 ) -> CoreResult<()> {
+    fill_out(py, out, itemsize, move |bytes| read(&index.selection()?, bytes))
+}
+
+/// Runs `fill(out bytes)` with the interpreter detached, on `out`'s buffer (`itemsize` bytes
+/// per element).
+pub fn fill_out(
+    py: Python<'_>,
+    out: &Bound<'_, PyUntypedArray>,
+    itemsize: usize,
+    fill: impl Send + FnOnce(&mut [u8]) -> CoreResult<()>,
+) -> CoreResult<()> {
     let mut buf = OutBuffer::new(out, itemsize)?;
-    py.detach(move || {
-        let sel = index.selection()?;
-        // SAFETY: `out` is referenced for the whole call.
-        read(&sel, unsafe { buf.as_mut_slice() })
-    })
+    // SAFETY: `out` is referenced for the whole call.
+    py.detach(move || fill(unsafe { buf.as_mut_slice() }))
 }

@@ -1,5 +1,6 @@
 """Type stubs of the Rust core (codec-rs). See docs/architecture.md."""
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -71,10 +72,7 @@ def read_frame(
 ) -> np.ndarray: ...
 def frame_fingerprint(frame: bytes) -> str: ...
 def hashed_fingerprint(cbor: bytes, frame_hash: int) -> str: ...
-def payload_ranges(
-    cbor: bytes, payload_len: int, index: Any = None, context: str = ""
-) -> list[tuple[int, int]] | None: ...
 def read_payload_ranges(
-    cbor: bytes, payload_len: int, pieces: list[bytes], index: Any = None, out: np.ndarray | None = None,
-    context: str = "",
-) -> np.ndarray: ...
+    cbor: bytes, payload_len: int, fetch: Callable[[list[tuple[int, int]]], list[bytes]], index: Any = None,
+    out: np.ndarray | None = None, context: str = "",
+) -> np.ndarray | None: ...

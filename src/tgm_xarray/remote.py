@@ -458,8 +458,11 @@ class RemoteHandle:
         payload = self._message(msg).payloads[obj]
         if payload is not None and not verify_hash:
             cbor, offset, length = payload
-            ranges = _core.payload_ranges(cbor, length, index, context)
-            if ranges is not None:
-                pieces = self._fetcher.fetch_many([(offset + s, offset + s + n) for s, n in ranges])
-                return _core.read_payload_ranges(cbor, length, pieces, index, out, context)
+
+            def fetch(ranges):
+                return self._fetcher.fetch_many([(offset + s, offset + s + n) for s, n in ranges])
+
+            result = _core.read_payload_ranges(cbor, length, fetch, index, out, context)
+            if result is not None:
+                return result
         return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash, context)
