@@ -60,12 +60,18 @@ struct Pool {
 }
 
 impl Pool {
-    /// Frees the oldest blocks until `bytes` more fit under the limit.
-    fn make_room(&mut self, bytes: usize) {
-        while !self.free.is_empty() && self.bytes + bytes > self.limit {
-            let oldest = self.free.remove(0);
-            self.bytes -= oldest.cap;
+    /// Takes out the oldest blocks until `bytes` more fit under the limit, for the caller to
+    /// free once the lock is released (freeing a big block unmaps it: a system call).
+    #[must_use]
+    fn make_room(&mut self, bytes: usize) -> Vec<Block> {
+        let mut evicted = 0;
+        let mut kept = self.bytes;
+        while evicted < self.free.len() && kept + bytes > self.limit {
+            kept -= self.free[evicted].cap;
+            evicted += 1;
         }
+        self.bytes = kept;
+        self.free.drain(..evicted).collect()
     }
 }
 
@@ -120,11 +126,14 @@ fn take(len: usize) -> Block {
 fn give_back(block: Block) {
     let mut pool = pool();
     if block.cap > pool.limit {
+        drop(pool);
         return;
     }
-    pool.make_room(block.cap);
+    let evicted = pool.make_room(block.cap);
     pool.bytes += block.cap;
     pool.free.push(block);
+    drop(pool);
+    drop(evicted);
 }
 
 /// The owner of a pooled array's memory (its numpy `base`): returns it to the pool when freed.
@@ -196,9 +205,13 @@ pub fn py_empty<'py>(py: Python<'py>, shape: Vec<usize>, dtype: Bound<'py, PyAny
 #[pyo3(signature = (limit=None))]
 pub fn buffer_pool(limit: Option<usize>) -> (usize, usize, usize) {
     let mut pool = pool();
+    let mut evicted = Vec::new();
     if let Some(limit) = limit {
         pool.limit = limit;
-        pool.make_room(0);
+        evicted = pool.make_room(0);
     }
-    (pool.free.len(), pool.bytes, pool.limit)
+    let state = (pool.free.len(), pool.bytes, pool.limit);
+    drop(pool);
+    drop(evicted);
+    state
 }
