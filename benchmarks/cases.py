@@ -434,7 +434,8 @@ def case_window(ctx: Context) -> CaseResult:
     if tensogram is not None:
         blob = message_bytes(path)
         row_ranges = [(360 * nx, 45 * nx)]
-        box_ranges = [(r * nx + 360, 360) for r in range(180, 360)]
+        (r0, r1), (c0, c1) = (box[0].start, box[0].stop), (box[1].start, box[1].stop)
+        box_ranges = [(r * nx + c0, c1 - c0) for r in range(r0, r1)]
         contenders["upstream full decode_object"] = lambda: tensogram.decode_object(blob, 0)
         contenders["upstream rows 1/16 decode_range"] = lambda: tensogram.decode_range(blob, 0, row_ranges, join=True)
         contenders["upstream box 1/4 x 1/4 decode_range"] = lambda: tensogram.decode_range(blob, 0, box_ranges, join=True)
@@ -468,7 +469,7 @@ def case_window(ctx: Context) -> CaseResult:
     # its first point to its last is decompressed whole.
     params = f.descriptors(0)[0]["params"]
     block = params["szip_rsi"] * params["szip_block_size"]
-    first, last = 180 * nx + 360, 359 * nx + 719
+    first, last = box[0].start * nx + box[1].start, (box[0].stop - 1) * nx + box[1].stop - 1
     box_blocks = last // block - first // block + 1
     box_note = (f"box 1/4 x 1/4: {time_ratio(s['tgm_xarray box 1/4 x 1/4'], s['tgm_xarray full read']):.3f} "
                      f"of a full decode (reported, not a target): its points lie in {box_blocks} RSI blocks "
