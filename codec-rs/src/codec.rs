@@ -14,7 +14,6 @@ use crate::cbor::{from_py, map_from_py};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ParsedMessage;
 use crate::pyarray::{parse_index, read_into_out, InBuffer};
-use crate::read::read_object;
 use crate::szip;
 
 fn type_err(m: String) -> CoreError {
@@ -244,9 +243,7 @@ pub fn decode_message_into(
         CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
     })?;
     let index = parse_index(selection, &entry.descriptor.shape)?;
-    read_into_out(py, index, out, entry.descriptor.dtype.byte_width(), |sel, out| {
-        read_object(bytes, entry, sel, out, verify_hash)
-    })?;
+    read_into_out(py, bytes, entry, index, out, verify_hash)?;
     Ok(())
 }
 

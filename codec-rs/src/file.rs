@@ -13,7 +13,6 @@ use crate::cbor::{map_to_py, to_py};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ParsedMessage;
 use crate::pyarray::{parse_index, read_into_out, read_to_array};
-use crate::read::read_object;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 use tensogram::wire::{
     FrameHeader, Preamble, END_MAGIC, FRAME_HEADER_SIZE, FRAME_MAGIC, MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
@@ -285,8 +284,7 @@ impl FileHandle {
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
         let (parsed, obj) = self.object_attached(py, msg, obj)?;
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
-        let (bytes, entry) = (self.message_bytes(msg as usize), &parsed.objects[obj]);
-        read_to_array(py, &entry.descriptor, index, out, &where_, |sel, out| read_object(bytes, entry, sel, out, verify_hash))
+        read_to_array(py, self.message_bytes(msg as usize), &parsed.objects[obj], index, out, verify_hash, &where_)
     }
 
     /// Reads `selection` of object `obj` of message `msg` into `out` (see docs/architecture.md).
@@ -305,11 +303,7 @@ impl FileHandle {
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
         let bytes = self.message_bytes(msg as usize);
         parse_index(selection, &entry.descriptor.shape)
-            .and_then(|index| {
-                read_into_out(py, index, out, entry.descriptor.dtype.byte_width(), |sel, out| {
-                    read_object(bytes, entry, sel, out, verify_hash)
-                })
-            })
+            .and_then(|index| read_into_out(py, bytes, entry, index, out, verify_hash))
             .map_err(|e| e.context(&where_()).into())
     }
 }

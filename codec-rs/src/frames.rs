@@ -17,7 +17,6 @@ use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
 use crate::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
 use crate::fetch::PayloadRanges;
 use crate::pyarray::{fill_out, out_array, parse_index, read_to_array};
-use crate::read::read_object;
 
 fn format_err(m: impl Into<String>) -> CoreError {
     CoreError::new(Kind::Format, m)
@@ -199,9 +198,7 @@ pub fn read_frame<'py>(
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let bytes = frame.as_bytes();
     let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context))?;
-    read_to_array(py, &entry.descriptor, index, out, &|| context.to_owned(), |sel, out| {
-        read_object(bytes, &entry, sel, out, verify_hash)
-    })
+    read_to_array(py, bytes, &entry, index, out, verify_hash, &|| context.to_owned())
 }
 
 /// `FileHandle.read` of an object from byte ranges of its payload (`payload_len` bytes stored;

@@ -10,7 +10,8 @@ use tensogram::{DataObjectDescriptor, Dtype};
 
 use crate::buffers;
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::read::full_selection;
+use crate::message::ObjectEntry;
+use crate::read::{full_selection, read_object, worth_releasing};
 use crate::selection::AxisSel;
 
 /// A numpy array's data buffer, to be filled while the interpreter is detached.
@@ -148,6 +149,22 @@ pub struct Index {
 }
 
 impl Index {
+    /// At most how many separate runs of elements the read copies, on an object of `shape`
+    /// (each costs a place in the plan): the product of the selection's lengths up to its last
+    /// axis that is not whole, that axis left out when it is one ascending run.
+    pub fn pieces(&self, shape: &[u64]) -> usize {
+        let len = |a: &Axis| match a {
+            Axis::Sel(sel) => sel.len(),
+            Axis::Points { data, .. } => data.len / 8,
+        };
+        let whole = |(a, &n): (&Axis, &u64)| matches!(a, Axis::Sel(sel) if sel.is_full(n));
+        let Some(last) = self.axes.iter().zip(shape).rposition(|axis| !whole(axis)) else {
+            return 1;
+        };
+        let one_run = matches!(&self.axes[last], Axis::Sel(AxisSel::Range { step: 1, .. })) || len(&self.axes[last]) <= 1;
+        self.axes[..if one_run { last } else { last + 1 }].iter().map(len).product()
+    }
+
     /// The selection, axis by axis. Index arrays are converted here: call it detached.
     pub fn selection(self) -> CoreResult<Vec<AxisSel>> {
         self.axes
@@ -342,20 +359,21 @@ fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> PyResult<Bound<'py, PyArra
     })
 }
 
-/// Reads `index` of the object `desc` describes into `out`, or into a new array when `out` is
-/// `None`, and returns it: `read(selection, out bytes)` runs with the interpreter detached. The
-/// one read path of `FileHandle.read` and `read_frame`; `where_` names the object in errors.
+/// Reads `index` of object `entry` (stored in `bytes`) into `out`, or into a new array when
+/// `out` is `None`, and returns it. The one read path of `FileHandle.read` and `read_frame`;
+/// `where_` names the object in errors.
 pub fn read_to_array<'py>(
     py: Python<'py>,
-    desc: &DataObjectDescriptor,
+    bytes: &[u8],
+    entry: &ObjectEntry,
     index: Option<&Bound<'py, PyAny>>,
     out: Option<Bound<'py, PyUntypedArray>>,
+    verify_hash: bool,
     where_: &dyn Fn() -> String,
-    read: impl Send + FnOnce(&[AxisSel], &mut [u8]) -> CoreResult<()>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let index = parse_index(index, &desc.shape).map_err(|e| e.context(&where_()))?;
-    let out = out_array(py, desc, &index.shape, out, where_)?;
-    read_into_out(py, index, &out, desc.dtype.byte_width(), read).map_err(|e| e.context(&where_()))?;
+    let index = parse_index(index, &entry.descriptor.shape).map_err(|e| e.context(&where_()))?;
+    let out = out_array(py, &entry.descriptor, &index.shape, out, where_)?;
+    read_into_out(py, bytes, entry, index, &out, verify_hash).map_err(|e| e.context(&where_()))?;
     Ok(out)
 }
 
@@ -389,16 +407,28 @@ pub fn out_array<'py>(
     }
 }
 
-/// Runs `read(selection, out bytes)` with the interpreter detached, on `out`'s buffer
-/// (`itemsize` bytes per element); `index`'s arrays are converted there too.
+/// Reads `index` of object `entry` (stored in `bytes`) into `out`, with the interpreter
+/// released unless the read is too small to be worth it (`read::worth_releasing`); `index`'s
+/// arrays are converted there too.
 pub fn read_into_out(
     py: Python<'_>,
+    bytes: &[u8],
+    entry: &ObjectEntry,
     index: Index,
     out: &Bound<'_, PyUntypedArray>,
-    itemsize: usize,
-    read: impl Send + FnOnce(&[AxisSel], &mut [u8]) -> CoreResult<()>,
+    verify_hash: bool,
 ) -> CoreResult<()> {
-    fill_out(py, out, itemsize, move |bytes| read(&index.selection()?, bytes))
+    let itemsize = entry.descriptor.dtype.byte_width();
+    let mut buf = OutBuffer::new(out, itemsize)?;
+    let release = worth_releasing(entry, buf.len, index.pieces(&entry.descriptor.shape), verify_hash);
+    let read = move |out: &mut [u8]| read_object(bytes, entry, &index.selection()?, out, verify_hash);
+    if release {
+        // SAFETY: `out` is referenced for the whole call.
+        py.detach(move || read(unsafe { buf.as_mut_slice() }))
+    } else {
+        // SAFETY: as above.
+        read(unsafe { buf.as_mut_slice() })
+    }
 }
 
 /// Runs `fill(out bytes)` with the interpreter detached, on `out`'s buffer (`itemsize` bytes
@@ -412,4 +442,30 @@ pub fn fill_out(
     let mut buf = OutBuffer::new(out, itemsize)?;
     // SAFETY: `out` is referenced for the whole call.
     py.detach(move || fill(unsafe { buf.as_mut_slice() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Axis, Index};
+    use crate::selection::AxisSel;
+
+    fn pieces(shape: &[u64], sel: Vec<AxisSel>) -> usize {
+        Index { axes: sel.into_iter().map(Axis::Sel).collect(), shape: vec![], _made: vec![] }.pieces(shape)
+    }
+
+    fn r(start: u64, step: i64, len: u64) -> AxisSel {
+        AxisSel::Range { start, step, len }
+    }
+
+    #[test]
+    fn pieces_count_the_separate_runs_a_read_copies() {
+        let shape = [10, 8];
+        assert_eq!(pieces(&shape, vec![AxisSel::full(10), AxisSel::full(8)]), 1, "whole object");
+        assert_eq!(pieces(&shape, vec![r(2, 1, 3), AxisSel::full(8)]), 1, "rows");
+        assert_eq!(pieces(&shape, vec![r(1, 1, 3), r(2, 1, 4)]), 3, "a window: a run per row");
+        assert_eq!(pieces(&shape, vec![AxisSel::full(10), r(0, 2, 4)]), 40, "strided columns: every element");
+        assert_eq!(pieces(&shape, vec![r(9, -1, 10), AxisSel::full(8)]), 10, "reversed rows");
+        assert_eq!(pieces(&shape, vec![r(3, 1, 1), r(5, 1, 1)]), 1, "one element");
+        assert_eq!(pieces(&shape, vec![AxisSel::Points(vec![1, 2, 7]), AxisSel::full(8)]), 3, "a row per point");
+    }
 }

@@ -91,6 +91,24 @@ pub(crate) fn check_selection(desc: &DataObjectDescriptor, sel: &[AxisSel]) -> C
     Ok(Plan::new(&desc.shape, sel))
 }
 
+/// Below about a microsecond of work a read keeps the interpreter. On a GIL build, a thread that
+/// releases it must get it back afterwards, and when another thread holds it by then, waking up
+/// costs ~20 µs on our 2-vCPU VMs: two threads doing 4 KB reads that release get 0.77x the work
+/// of one thread done, and 1.0x when they keep it (docs/benchmarks.md, "Small reads"). Measured
+/// there too: a raw read copies ~32 KB in a microsecond, and each separate run it copies (an
+/// index-array entry, an element of a strided slice) costs about as much as copying 128 bytes.
+const RELEASE_MIN_BYTES: usize = 32 * 1024;
+const BYTES_PER_PIECE: usize = 128;
+
+/// Whether a read of `out_bytes` in at most `pieces` separate runs should release the
+/// interpreter: every decode does (it decodes at least a block), and so do hash checks and raw
+/// copies of a microsecond or more.
+pub fn worth_releasing(entry: &ObjectEntry, out_bytes: usize, pieces: usize, verify_hash: bool) -> bool {
+    entry.access != Access::Raw
+        || verify_hash
+        || out_bytes.saturating_add(pieces.saturating_mul(BYTES_PER_PIECE)) >= RELEASE_MIN_BYTES
+}
+
 /// Reads `sel` of object `entry` (of message `msg`) into `out`, in native byte order.
 pub fn read_object(
     msg: &[u8],
