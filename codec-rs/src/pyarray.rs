@@ -5,7 +5,7 @@ use std::os::raw::c_int;
 use numpy::npyffi::{NPY_ARRAY_WRITEABLE, NPY_TYPES};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple};
+use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple, PyTupleMethods};
 use tensogram::{DataObjectDescriptor, Dtype};
 
 use crate::buffers;
@@ -118,7 +118,7 @@ impl InBuffer {
         }
         // SAFETY: as in `OutBuffer::new`.
         let raw = unsafe { &*array.as_array_ptr() };
-        Ok(InBuffer { ptr: raw.data as *const u8, len: array.len() * array.dtype().itemsize() })
+        Ok(InBuffer { ptr: raw.data as *const u8, len: array.len() * descr_of(array).itemsize() })
     }
 
     /// # Safety
@@ -206,37 +206,37 @@ pub fn parse_index(index: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResul
         return Ok(result);
     };
     let bad = |m: String| CoreError::new(Kind::Index, m);
-    let items: Vec<Bound<'_, PyAny>> = match index.cast::<PyTuple>() {
-        Ok(t) => t.iter().collect(),
-        Err(_) => vec![index.clone()],
+    // The items, borrowed from the caller's tuple (no list of them is made: this runs attached).
+    let tuple = index.cast::<PyTuple>().ok();
+    let count = tuple.map_or(1, |t| t.len());
+    let item = |i: usize| match tuple {
+        Some(t) => t.get_borrowed_item(i).expect("in range").to_owned(),
+        None => index.clone(),
     };
-    let is_ellipsis = |i: &Bound<'_, PyAny>| i.is(&i.py().Ellipsis());
-    let at = items.iter().position(is_ellipsis);
-    if items.iter().filter(|i| is_ellipsis(i)).count() > 1 {
-        return Err(bad("an index can only have a single ellipsis ('...')".into()));
+    let is_ellipsis = |i: usize| item(i).is(&index.py().Ellipsis());
+    let at = (0..count).find(|&i| is_ellipsis(i));
+    if let Some(at) = at {
+        if (at + 1..count).any(is_ellipsis) {
+            return Err(bad("an index can only have a single ellipsis ('...')".into()));
+        }
     }
-    let explicit = items.len() - usize::from(at.is_some());
+    let explicit = count - usize::from(at.is_some());
     if explicit > shape.len() {
         return Err(bad(format!("too many indices: {explicit} for an array of {} dimensions", shape.len())));
     }
-    // One item per axis; `None` (whole) where the ellipsis or the missing trailing items are.
+    // Axis k takes item k, except that the axes the ellipsis (or the missing trailing items)
+    // stands for are whole and the items after an ellipsis take the last axes.
     let whole = shape.len() - explicit;
-    let mut per_axis: Vec<Option<Bound<'_, PyAny>>> = Vec::with_capacity(shape.len());
-    match at {
-        Some(at) => {
-            per_axis.extend(items[..at].iter().cloned().map(Some));
-            per_axis.extend((0..whole).map(|_| None));
-            per_axis.extend(items[at + 1..].iter().cloned().map(Some));
-        }
-        None => {
-            per_axis.extend(items.into_iter().map(Some));
-            per_axis.extend((0..whole).map(|_| None));
-        }
-    }
-    for (axis, (item, &n)) in per_axis.iter().zip(shape).enumerate() {
-        let (resolved, len, dropped) = match item {
+    for (axis, &n) in shape.iter().enumerate() {
+        let which = match at {
+            Some(at) if axis < at => Some(axis),
+            Some(at) if axis < at + whole => None,
+            Some(_) => Some(axis - whole + 1),
+            None => (axis < count).then_some(axis),
+        };
+        let (resolved, len, dropped) = match which {
             None => (Axis::Sel(AxisSel::full(n)), n as usize, false),
-            Some(item) => axis_item(item, axis, n, &mut result._made)?,
+            Some(i) => axis_item(&item(i), axis, n, &mut result._made)?,
         };
         if !dropped {
             result.shape.push(len);
@@ -318,17 +318,20 @@ fn made_array<'py>(array: Bound<'py, PyAny>, made: &mut Vec<Py<PyAny>>) -> Bound
 fn int64_index(array: Bound<'_, PyUntypedArray>, axis: usize, n: u64, made: &mut Vec<Py<PyAny>>) -> CoreResult<InBuffer> {
     let bad = |m: String| CoreError::new(Kind::Index, m);
     let py = array.py();
-    if array.dtype().is_equiv_to(&numpy::dtype::<bool>(py)) {
+    // The dtype's fields, not `is_equiv_to` (a numpy cast lookup): this runs on every read.
+    let descr = descr_of(&array);
+    if descr.num() == NPY_TYPES::NPY_BOOL as c_int {
         if array.shape() != [n as usize] {
             return Err(bad(format!("axis {axis}: boolean index of shape {:?} for size {n}", array.shape())));
         }
         let points = made_array(numpy_call(py, "flatnonzero", array.as_any())?, made);
         return int64_index(points, axis, n, made);
     }
-    if array.ndim() != 1 || !matches!(array.dtype().kind(), b'i' | b'u') {
+    if array.ndim() != 1 || !matches!(descr.kind(), b'i' | b'u') {
         return Err(bad(format!("axis {axis}: expected a slice, an int or a 1-D integer array")));
     }
-    if array.dtype().is_equiv_to(&numpy::dtype::<i64>(py)) && array.is_c_contiguous() {
+    let native_int64 = descr.kind() == b'i' && descr.itemsize() == 8 && descr.is_native_byteorder() != Some(false);
+    if native_int64 && array.is_c_contiguous() {
         return InBuffer::new(&array, "index");
     }
     // Another integer type, or not contiguous: as C-contiguous int64 (rare; small arrays).
