@@ -24,6 +24,10 @@ is_ft() {
 sys.exit(not (sysconfig.get_config_var("Py_GIL_DISABLED") == 1 and not sys._is_gil_enabled()))' 2>/dev/null
 }
 
+# apt-get that waits for the dpkg lock (unattended-upgrades, or scripts/setup.sh at the same time)
+# instead of failing.
+apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
+
 # Build CPython 3.13t (--disable-gil, no PGO/LTO) into $FT_PREFIX, using only deb.debian.org
 # (a *source* package from a newer suite) and the bookworm archive. Adapted from
 # shared/tools/build-free-threaded-python.sh.
@@ -34,8 +38,8 @@ build_cpython() {
 
   # 1) Build dependencies -- all from bookworm itself
   say "apt: CPython build deps (log $LOG-apt.log)"
-  { apt-get update -qq
-    apt-get install -y -qq --no-install-recommends \
+  { apt_get update -qq
+    apt_get install -y -qq --no-install-recommends \
       build-essential pkg-config xz-utils ca-certificates \
       libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev libsqlite3-dev \
       libreadline-dev uuid-dev libncurses-dev libgdbm-dev libgdbm-compat-dev \
@@ -54,10 +58,10 @@ build_cpython() {
     say "apt: fetch python3.13 source from $suite"
     printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
       "$suite" >"$src_list"
-    if { apt-get update -qq && (cd "$work" && apt-get source --download-only "python3.13/$suite"); } \
+    if { apt_get update -qq && (cd "$work" && apt_get source --download-only "python3.13/$suite"); } \
          >>"$LOG-apt.log" 2>&1; then break; fi
   done
-  rm -f "$src_list"; apt-get update -qq >>"$LOG-apt.log" 2>&1   # back to plain bookworm
+  rm -f "$src_list"; apt_get update -qq >>"$LOG-apt.log" 2>&1   # back to plain bookworm
   local orig; orig=$(ls "$work"/python3.13_*.orig.tar.xz 2>/dev/null | sort -V | tail -1)
   [ -n "$orig" ] || die "could not fetch the python3.13 source package, see $LOG-apt.log"
   say "source: $(basename "$orig") sha256 $(sha256sum "$orig" | cut -c1-16)..."

@@ -12,9 +12,12 @@ step() {  # step "what" command...: run it and print how long it took
   local t; t=$(date +%s); echo "[setup] $1"; shift
   "$@"; echo "[setup]   $(( $(date +%s) - t )) s"
 }
+# Waits for the dpkg lock (unattended-upgrades, or scripts/free-threaded-python.sh running at once)
+# instead of failing.
 apt_install() {
   local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@"
+  local apt=($sudo apt-get -o DPkg::Lock::Timeout=600)
+  "${apt[@]}" update -qq && DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq "$@"
 }
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
 
