@@ -24,7 +24,7 @@ import datagen
 from harness import (Samples, fmt_rate, fmt_ratio, fmt_time, once_each, paired_ratio, percentile,
                      perf, rounds, throughput_matrix, timed_calls)
 
-from tgm_xarray import handles, open_file
+from tgm_xarray import _core, handles, open_file
 
 HERE = Path(__file__).resolve().parent
 #: Packages the shared venv may lack (upstream tensogram-xarray, h5py), installed with
@@ -327,6 +327,43 @@ def case_range(ctx: Context) -> CaseResult:
                                                  "tgm_xarray FileHandle.read_into(index array)",
                                                  "upstream decode_range(bytes)"),
                                   control=paired_ratio(m[CONTROL][2], m[CONTROL][ctx.threads[0]])))
+    return res
+
+
+# --- sizes -----------------------------------------------------------------------------------
+
+def case_sizes(ctx: Context) -> CaseResult:
+    res = CaseResult("sizes", "Small reads: thread scaling by read size, either side of the release threshold",
+                     "Raw float32 reads of the 1M object into a given `out`: one slice of 1K to 64K "
+                     "elements, and index arrays of 2 runs of 128 to 4K points. Reads below about a "
+                     "microsecond of work (32 KB copied, each separate run counting 128 bytes) keep the "
+                     "interpreter: on a GIL build a thread that releases it for less waits ~20 µs to "
+                     "get it back whenever another thread holds it, and two threads then do less than "
+                     "one. The larger reads release it and scale.")
+    datagen.ensure(["raw"], ctx.data)
+    f = open_file(ctx.data / "raw1m.tgm")
+    n_threads = max(ctx.threads)
+
+    def keeps(nbytes: int, runs: int) -> bool:
+        """The core's rule (`read::worth_releasing`) for a raw read copying `nbytes` in `runs` runs."""
+        return nbytes + runs * _core.BYTES_PER_PIECE < _core.RELEASE_MIN_BYTES
+    contenders: dict[str, Callable[[int], Any]] = {}
+    for n in (1024, 4096, 16384, 65536):
+        outs = [np.empty(n, np.float32) for _ in range(n_threads)]
+        contenders[f"slice of {n // 1024}K ({'keeps' if keeps(4 * n, 1) else 'releases'})"] = (
+            lambda i, n=n, outs=outs: f.read(0, 0, slice(1000, 1000 + n), out=outs[i]))
+    for k in (128, 1024, 4096):
+        sel = (np.r_[1000:1000 + k, 500_000:500_000 + k].astype(np.int64),)
+        outs = [np.empty(2 * k, np.float32) for _ in range(n_threads)]
+        contenders[f"index 2 x {k} ({'keeps' if keeps(8 * k, 2 * k) else 'releases'})"] = (
+            lambda i, sel=sel, outs=outs: f.read(0, 0, sel, out=outs[i]))
+    add_control(contenders)
+    src = datagen.raw_values()
+    res.notes.append(check(np.array_equal(f.read(0, 0, slice(1000, 1000 + 65536)), src[1000:1000 + 65536]),
+                           "tgm_xarray slice read == source values"))
+    m = throughput_matrix(contenders, ctx.threads, ctx.repeats, ctx.target_s)
+    res.tables.append(throughput_table("raw float32 reads by size", m, ctx.threads, []))
+    res.series, res.raw = series_of(m), raw_matrix(m)
     return res
 
 
@@ -746,13 +783,14 @@ def case_contention(ctx: Context) -> CaseResult:
     res = CaseResult("contention", "Latency of small reads next to a CPU-bound Python thread",
                      "The main thread reads 1,024-element slices (at random offsets) of the 1M float32 "
                      "object, one at a time, timing each; alone, then while another thread spins in a "
-                     "pure-Python loop. With the GIL, a call that releases it (to decode) must win it back "
-                     "from the spinner on return, which can take a whole switch interval "
+                     "pure-Python loop. With the GIL, a call that releases it must win it back from the "
+                     "spinner on return, which can take a whole switch interval "
                      f"(`sys.getswitchinterval()` = {sys.getswitchinterval() * 1e3:g} ms): the convoy "
-                     "effect. References: a numpy copy of the same 1,024 floats (numpy releases the GIL for "
-                     "copies above 500 elements, so it suffers too) and a bytearray slice copy of "
-                     "the same 4 KB, which keeps the GIL. On a free-threaded build there is no GIL "
-                     "to win back.")
+                     "effect. Our 4 KB reads are below the release threshold (see `sizes`) and keep the "
+                     "GIL; upstream's `decode_range` releases it. References: a numpy copy of the same "
+                     "1,024 floats (numpy releases the GIL for copies above 500 elements, so it suffers "
+                     "too) and a bytearray slice copy of the same 4 KB, which keeps the GIL. On a "
+                     "free-threaded build there is no GIL to win back.")
     datagen.ensure(["raw"], ctx.data)
     path = ctx.data / "raw1m.tgm"
     f = open_file(path)
@@ -856,6 +894,7 @@ def case_zarr(ctx: Context) -> CaseResult:
 CASES = {
     "decode": case_decode,
     "range": case_range,
+    "sizes": case_sizes,
     "packed": case_packed,
     "window": case_window,
     "e2e": case_e2e,

@@ -64,5 +64,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FRAME_HEADER_SIZE", tensogram::wire::FRAME_HEADER_SIZE)?;
     m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
     m.add("TENSOGRAM_VERSION", "0.24.0")?;
+    // Raw reads below this much work keep the interpreter (read::worth_releasing).
+    m.add("RELEASE_MIN_BYTES", read::RELEASE_MIN_BYTES)?;
+    m.add("BYTES_PER_PIECE", read::BYTES_PER_PIECE)?;
     Ok(())
 }

@@ -97,8 +97,8 @@ pub(crate) fn check_selection(desc: &DataObjectDescriptor, sel: &[AxisSel]) -> C
 /// of one thread done, and 1.0x when they keep it (docs/benchmarks.md, "Small reads"). Measured
 /// there too: a raw read copies ~32 KB in a microsecond, and each separate run it copies (an
 /// index-array entry, an element of a strided slice) costs about as much as copying 128 bytes.
-const RELEASE_MIN_BYTES: usize = 32 * 1024;
-const BYTES_PER_PIECE: usize = 128;
+pub const RELEASE_MIN_BYTES: usize = 32 * 1024;
+pub const BYTES_PER_PIECE: usize = 128;
 
 /// Whether a read of `out_bytes` in at most `pieces` separate runs should release the
 /// interpreter: every decode does (it decodes at least a block), and so do hash checks and raw

@@ -6,6 +6,9 @@ from typing import Any
 import numpy as np
 
 TENSOGRAM_VERSION: str
+# Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.
+RELEASE_MIN_BYTES: int
+BYTES_PER_PIECE: int
 
 Selection = tuple[tuple[int, int, int] | np.ndarray, ...] | None
 
