@@ -206,12 +206,13 @@ pub fn parse_index(index: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResul
         return Ok(result);
     };
     let bad = |m: String| CoreError::new(Kind::Index, m);
-    // The items, borrowed from the caller's tuple (no list of them is made: this runs attached).
+    // The items, borrowed: no list of them is made, and no reference taken (threads that share
+    // an index would contend for its reference count on a free-threaded build).
     let tuple = index.cast::<PyTuple>().ok();
     let count = tuple.map_or(1, |t| t.len());
     let item = |i: usize| match tuple {
-        Some(t) => t.get_borrowed_item(i).expect("in range").to_owned(),
-        None => index.clone(),
+        Some(t) => t.get_borrowed_item(i).expect("in range"),
+        None => index.as_borrowed(),
     };
     let is_ellipsis = |i: usize| item(i).is(&index.py().Ellipsis());
     let at = (0..count).find(|&i| is_ellipsis(i));
@@ -261,10 +262,14 @@ fn axis_item(item: &Bound<'_, PyAny>, axis: usize, n: u64, made: &mut Vec<Py<PyA
         let len = sel.len();
         return Ok((Axis::Sel(sel), len, false));
     }
+    let from_list;
     let array = match item.cast::<PyUntypedArray>() {
         Ok(a) if a.ndim() == 0 => None, // a 0-d integer array indexes like an int
-        Ok(a) => Some(a.clone()),
-        Err(_) if item.cast::<PyList>().is_ok() => Some(made_array(numpy_call(item.py(), "asarray", item)?, made)),
+        Ok(a) => Some(a),
+        Err(_) if item.cast::<PyList>().is_ok() => {
+            from_list = made_array(numpy_call(item.py(), "asarray", item)?, made);
+            Some(&from_list)
+        }
         Err(_) => None,
     };
     if let Some(array) = array {
@@ -315,24 +320,24 @@ fn made_array<'py>(array: Bound<'py, PyAny>, made: &mut Vec<Py<PyAny>>) -> Bound
 
 /// The bytes of the C-contiguous int64 indices a 1-D integer or boolean array selects
 /// (converted, and kept in `made`, when it is not that already).
-fn int64_index(array: Bound<'_, PyUntypedArray>, axis: usize, n: u64, made: &mut Vec<Py<PyAny>>) -> CoreResult<InBuffer> {
+fn int64_index(array: &Bound<'_, PyUntypedArray>, axis: usize, n: u64, made: &mut Vec<Py<PyAny>>) -> CoreResult<InBuffer> {
     let bad = |m: String| CoreError::new(Kind::Index, m);
     let py = array.py();
     // The dtype's fields, not `is_equiv_to` (a numpy cast lookup): this runs on every read.
-    let descr = descr_of(&array);
+    let descr = descr_of(array);
     if descr.num() == NPY_TYPES::NPY_BOOL as c_int {
         if array.shape() != [n as usize] {
             return Err(bad(format!("axis {axis}: boolean index of shape {:?} for size {n}", array.shape())));
         }
         let points = made_array(numpy_call(py, "flatnonzero", array.as_any())?, made);
-        return int64_index(points, axis, n, made);
+        return int64_index(&points, axis, n, made);
     }
     if array.ndim() != 1 || !matches!(descr.kind(), b'i' | b'u') {
         return Err(bad(format!("axis {axis}: expected a slice, an int or a 1-D integer array")));
     }
     let native_int64 = descr.kind() == b'i' && descr.itemsize() == 8 && descr.is_native_byteorder() != Some(false);
     if native_int64 && array.is_c_contiguous() {
-        return InBuffer::new(&array, "index");
+        return InBuffer::new(array, "index");
     }
     // Another integer type, or not contiguous: as C-contiguous int64 (rare; small arrays).
     let converted = numpy_call(py, "ascontiguousarray", array.as_any())?
