@@ -214,7 +214,7 @@ pub fn parse_index(index: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResul
         Some(t) => t.get_borrowed_item(i).expect("in range"),
         None => index.as_borrowed(),
     };
-    let is_ellipsis = |i: usize| item(i).is(&index.py().Ellipsis());
+    let is_ellipsis = |i: usize| item(i).is(index.py().Ellipsis());
     let at = (0..count).find(|&i| is_ellipsis(i));
     if let Some(at) = at {
         if (at + 1..count).any(is_ellipsis) {
