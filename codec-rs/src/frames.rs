@@ -228,7 +228,8 @@ pub fn read_payload_ranges<'py>(
     let pieces: Vec<Bound<'py, PyBytes>> = fetch.call1((ranges.byte_ranges().map_err(in_context)?,))?.extract()?;
     let pieces: Vec<&[u8]> = pieces.iter().map(|p| p.as_bytes()).collect();
     let out = out_array(py, &desc, &shape, out, &|| context.to_owned())?;
-    fill_out(py, &out, desc.dtype.byte_width(), |bytes| ranges.read(&pieces, bytes)).map_err(in_context)?;
+    // Released always: the fetch before it costs far more than a hand-off.
+    fill_out(py, &out, desc.dtype.byte_width(), true, |bytes| ranges.read(&pieces, bytes)).map_err(in_context)?;
     Ok(Some(out))
 }
 

@@ -427,29 +427,27 @@ pub fn read_into_out(
     verify_hash: bool,
 ) -> CoreResult<()> {
     let itemsize = entry.descriptor.dtype.byte_width();
-    let mut buf = OutBuffer::new(out, itemsize)?;
-    let release = worth_releasing(entry, buf.len, index.pieces(&entry.descriptor.shape), verify_hash);
-    let read = move |out: &mut [u8]| read_object(bytes, entry, &index.selection()?, out, verify_hash);
-    if release {
-        // SAFETY: `out` is referenced for the whole call.
-        py.detach(move || read(unsafe { buf.as_mut_slice() }))
-    } else {
-        // SAFETY: as above.
-        read(unsafe { buf.as_mut_slice() })
-    }
+    let release = worth_releasing(entry, out.len() * itemsize, index.pieces(&entry.descriptor.shape), verify_hash);
+    fill_out(py, out, itemsize, release, move |out| read_object(bytes, entry, &index.selection()?, out, verify_hash))
 }
 
-/// Runs `fill(out bytes)` with the interpreter detached, on `out`'s buffer (`itemsize` bytes
-/// per element).
+/// Runs `fill(out bytes)` on `out`'s buffer (`itemsize` bytes per element), with the
+/// interpreter detached when `release`.
 pub fn fill_out(
     py: Python<'_>,
     out: &Bound<'_, PyUntypedArray>,
     itemsize: usize,
+    release: bool,
     fill: impl Send + FnOnce(&mut [u8]) -> CoreResult<()>,
 ) -> CoreResult<()> {
     let mut buf = OutBuffer::new(out, itemsize)?;
     // SAFETY: `out` is referenced for the whole call.
-    py.detach(move || fill(unsafe { buf.as_mut_slice() }))
+    let fill = move || fill(unsafe { buf.as_mut_slice() });
+    if release {
+        py.detach(fill)
+    } else {
+        fill()
+    }
 }
 
 #[cfg(test)]
