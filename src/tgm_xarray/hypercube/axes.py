@@ -73,15 +73,24 @@ class Axes:
         """Each row's ``(sorted dimensions, level type)`` number, and those pairs."""
         if not self.n:
             return np.zeros(0, dtype=np.int64), []
-        combination, first = factorize(*(inverse for inverse, _ in self._groups))
-        index: dict[Any, int] = {}
+        # per group, what a combination contributes: (dim, level type) or None, numbered
+        kinds: list[list] = []
+        codes = []
+        for inverse, axes in self._groups:
+            index: dict[Any, int] = {}
+            of_combination = [index.setdefault(
+                (found[0], found[1].levtype) if found else None, len(index)) for found in axes]
+            kinds.append(list(index))
+            codes.append(np.array(of_combination, dtype=np.int64)[inverse])
+        combination, first = factorize(*codes)
+        index = {}
         pairs: list[tuple[list[str], str | None]] = []
         of_combination = []
         for row in first.tolist():
-            found = [axes[inverse[row]] for inverse, axes in self._groups]
+            found = [kind[code[row]] for kind, code in zip(kinds, codes)]
             found = [f for f in found if f is not None]
             dims = sorted(d for d, _ in found)
-            levtype = next((a.levtype for d, a in found if mars.is_level(d)), None)
+            levtype = next((t for d, t in found if mars.is_level(d)), None)
             if (tuple(dims), levtype) not in index:
                 index[(tuple(dims), levtype)] = len(pairs)
                 pairs.append((dims, levtype))
