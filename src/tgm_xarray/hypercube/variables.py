@@ -17,7 +17,7 @@ from tgm_xarray.attrs import freeze, is_scalar
 from tgm_xarray.errors import TgmConflictError
 from tgm_xarray.hypercube.axes import Axes
 from tgm_xarray.hypercube.columns import factorize
-from tgm_xarray.hypercube.objects import NAME_KEYS, Objects, Row, dtype_family
+from tgm_xarray.hypercube.objects import NAME_KEYS, Objects, Row
 
 
 @dataclass
