@@ -2,7 +2,7 @@
 
 Three roles, as in xarray's own engines: ``TensogramBackendArray`` knows how to read a key,
 ``TensogramDataStore`` turns a file into variables and attributes (the layout comes from
-``mapping``), and ``TensogramBackendEntrypoint`` is what xarray calls.
+``hypercube``), and ``TensogramBackendEntrypoint`` is what xarray calls.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from xarray.core.variable import Variable
 
 from tgm_xarray import _core
 from tgm_xarray.file import TgmFile
-from tgm_xarray.mapping import DatasetPlan, MessageInfo, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
 
 MAGIC = b"TENSOGRM"
 
@@ -125,9 +125,9 @@ def _preferred_chunks(plan: VariablePlan) -> dict[str, int]:
 
 
 class TensogramDataStore(AbstractDataStore):
-    """A ``.tgm`` file as xarray variables, laid out by ``mapping.build_hypercube``."""
+    """A ``.tgm`` file as xarray variables, laid out by ``hypercube.build_hypercube``."""
 
-    def __init__(self, ref: FileRef, plan: DatasetPlan, lock=None, verify_hash: bool = False):
+    def __init__(self, ref: FileRef, plan: HypercubePlan, lock=None, verify_hash: bool = False):
         self.ref = ref
         self.plan = plan
         self.lock = lock
@@ -137,7 +137,7 @@ class TensogramDataStore(AbstractDataStore):
     def open(cls, path: str, *, lock=None, verify_hash: bool = False, storage_options: dict | None = None,
              **mapping_options) -> TensogramDataStore:
         file = TgmFile(path, storage_options)
-        return cls(FileRef(path, file, storage_options), build_hypercube(message_infos(file), source=path,
+        return cls(FileRef(path, file, storage_options), build_hypercube(metadata_table(file), source=path,
                                                         fingerprint=file.handle.fingerprint,
                                                         **mapping_options), lock, verify_hash)
 
@@ -176,11 +176,11 @@ class TensogramDataStore(AbstractDataStore):
         self.ref.close()
 
 
-def message_infos(file: TgmFile) -> list[MessageInfo]:
+def metadata_table(file: TgmFile) -> MetadataTable:
     """Every message's metadata and descriptors (parsed in Rust with the interpreter released)."""
     handle = file.handle
     handle.parse_all()
-    return [MessageInfo(i, handle.metadata(i), handle.descriptors(i)) for i in range(len(handle))]
+    return MetadataTable.from_messages([(handle.metadata(i), handle.descriptors(i)) for i in range(len(handle))])
 
 
 def _is_tgm(filename_or_obj: Any) -> bool:
@@ -271,7 +271,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         path = _path(filename_or_obj)
         file = TgmFile(path, storage_options)
         ref = FileRef(path, file, storage_options)
-        groups = split_groups(message_infos(file), source=path, fingerprint=file.handle.fingerprint,
+        groups = split_groups(metadata_table(file), source=path, fingerprint=file.handle.fingerprint,
                               variable_key=variable_key, dim_names=dim_names,
                               filter_by_keys=filter_by_keys, duplicates=duplicates,
                               merge_objects=merge_objects)
