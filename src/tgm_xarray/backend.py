@@ -177,9 +177,11 @@ class TensogramDataStore(AbstractDataStore):
 
 
 def metadata_table(file: TgmFile) -> MetadataTable:
-    """Every message's metadata and descriptors (parsed in Rust with the interpreter released)."""
+    """Every message's metadata as columns: one core call for a local file (interpreter
+    released, no payload read); a remote file's handle gives its messages' dicts."""
     handle = file.handle
-    handle.parse_all()
+    if isinstance(handle, _core.FileHandle):
+        return MetadataTable.from_core(handle.table())
     return MetadataTable.from_messages([(handle.metadata(i), handle.descriptors(i)) for i in range(len(handle))])
 
 
