@@ -34,3 +34,41 @@ def write_archive(path, messages: int = 10_000) -> str:
             f.write(tensogram.encode({"base": [base] + [b for b, _, _ in coords]},
                                      [(field, values)] + [(d, a) for _, d, a in coords], hash="xxh3"))
     return os.fspath(path)
+
+
+def measure(path, url_of, server) -> tuple[int, int, float]:
+    """``(requests, bytes, seconds)`` of ``xr.open_dataset`` on ``path`` served by ``server``."""
+    import time
+
+    import xarray as xr
+
+    from tgm_xarray import handles
+
+    handles.CACHE.clear()
+    server.reset()
+    began = time.perf_counter()
+    with xr.open_dataset(url_of(path), engine="tensogram") as ds:
+        ds.data_vars  # noqa: B018 - opened: every message's metadata read
+    return server.count(), server.sent_bytes(), time.perf_counter() - began
+
+
+if __name__ == "__main__":  # python tests/remote_archive.py: what opening over loopback HTTP costs
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from range_server import RangeServer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write_archive(root / "archive.tgm", 10_000)
+        thousand = Path(__file__).resolve().parents[1].parent / "shared/fixtures/upstream/remote-parity/thousand-msg.tgm"
+        shutil.copyfile(thousand, root / thousand.name)
+        server = RangeServer(root).start()
+        for name in ("archive.tgm", thousand.name):
+            size = (root / name).stat().st_size
+            requests, sent, seconds = measure(root / name, lambda p: server.url(p.name), server)
+            print(f"{name}: {size:,} bytes, open_dataset: {requests:,} requests, {sent:,} bytes, {seconds:.2f} s")
+        server.stop()

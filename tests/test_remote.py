@@ -236,13 +236,19 @@ def test_a_window_read_into_out(range_server, tmp_path):
 
 @pytest.mark.parametrize("name", ["single-msg.tgm", "two-msg.tgm", "ten-msg.tgm", "ten-msg-footer.tgm",
                                   "hundred-msg-footer.tgm", "streaming-tail.tgm", "metadata_parity.tgm"])
-def test_upstream_layouts_read_as_locally(range_server, name):
+@pytest.mark.parametrize("large", [False, True], ids=["read-whole", "read-by-header-or-footer"])
+def test_upstream_layouts_read_as_locally(range_server, monkeypatch, name, large):
+    if large:
+        read_as_large_files(monkeypatch)
     url, path = serve(range_server, REMOTE_PARITY / name)
     assert_same_file(url, path)
 
 
 @pytest.mark.parametrize("name", ["multi_message.tgm", "multi_object_xxh3.tgm", "mars_metadata.tgm"])
-def test_golden_files_read_as_locally(range_server, name):
+@pytest.mark.parametrize("large", [False, True], ids=["read-whole", "read-by-header-or-footer"])
+def test_golden_files_read_as_locally(range_server, monkeypatch, name, large):
+    if large:
+        read_as_large_files(monkeypatch)
     url, path = serve(range_server, GOLDEN / name)
     assert_same_file(url, path)
 

@@ -415,8 +415,9 @@ def scan_messages(fetcher: Fetcher) -> list[MessageBytes]:
                                  "truncated file") from None
         if total == 0:
             rest = window.ensure(pos, size, ahead)
-            return found + [MessageBytes(pos + offset, length, "whole", rest[offset : offset + length])
-                            for offset, length in _core.message_spans(rest)]
+            found += [MessageBytes(pos + offset, length, "whole", rest[offset : offset + length])
+                      for offset, length in _core.message_spans(rest)]
+            break
         if pos + total > size:
             raise TgmFormatError(f"{where} are a truncated message ({total} bytes announced)")
         end = pos + total
