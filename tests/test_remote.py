@@ -399,14 +399,16 @@ def test_a_misleading_postamble_does_not_mislead_the_walk(range_server, tmp_path
         assert remote_file.read(msg, 0).tobytes() == local.read(msg, 0).tobytes()
 
 
-@pytest.mark.parametrize("large", [False, True], ids=["read-whole", "read-by-header"])
+@pytest.mark.parametrize("large", [False, True], ids=["read-whole", "read-by-header-or-footer"])
 @pytest.mark.parametrize("bad", [2, 9])
-def test_a_postamble_that_disagrees_fails_that_message_as_locally(range_server, tmp_path, monkeypatch, bad, large):
+@pytest.mark.parametrize("name", ["ten-msg.tgm", "ten-msg-footer.tgm"])
+def test_a_postamble_that_disagrees_fails_that_message_as_locally(range_server, tmp_path, monkeypatch, name, bad,
+                                                                   large):
     """Reading the bad message fails as a local read does and the others read as locally,
-    whether messages are read whole or by their header."""
+    whether messages are read whole or by their header or footer."""
     if large:
         read_as_large_files(monkeypatch)
-    source = require_shared(REMOTE_PARITY / "ten-msg.tgm")
+    source = require_shared(REMOTE_PARITY / name)
     spans = [tgm_xarray.open_file(source).handle.message_span(m) for m in range(10)]
     data = bytearray(source.read_bytes())
     end = sum(spans[bad])

@@ -284,11 +284,13 @@ class Fetcher:
 
         if length is not None and int(length) > limit:
             raise too_large()
-        body = await r.content.read(limit + 1)
-        chunks = [body]
-        while body and sum(map(len, chunks)) <= limit:
-            body = await r.content.read(limit + 1 - sum(map(len, chunks)))
-            chunks.append(body)
+        chunks, received = [], 0
+        while received <= limit:  # stops one byte past the limit at most
+            chunk = await r.content.read(limit + 1 - received)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            received += len(chunk)
         data = b"".join(chunks)
         if len(data) > limit:
             raise too_large()
@@ -435,13 +437,16 @@ def scan_messages(fetcher: Fetcher) -> list[MessageBytes]:
             header_end = end if frames["next"] == "more" else pos + head_size + frames["end"]
             found.append(MessageBytes(pos, total, "header", window.take(pos, header_end)))
             header_guess = max(HEADER_GUESS, 2 * (head_size + frames["end"]))  # room for a longer one
-        else:  # "footer": the frames before the postamble
+        else:  # "footer": the frames before the postamble (which the message's parse checks)
             tail = window.ensure(max(pos, end - footer_guess), end, 0)
-            first_footer, length = _core.parse_postamble(tail)
-            if length != total or not head_size <= first_footer <= total - tail_size:
-                raise TgmFormatError(f"message at byte {pos}: its postamble does not match its preamble")
-            footer_guess = total - first_footer
-            found.append(MessageBytes(pos, total, "footer", window.ensure(pos + first_footer, end, 0)))
+            try:
+                first_footer, _ = _core.parse_postamble(tail)
+            except TgmFormatError:
+                first_footer = -1
+            if head_size <= first_footer <= total - tail_size:
+                footer_guess = total - first_footer
+                tail = window.ensure(pos + first_footer, end, 0)
+            found.append(MessageBytes(pos, total, "footer", tail))
         pos = end
     # The postambles of messages read by their header, to check them as a local read does: most
     # came with the next message's preamble, the others come in one batch.
@@ -547,7 +552,9 @@ class RemoteHandle:
             if frames["next"] == "more":
                 raise TgmFormatError("a header frame runs past the message end")
         else:
-            first_footer = found.length - len(found.data)
+            first_footer, length = _core.parse_postamble(found.data)
+            if length != found.length or first_footer != found.length - len(found.data):
+                raise TgmFormatError("its postamble does not match its preamble")
             frames = _core.parse_frames(found.data[: -_core.POSTAMBLE_SIZE], first_footer)
         if frames["metadata"] is None or frames["index"] is None:
             raise TgmFormatError("its metadata or index frame is missing")
