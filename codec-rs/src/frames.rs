@@ -270,3 +270,17 @@ pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult
 pub fn hashed_fingerprint(cbor: &[u8], frame_hash: u64) -> PyResult<String> {
     Ok(fingerprint(&object_descriptor(cbor)?, Stored::FrameHash(frame_hash)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::check_index_order;
+
+    #[test]
+    fn an_index_must_list_frames_in_order_without_overlaps() {
+        assert!(check_index_order(&[480, 17024], &[16538, 16538]).is_ok());
+        assert!(check_index_order(&[], &[]).is_ok());
+        assert!(check_index_order(&[17024, 480], &[16538, 16538]).is_err()); // swapped
+        assert!(check_index_order(&[480, 490], &[16538, 16538]).is_err()); // overlapping
+        assert!(check_index_order(&[480], &[16538, 16538]).is_err()); // lengths without offsets
+    }
+}

@@ -372,7 +372,8 @@ class _Window:
         if self.stop < b:
             if blocks:
                 count = max(blocks, -(-(b - self.stop) // self.block))
-                ranges = [(p, min(p + self.block, size)) for p in range(self.stop, size, self.block)][:count]
+                ranges = [(p, min(p + self.block, size))
+                          for p in range(self.stop, min(size, self.stop + count * self.block), self.block)]
                 self.block = min(2 * self.block, MAX_BLOCK)
             else:
                 ranges = [(self.stop, b)]
