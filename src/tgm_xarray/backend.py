@@ -7,8 +7,14 @@ Three roles, as in xarray's own engines: ``TensogramBackendArray`` knows how to 
 
 from __future__ import annotations
 
+import atexit
+import hashlib
+import io
 import os
+import tempfile
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,6 +27,7 @@ from xarray.core.variable import Variable
 from tgm_xarray import _core
 from tgm_xarray.file import TgmFile
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.remote import is_url
 
 MAGIC = b"TENSOGRM"
 
@@ -187,9 +194,11 @@ def metadata_table(file: TgmFile) -> MetadataTable:
 
 def _is_tgm(filename_or_obj: Any) -> bool:
     if isinstance(filename_or_obj, (str, os.PathLike)):
-        path = os.fspath(filename_or_obj)
+        path = _local_path(filename_or_obj)
         if path.endswith(".tgm"):
             return True
+        if is_url(path):
+            return False
         try:
             with open(path, "rb") as f:
                 return f.read(len(MAGIC)) == MAGIC
@@ -197,6 +206,14 @@ def _is_tgm(filename_or_obj: Any) -> bool:
             return False
     if isinstance(filename_or_obj, (bytes, bytearray, memoryview)):
         return bytes(filename_or_obj[: len(MAGIC)]) == MAGIC
+    if hasattr(filename_or_obj, "read") and hasattr(filename_or_obj, "seek"):
+        try:
+            at = filename_or_obj.tell()
+            start = filename_or_obj.read(len(MAGIC))
+            filename_or_obj.seek(at)
+        except (OSError, ValueError):
+            return False
+        return start == MAGIC
     return False
 
 
@@ -295,10 +312,57 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
 
 
+def _local_path(path: str | os.PathLike) -> str:
+    """``path`` as the core opens it: ``~`` expanded, ``file://`` URLs as local paths; other URLs
+    as they are."""
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if path.startswith("file://"):
+        parsed = urllib.parse.urlsplit(path)
+        return urllib.request.url2pathname(parsed.path)
+    return path if is_url(path) else os.path.expanduser(path)
+
+
 def _path(filename_or_obj) -> str:
+    """What ``open_dataset`` was given as a path the core opens: paths and URLs (``_local_path``),
+    the contents of a file (bytes, or a binary file object, read from its current position) as a
+    temporary copy (``_contents_path``). A file object of a file on disk opens that file."""
     if isinstance(filename_or_obj, (str, os.PathLike)):
-        return os.fspath(filename_or_obj)
-    raise TypeError(f"engine='tensogram' opens paths, not {type(filename_or_obj).__name__}")
+        return _local_path(filename_or_obj)
+    if isinstance(filename_or_obj, (bytes, bytearray, memoryview)):
+        return _contents_path(bytes(filename_or_obj))
+    if hasattr(filename_or_obj, "read"):
+        name = getattr(filename_or_obj, "name", None)
+        if isinstance(filename_or_obj, io.BufferedReader) and isinstance(name, str) and os.path.isfile(name):
+            return os.path.realpath(name)
+        data = filename_or_obj.read()
+        if not isinstance(data, bytes):
+            raise TypeError("engine='tensogram' reads binary file objects; open the file with mode 'rb'")
+        return _contents_path(data)
+    raise TypeError(f"engine='tensogram' opens paths, URLs, bytes and binary file objects, "
+                    f"not {type(filename_or_obj).__name__}")
+
+
+def _contents_path(data: bytes) -> str:
+    """A temporary file holding ``data`` (the core maps files): named by its contents, so the
+    same bytes opened again share it, and removed when the interpreter exits."""
+    digest = hashlib.sha256(data).hexdigest()[:32]
+    path = os.path.join(tempfile.gettempdir(), f"tgm-xarray-{os.getpid()}-{digest}.tgm")
+    if not os.path.exists(path):
+        fd, partial = tempfile.mkstemp(suffix=".partial", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(partial, path)  # complete or absent, also with threads opening the same bytes
+        atexit.register(_remove, path)
+    return path
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords, drop_variables,
