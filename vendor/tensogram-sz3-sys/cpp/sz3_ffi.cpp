@@ -97,6 +97,24 @@ static SZ3_Config_C config_cpp_to_c(const SZ3::Config& cfg) {
 }
 
 // ---------------------------------------------------------------------------
+// Decompression failures (tgm-xarray patch)
+// ---------------------------------------------------------------------------
+
+// Whether the last sz3_decompress_* call on this thread caught an exception:
+// SZ3 throws on corrupt input, and `sz3_decompress_*` returns nothing, so the
+// caller asks here (sz3_take_decompress_failed) after each call.
+static thread_local bool decompress_failed = false;
+
+// Zeros after a copy of the compressed stream (see sz3_decompress_*).
+constexpr size_t kDecompressPad = 64 * 1024;
+
+extern "C" bool sz3_take_decompress_failed() {
+    bool failed = decompress_failed;
+    decompress_failed = false;
+    return failed;
+}
+
+// ---------------------------------------------------------------------------
 // Macro to generate the 3 per-type FFI functions
 // ---------------------------------------------------------------------------
 
@@ -122,8 +140,19 @@ extern "C" void sz3_decompress_##suffix(                                      \
         size_t compressed_len,                                                \
         T* decompressed_data) {                                               \
     using namespace SZ3;                                                      \
-    Config cfg;                                                               \
-    SZ_decompress<T>(cfg, compressed_data, compressed_len, decompressed_data);\
+    decompress_failed = false;                                                \
+    try {                                                                     \
+        /* SZ3's readers take no end pointer: a corrupt stream reads past */  \
+        /* its end into zeros here, not past the caller's buffer.         */  \
+        std::vector<char> padded(compressed_len + kDecompressPad, 0);         \
+        std::memcpy(padded.data(), compressed_data, compressed_len);          \
+        Config cfg;                                                           \
+        SZ_decompress<T>(cfg, padded.data(), compressed_len,                  \
+                         decompressed_data);                                  \
+    } catch (...) {                                                           \
+        /* Corrupt input throws; an exception crossing extern "C" aborts. */ \
+        decompress_failed = true;                                             \
+    }                                                                         \
 }
 
 // Instantiate for all 10 supported types

@@ -100,6 +100,11 @@ unsafe extern "C" {
     /// Free a `size_t[]` pointer that was allocated on the C++ side (e.g. the
     /// `dims` field of [`SZ3_Config`]).
     pub fn sz3_dealloc_size_t(ptr: *mut usize);
+
+    /// Whether the last `decompress` call on this thread failed (SZ3 threw on corrupt
+    /// input and the shim caught it; the output is then garbage). Resets the flag.
+    /// Added by tgm-xarray's vendored copy.
+    pub fn sz3_take_decompress_failed() -> bool;
 }
 
 // ---------------------------------------------------------------------------
