@@ -5,6 +5,8 @@
 #ifndef SZ3_LOSSLESS_ZSTD_HPP
 #define SZ3_LOSSLESS_ZSTD_HPP
 
+#include <new>
+#include <stdexcept>
 #include <stdexcept>
 
 #include "SZ3/def.hpp"
@@ -40,8 +42,17 @@ class Lossless_zstd : public concepts::LosslessInterface {
         read(dstLen, src);
         if (dst == nullptr) {
             dst = static_cast<uchar *>(malloc(dstLen));
+            // tgm-xarray: `dstLen` comes from the stream; a corrupt one must not become a write
+            // through a null pointer (the FFI shim catches the exception).
+            if (dst == nullptr) {
+                throw std::bad_alloc();
+            }
         }
-        return ZSTD_decompress(dst, dstLen, src, srcLen - sizeof(dstLen));
+        size_t written = ZSTD_decompress(dst, dstLen, src, srcLen - sizeof(dstLen));
+        if (ZSTD_isError(written) || written != dstLen) {
+            throw std::runtime_error("SZ3: corrupt zstd stage");
+        }
+        return written;
     }
 
    private:
