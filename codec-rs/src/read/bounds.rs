@@ -92,6 +92,10 @@ fn zstd_within(payload: &[u8], limit: u64) -> CoreResult<()> {
 /// Sums the decoded sizes the blosc2 frame's chunk headers record.
 fn blosc2_within(payload: &[u8], limit: u64) -> CoreResult<()> {
     let err = |e: blosc2::Error| CoreError::new(Kind::Codec, format!("blosc2 decode failed: {e:?}"));
+    // As upstream does before it decodes: chunks cannot be read before the library's init.
+    static INIT: std::sync::Once = std::sync::Once::new();
+    // SAFETY: blosc2_init has no preconditions.
+    INIT.call_once(|| unsafe { blosc2_sys::blosc2_init() });
     let mut schunk = blosc2::chunk::SChunk::from_buffer(payload.into()).map_err(err)?;
     let mut total = 0u64;
     for i in 0..schunk.num_chunks() {
