@@ -11,7 +11,7 @@
 //! [`DEFAULT_LIMIT_MB`]; 0 turns it off), so what it holds is bounded by what the process had
 //! alive at once.
 
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::ptr::{self, NonNull};
 use std::sync::Mutex;
 
@@ -19,6 +19,8 @@ use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+
+use crate::errors::{CoreError, CoreResult};
 
 /// Arrays smaller than this come from numpy's allocator: malloc keeps such blocks.
 pub const MIN_POOLED: usize = 256 * 1024;
@@ -37,11 +39,12 @@ unsafe impl Send for Block {}
 unsafe impl Sync for Block {}
 
 impl Block {
-    fn new(cap: usize) -> Block {
-        let layout = Layout::from_size_align(cap, ALIGN).expect("array size overflows");
+    /// `None` when the memory cannot be had (a shape a file declares can ask for any size).
+    fn new(cap: usize) -> Option<Block> {
+        let layout = Layout::from_size_align(cap, ALIGN).ok()?;
         // SAFETY: `cap` is at least MIN_POOLED, so the layout is not zero-sized.
-        let ptr = NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout));
-        Block { ptr, cap }
+        let ptr = NonNull::new(unsafe { alloc(layout) })?;
+        Some(Block { ptr, cap })
     }
 }
 
@@ -105,15 +108,16 @@ fn pool() -> std::sync::MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A free block that fits `len` bytes without wasting more than a quarter, or a new one.
-fn take(len: usize) -> Block {
+/// A free block that fits `len` bytes without wasting more than a quarter, or a new one
+/// (`None` when that allocation fails).
+fn take(len: usize) -> Option<Block> {
     let mut pool = pool();
     let found = pool.free.iter().rposition(|b| b.cap >= len && b.cap - len <= len / 4);
     match found {
         Some(i) => {
             let block = pool.free.remove(i);
             pool.bytes -= block.cap;
-            block
+            Some(block)
         }
         None => {
             drop(pool);
@@ -150,6 +154,23 @@ impl Drop for PooledBuffer {
     }
 }
 
+/// A zeroed `Vec` of `len` bytes, or `MemoryError` when it cannot be had: sizes that come
+/// from a file's descriptor must not abort the process.
+pub fn try_zeroed(len: usize, what: &str) -> CoreResult<Vec<u8>> {
+    let Some(layout) = Layout::array::<u8>(len).ok().filter(|l| l.size() > 0) else {
+        return if len == 0 { Ok(Vec::new()) } else { Err(CoreError::out_of_memory(len, what)) };
+    };
+    // Zeroed by the allocator, as `vec![0; len]` is: fresh pages need no writing.
+    // SAFETY: the layout is not zero-sized.
+    let ptr = unsafe { alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(CoreError::out_of_memory(len, what));
+    }
+    // SAFETY: `ptr` holds `len` initialised bytes, allocated by the global allocator with
+    // `u8`'s alignment, as a `Vec<u8>` of capacity `len` would be.
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 /// A new uninitialised C-contiguous array, from the pool when it is big enough.
 pub fn empty<'py>(py: Python<'py>, shape: &[usize], dtype: Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyUntypedArray>> {
     let len = shape.iter().try_fold(dtype.itemsize(), |acc, &n| acc.checked_mul(n));
@@ -159,7 +180,7 @@ pub fn empty<'py>(py: Python<'py>, shape: &[usize], dtype: Bound<'py, PyArrayDes
             .call_method1("empty", (PyTuple::new(py, shape)?, dtype))?
             .cast_into::<PyUntypedArray>()?);
     };
-    let block = take(len);
+    let block = take(len).ok_or_else(|| CoreError::out_of_memory(len, "the array"))?;
     let data = block.ptr.as_ptr();
     let owner = Bound::new(py, PooledBuffer { block: Some(block) })?;
     let mut dims: Vec<npy_intp> = shape.iter().map(|&n| n as npy_intp).collect();

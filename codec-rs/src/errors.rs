@@ -1,6 +1,6 @@
 //! Errors of the core, raised in Python as the classes of `tgm_xarray.errors`.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use tensogram::TensogramError;
 
@@ -13,6 +13,8 @@ pub enum Kind {
     Index,
     Value,
     Type,
+    /// An allocation failed: `MemoryError`, as numpy raises.
+    Memory,
 }
 
 /// An error with its full, user-facing message (file, message and object included).
@@ -40,6 +42,11 @@ impl CoreError {
         CoreError::new(kind, format!("{context}: {err}"))
     }
 
+    /// An allocation of `bytes` that failed.
+    pub fn out_of_memory(bytes: impl std::fmt::Display, what: &str) -> Self {
+        CoreError::new(Kind::Memory, format!("cannot allocate {bytes} bytes for {what}"))
+    }
+
     /// Prefixes the message with more context (the file, the message, the object).
     pub fn context(self, prefix: &str) -> Self {
         CoreError { kind: self.kind, message: format!("{prefix}: {}", self.message) }
@@ -55,6 +62,7 @@ impl From<CoreError> for PyErr {
             Kind::Index => "TgmIndexError",
             Kind::Value => return PyValueError::new_err(err.message),
             Kind::Type => return PyTypeError::new_err(err.message),
+            Kind::Memory => return PyMemoryError::new_err(err.message),
         };
         Python::attach(|py| {
             match py.import("tgm_xarray.errors").and_then(|m| m.getattr(class)) {

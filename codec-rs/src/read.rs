@@ -6,6 +6,7 @@ use tensogram::decode::{decode_object_from_frame, decode_range_from_payload, Dec
 use tensogram::wire::FrameType;
 use tensogram::{ByteOrder, DataObjectDescriptor};
 
+use crate::buffers::try_zeroed;
 use crate::counters::{add_decoded, InFlight};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::{Access, ObjectEntry};
@@ -13,6 +14,8 @@ use crate::params::int_param;
 use crate::packing::Packed;
 use crate::selection::{AxisSel, Plan};
 use crate::szip;
+
+mod bounds;
 
 /// Parallelism comes from the caller's threads (dask, zarr), never from a pool per call.
 fn decode_options() -> DecodeOptions {
@@ -126,8 +129,8 @@ pub fn read_object(
             format!("output buffer holds {} bytes, the selection needs {}", out.len(), plan.out_len * itemsize as u64),
         ));
     }
-    // SZ3 reports corrupt input with a C++ exception, which aborts the process when it crosses
-    // into Rust: a stored hash is always checked before an sz3 payload is decoded.
+    // SZ3 trusts its input more than the other decoders (its exceptions are caught, but what a
+    // corrupt stream does short of throwing is unknown): a stored hash is always checked first.
     if verify_hash || desc.compression == "sz3" {
         let hashed = check_hash(msg, entry)?;
         if verify_hash && !hashed {
@@ -143,14 +146,14 @@ pub fn read_object(
         _ => Vec::new(),
     };
     let payload = &msg[entry.payload.clone()];
+    bounds::check_payload(desc, payload)?;
     let options = decode_options();
     let codec_err = |e: tensogram::TensogramError| CoreError::from_tensogram(&e, "decode failed");
 
     let decoded = match entry.access {
         Access::Raw => {
             for (i, &(off, count)) in plan.ranges.iter().enumerate() {
-                let start = off as usize * itemsize;
-                plan.scatter(i, &payload[start..start + count as usize * itemsize], out, itemsize);
+                plan.scatter(i, values_at(payload, off, count, itemsize)?, out, itemsize);
             }
             if desc.byte_order != ByteOrder::native() {
                 swap_bytes(out, desc.dtype.swap_unit_size());
@@ -178,8 +181,7 @@ pub fn read_object(
                 for ((g_off, _, members), part) in groups.iter().zip(&parts) {
                     for i in members.clone() {
                         let (off, count) = plan.ranges[i];
-                        let start = (off - g_off) as usize * itemsize;
-                        plan.scatter(i, &part[start..start + count as usize * itemsize], out, itemsize);
+                        plan.scatter(i, values_at(part, off - g_off, count, itemsize)?, out, itemsize);
                     }
                 }
             }
@@ -195,18 +197,23 @@ pub fn read_object(
             }
             let whole = match &entry.packed {
                 Some(packed) => {
-                    let mut whole = vec![0u8; whole_len];
+                    let mut whole = try_zeroed(whole_len, "the decoded object")?;
                     packed.decode_into(payload, &mut whole)?;
                     whole
                 }
-                None => decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1,
+                None => {
+                    let decoded = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1;
+                    if desc.compression == "sz3" {
+                        bounds::sz3_failed()?;
+                    }
+                    decoded
+                }
             };
             if whole.len() != whole_len {
                 return Err(CoreError::new(Kind::Codec, "decoded payload has the wrong size"));
             }
             for (i, &(off, count)) in plan.ranges.iter().enumerate() {
-                let start = off as usize * itemsize;
-                plan.scatter(i, &whole[start..start + count as usize * itemsize], out, itemsize);
+                plan.scatter(i, values_at(&whole, off, count, itemsize)?, out, itemsize);
             }
             entry.num_elements()
         }
@@ -256,8 +263,7 @@ pub(crate) fn fill_groups<'a>(
         let bytes = group_bytes(*g_off, *g_count)?;
         for i in members.clone() {
             let (off, count) = plan.ranges[i];
-            let start = (off - g_off) as usize * width;
-            let src = &bytes[start..start + count as usize * width];
+            let src = values_at(&bytes, off - g_off, count, width)?;
             match plan.destination(i, out_itemsize) {
                 Some(dst) => convert(src, &mut out[dst]),
                 None => {
@@ -269,6 +275,15 @@ pub(crate) fn fill_groups<'a>(
         }
     }
     Ok(())
+}
+
+/// Values `first..first + count` (`width` bytes each) of `bytes`, or an error when a decoder
+/// gave fewer than the descriptor promised.
+fn values_at(bytes: &[u8], first: u64, count: u64, width: usize) -> CoreResult<&[u8]> {
+    let (start, len) = (first as usize * width, count as usize * width);
+    bytes
+        .get(start..start + len)
+        .ok_or_else(|| CoreError::new(Kind::Codec, "the decoded values are fewer than the shape needs"))
 }
 
 fn swap_bytes(buf: &mut [u8], unit: usize) {

@@ -56,7 +56,7 @@ fn decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<Ve
     let block_size = param_u32(desc, "szip_block_size")?;
     // The decoded size as tensogram computes it: decoding stops when the output is full.
     let out_size = (num_values * bits as u64).div_ceil(8) as usize;
-    let mut out = vec![0u8; out_size];
+    let mut out = crate::buffers::try_zeroed(out_size, "the szip offset scan")?;
 
     // SAFETY: the stream points at `payload` and `out`, which outlive it; libaec reads at most
     // `avail_in` and writes at most `avail_out` bytes, and `aec_decode_end` frees its state.

@@ -1,0 +1,139 @@
+//! A payload checked against its descriptor before it is decoded, so that a hostile file costs
+//! no more memory than the shape it declares.
+//!
+//! The `tensogram` crate sizes a decoder's output from the payload, not from the descriptor:
+//! zstd decodes until its stream ends, lz4 allocates what its size prefix says, blosc2 what each
+//! chunk header says, SZ3 what its config trailer says. A few kilobytes can claim gigabytes.
+//! Each is checked here against the bytes the descriptor declares. szip and zfp decode to the
+//! descriptor's size already; uncompressed payloads must be exactly that long.
+//!
+//! SZ3 also reports corrupt input by throwing a C++ exception; the vendored shim
+//! (`vendor/tensogram-sz3-sys`) catches it and [`sz3_failed`] reports it after the decode.
+
+use std::io::Read;
+
+use tensogram::DataObjectDescriptor;
+
+use crate::errors::{CoreError, CoreResult, Kind};
+use crate::params::int_param;
+
+/// Bytes the descriptor's values take before unpacking and unshuffling: what a decompressor
+/// must produce.
+fn expected_len(desc: &DataObjectDescriptor) -> CoreResult<u64> {
+    let overflow = || CoreError::new(Kind::Format, format!("shape {:?} of {} overflows", desc.shape, desc.dtype));
+    let n = desc.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).ok_or_else(overflow)?;
+    let bytes = match desc.compression.as_str() {
+        // Lossy float codecs: they decode float64 values themselves.
+        "zfp" | "sz3" => n.checked_mul(8),
+        _ if desc.encoding == "simple_packing" => {
+            let bits = int_param(desc, "sp_bits_per_value").and_then(|b| u64::try_from(b).ok()).ok_or_else(|| {
+                CoreError::new(Kind::Format, "simple_packing parameter sp_bits_per_value is missing or invalid")
+            })?;
+            n.checked_mul(bits).map(|b| b.div_ceil(8))
+        }
+        _ => n.checked_mul(desc.dtype.byte_width() as u64),
+    };
+    bytes.ok_or_else(overflow)
+}
+
+fn too_big(codec: &str, claim: impl std::fmt::Display, limit: u64) -> CoreError {
+    CoreError::new(
+        Kind::Codec,
+        format!("the {codec} payload decodes to {claim} bytes, but the descriptor declares {limit}"),
+    )
+}
+
+/// Checks that `payload` cannot decode to more than `desc` declares (and, uncompressed, that
+/// it holds exactly that): run before any decoder sees it.
+pub fn check_payload(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<()> {
+    let limit = expected_len(desc)?;
+    match desc.compression.as_str() {
+        "none" if payload.len() as u64 != limit => Err(CoreError::new(
+            Kind::Format,
+            format!("the payload holds {} bytes, but shape {:?} of {} needs {limit}", payload.len(), desc.shape, desc.dtype),
+        )),
+        "zstd" => zstd_within(payload, limit),
+        "lz4" => match payload.get(..4) {
+            // lz4_flex's size prefix: little-endian u32.
+            Some(prefix) => {
+                let claim = u32::from_le_bytes(prefix.try_into().expect("4 bytes")) as u64;
+                if claim > limit {
+                    return Err(too_big("lz4", claim, limit));
+                }
+                Ok(())
+            }
+            None => Err(CoreError::new(Kind::Codec, "the lz4 payload is shorter than its size prefix")),
+        },
+        "blosc2" => blosc2_within(payload, limit),
+        "sz3" => sz3_within(payload, limit / 8),
+        _ => Ok(()),
+    }
+}
+
+/// Decodes the zstd stream into a small scratch buffer, counting: a zstd frame need not record
+/// its decoded size, so only decoding tells it. Memory: the scratch and the decoder's window.
+fn zstd_within(payload: &[u8], limit: u64) -> CoreResult<()> {
+    let err = |e: std::io::Error| CoreError::new(Kind::Codec, format!("zstd decode failed: {e}"));
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(err)?;
+    let mut scratch = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = decoder.read(&mut scratch).map_err(err)?;
+        if n == 0 {
+            return Ok(());
+        }
+        total += n as u64;
+        if total > limit {
+            return Err(too_big("zstd", format!("more than {limit}"), limit));
+        }
+    }
+}
+
+/// Sums the decoded sizes the blosc2 frame's chunk headers record.
+fn blosc2_within(payload: &[u8], limit: u64) -> CoreResult<()> {
+    let err = |e: blosc2::Error| CoreError::new(Kind::Codec, format!("blosc2 decode failed: {e:?}"));
+    // As upstream does before it decodes: chunks cannot be read before the library's init.
+    static INIT: std::sync::Once = std::sync::Once::new();
+    // SAFETY: blosc2_init has no preconditions.
+    INIT.call_once(|| unsafe { blosc2_sys::blosc2_init() });
+    let mut schunk = blosc2::chunk::SChunk::from_buffer(payload.into()).map_err(err)?;
+    let mut total = 0u64;
+    for i in 0..schunk.num_chunks() {
+        total += schunk.get_chunk(i).map_err(err)?.nbytes() as u64;
+        if total > limit {
+            return Err(too_big("blosc2", format!("at least {total}"), limit));
+        }
+    }
+    Ok(())
+}
+
+/// Compares the element count SZ3's config trailer records with the descriptor's.
+fn sz3_within(payload: &[u8], elements: u64) -> CoreResult<()> {
+    use tensogram_sz3_sys::{sz3_dealloc_size_t, sz3_decompress_config};
+    // SAFETY: the parser reads at most `payload.len()` bytes (it checks every access) and
+    // returns `dims` allocated on its side, freed here.
+    let num = unsafe {
+        let config = sz3_decompress_config(payload.as_ptr().cast(), payload.len());
+        if !config.dims.is_null() {
+            sz3_dealloc_size_t(config.dims);
+        }
+        // N == 0: a malformed stream, which the decoder reports itself.
+        (config.N > 0).then_some(config.num as u64)
+    };
+    match num {
+        Some(num) if num != elements => Err(CoreError::new(
+            Kind::Codec,
+            format!("the sz3 payload holds {num} values, but the descriptor declares {elements}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// After an SZ3 decode on this thread: an error if SZ3 threw (the output is then garbage).
+pub fn sz3_failed() -> CoreResult<()> {
+    // SAFETY: reads and resets a thread-local flag of the shim.
+    if unsafe { tensogram_sz3_sys::sz3_take_decompress_failed() } {
+        return Err(CoreError::new(Kind::Codec, "sz3 decode failed: the compressed stream is corrupt"));
+    }
+    Ok(())
+}

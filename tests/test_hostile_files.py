@@ -1,0 +1,135 @@
+"""Hostile files: a read raises an ``Exception`` (a ``TgmError`` or ``MemoryError``) within
+bounded memory, never kills the process, never returns values for a payload that cannot hold
+them. Each file is upstream ``tensogram``'s output with bytes edited in place (``hostile.py``),
+read in a child process under an address-space limit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hostile import (
+    descriptor,
+    encode,
+    payload_span,
+    read_in_child,
+    set_shape,
+    swap_payload,
+    zstd_padded,
+    zstd_zeros,
+)
+
+pytestmark = pytest.mark.thread_unsafe(reason="runs subprocesses")
+
+MiB = 1 << 20
+#: Address space a read may add in these tests (beyond the imports): far below what the
+#: hostile payloads claim, far above what their declared shapes need.
+BUDGET = 256 * MiB
+#: SZ3 allocates from sizes in its stream without checking the result: under a tight limit a
+#: corrupt size makes it write through a null pointer (docs/errors.md, "What is not defended").
+SZ3_BUDGET = 8 * 1024 * MiB
+#: Windows inside each object as well as the whole object.
+KEYS = (None, [[0, 3]], [[10, 12]])
+
+
+def write(tmp_path, name, message) -> str:
+    path = tmp_path / name
+    path.write_bytes(bytes(message))
+    return str(path)
+
+
+def assert_raises_in_child(path, expected: str, contains: str = "", budget: int = BUDGET, keys=KEYS):
+    run = read_in_child(path, budget, keys)
+    assert run["returncode"] == 0, f"the child died with {run['returncode']}: {run['stderr']}"
+    assert run["outcomes"], run
+    for kind, message in run["outcomes"]:
+        assert kind == expected, run["outcomes"]
+        assert contains in message and path in message, message
+    return run
+
+
+@pytest.mark.xfail(strict=True, reason="SZ3's decoder still writes out of bounds on some corrupt streams "
+                   "(its exceptions and its zstd stage are contained): docs/errors.md")
+def test_corrupt_sz3_payload_without_hash_raises_codec_error(tmp_path):
+    """SZ3 throws C++ exceptions on corrupt input: they must not cross into Rust (an abort)."""
+    rng = np.random.default_rng(3)
+    values = np.cumsum(rng.standard_normal(4096)).reshape(64, 64)
+    good = encode(descriptor((64, 64), compression="sz3", sz3_error_bound_mode="abs", sz3_error_bound=0.01), values)
+    start, end = payload_span(good)
+    outcomes = set()
+    for pos in range(start, min(end, start + 96)):
+        bad = bytearray(good)
+        bad[pos] ^= 0xFF
+        run = read_in_child(write(tmp_path, "sz3.tgm", bad), SZ3_BUDGET, keys=(None,))
+        assert run["returncode"] == 0, f"byte {pos - start} of the payload: the child died: {run['stderr']}"
+        outcomes |= {kind for kind, _ in run["outcomes"]}
+    assert outcomes <= {"values", "tgm_xarray.errors.TgmCodecError"}, outcomes
+    assert "tgm_xarray.errors.TgmCodecError" in outcomes
+
+
+def test_huge_declared_shape_raises_memory_error(tmp_path):
+    """A 4 KB file declaring 65535^3 bytes: the output array cannot be had."""
+    message = encode(descriptor((256, 256, 256), dtype="uint8", compression="zstd"), np.zeros((256,) * 3, np.uint8))
+    set_shape(message, [256] * 3, [65535] * 3, width=2)
+    path = write(tmp_path, "huge-shape.tgm", message)
+    assert len(message) < 8192
+    run = read_in_child(path, BUDGET, keys=(None,))
+    assert run["returncode"] == 0, f"the child died with {run['returncode']}: {run['stderr']}"
+    assert [kind for kind, _ in run["outcomes"]] == ["builtins.MemoryError"], run["outcomes"]
+
+
+def test_field_larger_than_the_memory_limit_raises_memory_error(tmp_path):
+    """A valid 2 GiB field (zstd, declared and stored alike) read under a 1 GiB limit."""
+    message = encode(descriptor((65536,), compression="zstd"), np.random.default_rng(0).standard_normal(65536))
+    start, end = payload_span(message)
+    swap_payload(message, zstd_padded(zstd_zeros(2 * 1024**3 // (128 * 1024)), end - start))
+    set_shape(message, [65536], [2**28], width=4)
+    path = write(tmp_path, "two-gib.tgm", message)
+    run = read_in_child(path, 1024 * MiB, keys=(None,))
+    assert run["returncode"] == 0, f"the child died with {run['returncode']}: {run['stderr']}"
+    assert [kind for kind, _ in run["outcomes"]] == ["builtins.MemoryError"], run["outcomes"]
+
+
+def test_uncompressed_payload_shorter_than_its_shape(tmp_path):
+    """A raw payload of 100 float32 under a shape of 200: whole reads and windows both fail."""
+    message = encode(descriptor((100,), dtype="float32"), np.arange(100, dtype=np.float32))
+    set_shape(message, [100], [200], width=1)
+    path = write(tmp_path, "short.tgm", message)
+    assert_raises_in_child(path, "tgm_xarray.errors.TgmFormatError", "the payload holds 400 bytes")
+
+
+def test_zstd_payload_inflating_past_its_shape(tmp_path):
+    """4,096 float64 declared (32 KiB), a zstd payload that inflates to 1 GiB."""
+    message = encode(descriptor((4096,), compression="zstd"), np.random.default_rng(1).standard_normal(4096))
+    start, end = payload_span(message)
+    blocks = min(8192, (end - start - 16) // 4)
+    swap_payload(message, zstd_padded(zstd_zeros(blocks), end - start))
+    path = write(tmp_path, "zstd-bomb.tgm", message)
+    run = assert_raises_in_child(path, "tgm_xarray.errors.TgmCodecError", "the zstd payload decodes to more than")
+    assert run["rss_growth"] < 64 * MiB, run["rss_growth"]
+
+
+def test_lz4_size_prefix_past_its_shape(tmp_path):
+    """lz4's size prefix claims 4 GiB for 4,096 float64."""
+    message = encode(descriptor((4096,), compression="lz4"), np.random.default_rng(2).standard_normal(4096))
+    start, _ = payload_span(message)
+    message[start : start + 4] = b"\xff\xff\xff\xff"
+    path = write(tmp_path, "lz4-prefix.tgm", message)
+    run = assert_raises_in_child(path, "tgm_xarray.errors.TgmCodecError", "the lz4 payload decodes to 4294967295")
+    assert run["rss_growth"] < 64 * MiB, run["rss_growth"]
+
+
+def test_blosc2_frame_claiming_more_than_its_shape(tmp_path):
+    """A blosc2 frame of one all-zero chunk whose sizes claim 1.3 GB, for 4,096 float64."""
+    message = encode(descriptor((4096,), compression="blosc2", blosc2_codec="lz4", blosc2_clevel=5), np.zeros(4096))
+    big = 1_300_000_000
+    at = message.find(b"b2frame")
+    nbytes = message.find(b"\xd3" + (4096 * 8).to_bytes(8, "big"), at)  # the frame's uncompressed size
+    message[nbytes + 1 : nbytes + 9] = big.to_bytes(8, "big")
+    sizes = message.find(b"\xd2" + (4096 * 8).to_bytes(4, "big") + b"\xd2" + (4096 * 8).to_bytes(4, "big"), at)
+    message[sizes + 6 : sizes + 10] = big.to_bytes(4, "big")  # the chunk size (after the block size)
+    path = write(tmp_path, "blosc2-sizes.tgm", message)
+    run = read_in_child(path, BUDGET, keys=KEYS)
+    assert run["returncode"] == 0, f"the child died with {run['returncode']}: {run['stderr']}"
+    assert {kind for kind, _ in run["outcomes"]} == {"tgm_xarray.errors.TgmCodecError"}, run["outcomes"]
+    assert run["rss_growth"] < 64 * MiB, run["rss_growth"]
