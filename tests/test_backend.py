@@ -57,13 +57,13 @@ def assert_datasets_identical(actual: xr.Dataset, expected: xr.Dataset):
 
 @pytest.mark.thread_unsafe(reason="xarray's engine list is a process-wide cache")
 def test_engine_name_resolves_to_this_package():
-    """``engine="tensogram"`` must open files with tgm_xarray's backend, whatever else is
-    installed (upstream's ``tensogram-xarray`` registers the same name)."""
+    """``engine="tgm"`` must open files with tgm_xarray's backend, whatever else is installed
+    (upstream's ``tensogram-xarray`` registers ``"tensogram"`` too: tests/test_conveniences.py)."""
     engines = xr.backends.list_engines()
-    assert type(engines["tensogram"]) is TensogramBackendEntrypoint, (
-        f"engine 'tensogram' is {type(engines['tensogram']).__module__}")
+    assert type(engines["tgm"]) is TensogramBackendEntrypoint, (
+        f"engine 'tgm' is {type(engines['tgm']).__module__}")
     path = require_shared(REAL / "ifs-0p25-20260404.tgm")
-    with xr.open_dataset(path, engine="tensogram") as ds:
+    with xr.open_dataset(path, engine="tgm") as ds:
         assert set(ds.data_vars) == {"2t", "lsm", "q", "t"}  # every message, not just the first
 
 

@@ -266,3 +266,218 @@ def test_console_script_and_example(tmp_path):
     png = tmp_path / "out" / "2t.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "out" / "fields.tgm").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# What newcomers hit first: the command never destroys input, every failure is one line
+# --------------------------------------------------------------------------------------------
+
+REAL_TGM = FIXTURES / "real" / "ifs-0p25-20260404.tgm"
+
+# Runs the command in a fresh interpreter that sees site-packages without some distributions,
+# as after `pip install .` without extras: `python -S -c WITHOUT SITE convert ...`.
+WITHOUT = """
+import site, sys
+site.addsitedir(sys.argv[1])
+from tgm_xarray.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def site_without(tmp_path, names: set[str]) -> str:
+    """A site directory of links to this environment's site-packages, less the distributions
+    ``names`` (their modules and metadata): to Python they are not installed."""
+    import sysconfig
+
+    site = tmp_path / "site-without"
+    site.mkdir(exist_ok=True)
+    source = sysconfig.get_paths()["purelib"]
+    for entry in os.listdir(source):
+        if re.split(r"[-.]", entry)[0].lower() not in names and not (site / entry).exists():
+            os.symlink(os.path.join(source, entry), site / entry)
+    return str(site)
+
+
+def without(tmp_path, names: str, *args) -> list[str]:
+    return [sys.executable, "-S", "-c", WITHOUT, site_without(tmp_path, set(names.split(","))),
+            *map(str, args)]
+
+
+def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    command = args[0] if args and isinstance(args[0], list) else [*CLI, *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, pattern: str) -> None:
+    assert result.returncode == 1, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tgm-xarray: error: "), result.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def grib_copy(tmp_path):
+    """Two real GRIB files in a writable directory."""
+    require_shared(GRIB)
+    for name in ("2t", "lsm"):
+        (tmp_path / f"{name}.grib2").write_bytes((GRIB / f"{name}.grib2").read_bytes())
+    return tmp_path
+
+
+def test_forgotten_output_leaves_the_last_input_intact(grib_copy):
+    """``convert 2t.grib2 lsm.grib2`` once replaced lsm.grib2 with Tensogram bytes (exit 0)."""
+    before = (grib_copy / "lsm.grib2").read_bytes()
+    result = run_cli("convert", "2t.grib2", "lsm.grib2", cwd=grib_copy)
+    assert_one_line_error(result, r"OUTPUT 'lsm.grib2' is a GRIB file name: .*not supported yet")
+    assert (grib_copy / "lsm.grib2").read_bytes() == before
+    assert sorted(p.name for p in grib_copy.iterdir()) == ["2t.grib2", "lsm.grib2"]
+
+
+@pytest.mark.parametrize("name, kind", [("back.nc", "NetCDF"), ("store.zarr", "Zarr"),
+                                        ("back.grb", "GRIB")])
+def test_tgm_to_another_format_is_refused(tmp_path, name, kind):
+    """``convert x.tgm back.nc`` once wrote Tensogram bytes into a .nc; --force does not help."""
+    require_shared(REAL_TGM)
+    for force in ([], ["--force"]):
+        result = run_cli("convert", REAL_TGM, tmp_path / name, *force)
+        assert_one_line_error(result, f"is a {kind} file name: .*writing {kind} is not supported yet")
+        assert not (tmp_path / name).exists()
+
+
+def test_output_that_is_an_input_needs_force(tmp_path):
+    """Re-encoding a .tgm in place is refused, unless --force (the write is atomic: the old
+    file is read to the end before the new one replaces it)."""
+    require_shared(REAL_TGM)
+    path = tmp_path / "f.tgm"
+    path.write_bytes(REAL_TGM.read_bytes())
+    before = path.read_bytes()
+    assert_one_line_error(run_cli("convert", path, path, "--bits", "12"), "is also an input")
+    assert_one_line_error(run_cli("convert", path, tmp_path / "." / "f.tgm"), "is also an input")
+    assert path.read_bytes() == before
+    result = run_cli("convert", path, path, "--bits", "12", "--force", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    with xr.open_dataset(REAL_TGM, engine=ENGINE) as old, xr.open_dataset(path, engine=ENGINE) as new:
+        assert set(new.data_vars) == set(old.data_vars)
+        t = old["2t"].values
+        assert np.abs(new["2t"].values - t).max() <= np.ptp(t) / (2**12 - 1)
+    assert _core.FileHandle(os.fspath(path)).descriptors(0)[0]["params"]["sp_bits_per_value"] == 12
+
+
+def test_existing_non_tensogram_output_and_other_names_need_force(tmp_path):
+    require_shared(REAL_TGM)
+    notes = tmp_path / "notes.tgm"
+    notes.write_text("my notes")
+    assert_one_line_error(run_cli("convert", REAL_TGM, notes), "exists and is not a Tensogram file")
+    assert notes.read_text() == "my notes"
+    assert_one_line_error(run_cli("convert", REAL_TGM, tmp_path / "out"), "does not end in .tgm")
+    assert not (tmp_path / "out").exists()
+    assert run_cli("convert", REAL_TGM, tmp_path / "out", "--force").returncode == 0
+    assert (tmp_path / "out").read_bytes()[:8] == b"TENSOGRM"
+    assert_one_line_error(run_cli("convert", REAL_TGM, tmp_path), "is a directory")
+
+
+def test_convert_works_without_the_optional_extras(tmp_path, netcdf_input):
+    """``pip install .`` gives numpy and xarray only: converting must not need tqdm (nor dask,
+    zarr, fsspec, cfgrib); --progress without tqdm says so and writes anyway."""
+    require_shared(REAL_TGM)
+    extras = "tqdm,dask,distributed,zarr,fsspec,aiohttp,s3fs,cfgrib"
+    result = run_cli(without(tmp_path, extras, "convert", REAL_TGM, tmp_path / "a.tgm"))
+    assert result.returncode == 0, result.stderr
+    # (numpy warns of all-NaN fields: warnings too are one line each)
+    assert all(line.startswith("tgm-xarray: warning: ") for line in result.stderr.splitlines())
+    with xr.open_dataset(REAL_TGM, engine=ENGINE) as old, xr.open_dataset(tmp_path / "a.tgm", engine=ENGINE) as new:
+        xr.testing.assert_identical(new.load(), old.load())
+    result = run_cli(without(tmp_path, "tqdm", "convert", netcdf_input, tmp_path / "b.tgm", "--progress"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == ("tgm-xarray: --progress needs tqdm (pip install 'tgm-xarray[cli]'); "
+                                     "writing without a progress bar")
+    assert "wrote 9 messages" in result.stdout
+    code, output = run_on_terminal(without(tmp_path, "tqdm", "convert", netcdf_input, tmp_path / "c.tgm"),
+                                   tmp_path)
+    assert code == 0 and "wrote 9 messages" in output and "%" not in output, output
+
+
+def test_a_grib_without_cfgrib_says_what_to_install(grib_copy, tmp_path):
+    result = run_cli(without(tmp_path, "cfgrib", "convert", "2t.grib2", "o.tgm"), cwd=grib_copy)
+    assert_one_line_error(result, r"input '2t.grib2': .*need cfgrib and eccodes")
+
+
+def test_truncated_grib_is_one_line_and_no_output(grib_copy):
+    """A cut GRIB once gave three tracebacks (cfgrib logs each bad message) and, when the cut
+    fell in a later message, quietly left that field out."""
+    pytest.importorskip("cfgrib")
+    whole = (grib_copy / "2t.grib2").read_bytes() + (grib_copy / "lsm.grib2").read_bytes()
+    (grib_copy / "cut.grib2").write_bytes(whole[: len(whole) - 80_000])  # lsm loses its end
+    result = run_cli("convert", "cut.grib2", "o.tgm", cwd=grib_copy)
+    assert_one_line_error(result, r"input 'cut.grib2': .*(end|End)")
+    assert not (grib_copy / "o.tgm").exists()
+
+
+def test_every_failure_is_one_line(tmp_path):
+    """Whatever fails (a missing file, a directory, bad bytes, an error of a library), the
+    user reads one line and gets a non-zero status; --traceback shows the whole story."""
+    bad = tmp_path / "bad.tgm"
+    bad.write_bytes(b"TENSOGRM not really")
+    (tmp_path / "text.nc").write_text("not netcdf")
+    for args, pattern in [
+        (["info", tmp_path / "nope.tgm"], r"nope.tgm: no such file"),
+        (["info", tmp_path], r"is a directory, not a \.tgm file"),  # was "os error 19"
+        (["dump", tmp_path], r"is a directory, not a \.tgm file"),
+        (["dump", bad], r"bad.tgm"),
+        (["convert", tmp_path / "text.nc", tmp_path / "o.tgm"], r"input '.*text.nc': "),
+    ]:
+        assert_one_line_error(run_cli(*args), pattern)
+    full = run_cli("--traceback", "info", bad)
+    assert full.returncode == 1 and "Traceback" in full.stderr
+    assert full.stderr.strip().splitlines()[-1].startswith("tgm-xarray: error: ")
+
+
+def test_version_and_help_without_markup():
+    from tgm_xarray import __version__
+
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"tgm-xarray {__version__} (tensogram crate {_core.TENSOGRAM_VERSION})"
+    for command in ([], ["convert"], ["info"], ["dump"]):
+        text = run_cli(*command, "--help").stdout
+        assert "usage: tgm-xarray" in text
+        assert "``" not in text and ":func:" not in text and ":class:" not in text, text
+
+
+def test_info_and_dump_of_a_url(range_server, capsys):
+    """The Python API opens URLs; so do ``info`` and ``dump`` (they once refused them)."""
+    import shutil
+
+    require_shared(REAL_TGM)
+    shutil.copyfile(REAL_TGM, range_server.root / REAL_TGM.name)
+    url = range_server.url(REAL_TGM.name)
+    assert main(["info", "--json", url]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert main(["info", "--json", str(REAL_TGM)]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert remote["file"] == url and {**remote, "file": None} == {**local, "file": None}
+    assert main(["dump", url, "--message", "1"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert main(["dump", str(REAL_TGM), "--message", "1"]) == 0
+    assert remote == json.loads(capsys.readouterr().out)
+    missing = range_server.url("missing.tgm")
+    assert main(["info", missing]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tgm-xarray: error: {missing}: not found") and "\n" not in err, err
+
+
+def test_progress_total_is_fixed_from_the_start(tmp_path):
+    """Several inputs: the bar shows the total of all of them from its first drawing (it used
+    to start at the first input's count and grow)."""
+    ds = small_dataset()
+    first, second = tmp_path / "a.nc", tmp_path / "b.nc"
+    ds.isel(time=slice(0, 2)).to_netcdf(first)
+    ds.isel(time=slice(2, 4)).drop_vars("count").to_netcdf(second)
+    code, output = run_on_terminal([*CLI, "convert", str(first), str(second), str(tmp_path / "o.tgm")],
+                                   tmp_path)
+    assert code == 0, output
+    totals = {int(total) for _, total in re.findall(r"(\d+)/(\d+) \[", output)}
+    written = int(re.search(r"wrote (\d+) messages", output)[1])
+    assert totals == {written}, output
+    assert "writing: 100%" in output

@@ -269,7 +269,7 @@ def test_open_dataset_over_http_is_identical(range_server, ifs_file):
 
 def test_the_engine_name_opens_urls(range_server, ifs_file):
     url, _ = serve(range_server, ifs_file)
-    with xr.open_dataset(url, engine="tensogram") as ds:
+    with xr.open_dataset(url, engine="tgm") as ds:
         assert set(ds.data_vars)
 
 

@@ -4,12 +4,17 @@ The reads run in a Rust core with the interpreter released, so dask's threads de
 parallel on ordinary and free-threaded CPython alike.
 
 >>> import xarray as xr                                        # doctest: +SKIP
->>> ds = xr.open_dataset("forecast.tgm", engine="tensogram", chunks={})   # doctest: +SKIP
+>>> ds = xr.open_dataset("forecast.tgm", engine="tgm", chunks={})   # doctest: +SKIP
+>>> ds.tgm.to_file("copy.tgm")                                # doctest: +SKIP
+
+The engine answers to ``engine="tgm"`` and, like upstream's ``tensogram-xarray``, to
+``engine="tensogram"``; with both packages installed only ``"tgm"`` is certain to mean this one.
 """
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
+from tgm_xarray import accessor  # noqa: F401  (registers ``ds.tgm``)
 from tgm_xarray.errors import (
     TgmCodecError,
     TgmConflictError,
@@ -30,6 +35,7 @@ except PackageNotFoundError:  # running from a source tree
 _LAZY = {
     "to_tgm": "tgm_xarray.writer",
     "TensogramCodec": "tgm_xarray.zarr_codec",
+    "show_versions": "tgm_xarray.versions",
 }
 
 
@@ -50,5 +56,6 @@ __all__ = [
     "TgmIndexError",
     "TensogramCodec",
     "open_file",
+    "show_versions",
     "to_tgm",
 ]

@@ -28,6 +28,9 @@ from tgm_xarray import _core
 from tgm_xarray.file import TgmFile
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.remote import is_url
+from tgm_xarray.versions import warn_if_engine_name_shared
+
+warn_if_engine_name_shared()  # upstream's tensogram-xarray registers engine="tensogram" too
 
 MAGIC = b"TENSOGRM"
 
@@ -218,10 +221,10 @@ def _is_tgm(filename_or_obj: Any) -> bool:
 
 
 class TensogramBackendEntrypoint(BackendEntrypoint):
-    """``engine="tensogram"``: Tensogram files as lazy, CF-decoded Datasets."""
+    """``engine="tgm"`` (and ``"tensogram"``): Tensogram files as lazy, CF-decoded Datasets."""
 
-    description = "Open Tensogram (.tgm) files: lazy, GIL-free reads through a Rust core"
-    url = "https://github.com/ecmwf/tensogram"
+    description = "Tensogram (.tgm) files through tgm-xarray: lazy, GIL-free reads in a Rust core"
+    url = "https://pypi.org/project/tgm-xarray/"
     open_dataset_parameters = (
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",

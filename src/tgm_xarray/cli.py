@@ -5,56 +5,118 @@
     tgm-xarray convert 2t.grib2 lsm.grib2 forecast.tgm --bits 16
     tgm-xarray convert era5.nc era5.tgm --variables t2m,msl --chunks time=1
     tgm-xarray info forecast.tgm
-    tgm-xarray dump forecast.tgm --message 0
+    tgm-xarray dump https://example.org/forecast.tgm --message 0
 
-``docs/cli.md`` describes every option.
+``docs/cli.md`` describes every option. The command never destroys an input: ``convert`` writes
+only ``.tgm`` files and refuses to replace an input or a file that is not a Tensogram file unless
+given ``--force``. Every failure is one line on stderr (``--traceback`` shows the full one).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
 import sys
+import traceback
+import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tgm_xarray.encoding import COMPRESSIONS, OPTIONS
-from tgm_xarray.errors import TgmConflictError, TgmError
+from tgm_xarray.errors import TgmConflictError
+from tgm_xarray.file import open_file
+from tgm_xarray.remote import is_url
+from tgm_xarray.versions import EngineNameWarning
 
 GRIB_SUFFIXES = (".grib", ".grib1", ".grib2", ".grb", ".grb1", ".grb2")
+#: Names of formats `convert` reads but does not write: such an OUTPUT is a mistake (often a
+#: forgotten OUTPUT, the last input taken for it), never a file to fill with Tensogram bytes.
+OTHER_FORMATS = {**dict.fromkeys(GRIB_SUFFIXES, "GRIB"),
+                 **dict.fromkeys((".nc", ".nc4", ".cdf", ".netcdf", ".h5", ".hdf5"), "NetCDF"),
+                 ".zarr": "Zarr"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 on success, 1 on error, 2 on misuse)."""
     args = _parser().parse_args(argv)
     try:
-        return args.run(args)
+        with warnings.catch_warnings():  # the caller's warning settings are restored after
+            warnings.showwarning = _show_warning
+            # .tgm files are opened with this package's engine class, never by engine name:
+            # which package xarray maps "tensogram" to is no concern of the command's users.
+            warnings.filterwarnings("ignore", category=EngineNameWarning)
+            warnings.filterwarnings("ignore", message="Found .* entrypoints for the engine name",
+                                    category=RuntimeWarning)
+            return args.run(args)
     except KeyboardInterrupt:
         print("tgm-xarray: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `tgm-xarray dump f.tgm | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (TgmError, OSError, ValueError, ImportError) as error:
-        print(f"tgm-xarray: error: {error}", file=sys.stderr)
+    except Exception as error:  # a user sees one line; --traceback is for bug reports
+        if args.traceback:
+            traceback.print_exc()
+        print(f"tgm-xarray: error: {error_line(error)}", file=sys.stderr)
         return 1
 
 
+def error_line(error: BaseException) -> str:
+    """One line saying what failed: the message of our errors, ``path: reason`` for system
+    errors, the exception's type for anything else.
+
+    >>> error_line(IsADirectoryError(21, "Is a directory", "data"))
+    'data: is a directory'
+    >>> error_line(KeyError("t2m"))
+    "KeyError: 't2m'"
+    """
+    if isinstance(error, OSError) and error.strerror:
+        reason = error.strerror[0].lower() + error.strerror[1:]
+        named = error.filename and str(error.filename) not in reason
+        text = f"{error.filename}: {reason}" if named else reason
+    elif isinstance(error, (OSError, ValueError)) and str(error):  # TgmError is a ValueError
+        text = str(error)
+    else:
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return " ".join(text.split())  # messages from libraries may span lines
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"tgm-xarray: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tgm-xarray", description=__doc__.split("\n")[0])
+    from tgm_xarray import __version__
+    from tgm_xarray._core import TENSOGRAM_VERSION
+
+    parser = argparse.ArgumentParser(
+        prog="tgm-xarray", description="Convert GRIB, NetCDF and Zarr files to .tgm, and inspect "
+                                       ".tgm files.", epilog="docs/cli.md describes every option.")
+    parser.add_argument("--version", action="version",
+                        version=f"tgm-xarray {__version__} (tensogram crate {TENSOGRAM_VERSION})")
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an error, print the full traceback too (for bug reports)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     convert = commands.add_parser(
         "convert", help="convert files xarray opens (GRIB, NetCDF, Zarr) into one .tgm file",
         description="Convert every INPUT into OUTPUT.tgm, in order, atomically: OUTPUT is only "
-                    "replaced (or appended to) once every input is written.")
-    convert.add_argument("inputs", nargs="+", metavar="INPUT", help="GRIB, NetCDF or Zarr path")
+                    "replaced (or appended to) once every input is written. OUTPUT must end in "
+                    ".tgm, and an input or an existing file that is not a Tensogram file is "
+                    "never replaced, unless --force is given.")
+    convert.add_argument("inputs", nargs="+", metavar="INPUT",
+                         help="GRIB, NetCDF, Zarr or .tgm path (or URL)")
     convert.add_argument("output", metavar="OUTPUT.tgm")
+    convert.add_argument("--force", action="store_true",
+                         help="write OUTPUT even if it is an input, an existing file that is not "
+                              "a Tensogram file, or a name without .tgm")
     convert.add_argument("--bits", type=int, help="simple packing with this many bits per value "
                          "(floating-point variables; lossy, max error < (max-min)/(2**bits-1))")
     convert.add_argument("--compression", choices=COMPRESSIONS,
@@ -82,12 +144,12 @@ def _parser() -> argparse.ArgumentParser:
     convert.set_defaults(run=_convert, progress=None)
 
     info = commands.add_parser("info", help="summarise a .tgm file: variables, codecs, sizes")
-    info.add_argument("file")
+    info.add_argument("file", help=".tgm path or URL (https://, s3://)")
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
     info.set_defaults(run=_info)
 
     dump = commands.add_parser("dump", help="print the metadata and descriptors as JSON")
-    dump.add_argument("file")
+    dump.add_argument("file", help=".tgm path or URL (https://, s3://)")
     dump.add_argument("--message", type=int, help="only this message")
     dump.set_defaults(run=_dump)
     return parser
@@ -102,6 +164,8 @@ def _convert(args: argparse.Namespace) -> int:
     from tgm_xarray.layout import plan
     from tgm_xarray.writer import TgmWriter
 
+    check_output(args.output, args.inputs, force=args.force)
+    progress = _progress(args.progress)
     options = _options(args.option)
     chunks = _chunks(args.chunks)
     wanted = [v for v in args.variables.split(",") if v] if args.variables else None
@@ -113,37 +177,124 @@ def _convert(args: argparse.Namespace) -> int:
         datasets = [ds[[v for v in wanted if v in ds.data_vars]] for ds in datasets]
         datasets = [ds for ds in datasets if ds.data_vars]
     # Plan everything first: a bad option fails before the output is touched.
-    plans = [plan(ds, encoding=cli_encoding(ds, args.bits, args.compression, options),
-                  layout=args.layout) for ds in datasets]
+    plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits, args.compression, options),
+                        layout=args.layout) for ds in datasets])
     mode = "a" if args.append else "w"
     with TgmWriter(args.output, mode, hash=args.hash, threads=args.threads,
-                   progress=args.progress) as writer:
-        for p in plans:
-            writer.write_plan(p)
+                   progress=progress) as writer:
+        writer.write_plan(plans)
     size = os.path.getsize(args.output)
     print(f"{args.output}: wrote {writer.messages} messages from {len(args.inputs)} input(s); "
           f"file size {size:,} bytes")
     return 0
 
 
-def open_inputs(path: str, engine: str | None, chunks: Any) -> list:
-    """The Datasets of one input: one for NetCDF/Zarr, one per hypercube for GRIB (cfgrib).
+def check_output(output: str, inputs: Sequence[str], *, force: bool) -> None:
+    """Refuse an OUTPUT whose writing would destroy something: a GRIB, NetCDF or Zarr name
+    (always: ``convert`` writes Tensogram bytes), and, unless ``force``, an input, an existing
+    file that is not a Tensogram file, or a name without ``.tgm``.
 
-    GRIB index files are not written (``indexpath=""``): inputs may sit in read-only places.
+    >>> check_output("2t.grib2", ["lsm.grib2"], force=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes only .tgm files (writing GRIB is not supported yet); give OUTPUT.tgm last
+    """
+    from tgm_xarray.backend import MAGIC
+
+    if is_url(output):
+        raise ValueError(f"OUTPUT {output!r} is a URL: convert writes local .tgm files only")
+    name = output.rstrip("/")
+    fmt = OTHER_FORMATS.get(os.path.splitext(name)[1].lower())
+    if fmt:
+        raise ValueError(f"OUTPUT {output!r} is a {fmt} file name: convert writes only .tgm files "
+                         f"(writing {fmt} is not supported yet); give OUTPUT.tgm last")
+    if os.path.isdir(output):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a .tgm file name", output)
+    if force:
+        return
+    if any(_same_file(output, path) for path in inputs):
+        raise ValueError(f"OUTPUT {output!r} is also an input: give another OUTPUT.tgm "
+                         f"(or --force to replace the input)")
+    if not name.lower().endswith(".tgm"):
+        raise ValueError(f"OUTPUT {output!r} does not end in .tgm: give OUTPUT.tgm last "
+                         f"(or --force to write a Tensogram file under this name)")
+    if os.path.exists(output):
+        with open(output, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                raise ValueError(f"OUTPUT {output!r} exists and is not a Tensogram file: "
+                                 f"--force replaces it")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if is_url(b):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _progress(wanted: bool | None) -> bool | None:
+    """The writer's ``progress``: no bar without tqdm (an optional extra), with a note if one
+    was asked for."""
+    if wanted is False:
+        return False
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        if wanted:
+            print("tgm-xarray: --progress needs tqdm (pip install 'tgm-xarray[cli]'); "
+                  "writing without a progress bar", file=sys.stderr)
+        return False
+    return wanted
+
+
+@dataclass(frozen=True)
+class Plans:
+    """The plans of every input, written as one: the progress bar knows its total up front,
+    and encoding runs on without draining between inputs."""
+
+    plans: list
+
+    @property
+    def count(self) -> int:
+        return sum(p.count for p in self.plans)
+
+    def messages(self) -> Iterator:
+        for p in self.plans:
+            yield from p.messages()
+
+
+def open_inputs(path: str, engine: str | None, chunks: Any) -> list:
+    """The Datasets of one input: one for NetCDF/Zarr/.tgm, one per hypercube for GRIB (cfgrib).
+
+    A failure names the input; a corrupt GRIB message is an error, not a field left out.
     """
     import xarray as xr
 
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"input {path!r} does not exist")
+    from tgm_xarray.backend import TensogramBackendEntrypoint
+
+    if not is_url(path) and not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "input does not exist", path)
     if engine is None:
         lower = path.rstrip("/").lower()
         engine = "cfgrib" if lower.endswith(GRIB_SUFFIXES) else \
-            "zarr" if lower.endswith(".zarr") or os.path.isdir(path) else None
-    if engine == "cfgrib":
-        import cfgrib
-
-        return cfgrib.open_datasets(path, backend_kwargs={"indexpath": ""}, chunks=chunks)
-    return [xr.open_dataset(path, engine=engine, chunks=chunks)]
+            "zarr" if lower.endswith(".zarr") or os.path.isdir(path) else \
+            TensogramBackendEntrypoint if lower.endswith(".tgm") else None
+    try:
+        if engine == "cfgrib":
+            try:
+                import cfgrib
+            except ImportError:
+                raise ImportError("GRIB inputs need cfgrib and eccodes "
+                                  "(pip install cfgrib eccodes)") from None
+            # No index files next to inputs (they may be read-only); errors="raise": cfgrib
+            # would otherwise log a corrupt message or variable and leave it out.
+            return cfgrib.open_datasets(path, backend_kwargs={"indexpath": "", "errors": "raise"},
+                                        chunks=chunks)
+        return [xr.open_dataset(path, engine=engine, chunks=chunks)]
+    except Exception as error:
+        raise ValueError(f"input {path!r}: {error_line(error)}") from error
 
 
 def cli_encoding(ds, bits: int | None, compression: str | None, options: dict) -> dict:
@@ -208,14 +359,12 @@ def _number(text: str) -> Any:
 
 
 def describe(path: str) -> dict:
-    """A summary of a ``.tgm`` file: sizes, codecs, and the Dataset(s) it opens as.
+    """A summary of a ``.tgm`` file or URL: sizes, codecs, and the Dataset(s) it opens as.
 
     ``ratio`` is the decoded size of every object over the file size.
     """
-    from tgm_xarray._core import FileHandle
-
-    handle = FileHandle(path)
-    size = os.path.getsize(path)
+    handle = open_file(path).handle
+    size = handle.file_size
     codecs: Counter = Counter()
     decoded: Counter = Counter()
     objects = 0
@@ -311,9 +460,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _dump(args: argparse.Namespace) -> int:
-    from tgm_xarray._core import FileHandle
-
-    handle = FileHandle(args.file)
+    handle = open_file(args.file).handle
     messages = range(len(handle)) if args.message is None else [args.message]
     entries = []
     for msg in messages:

@@ -101,6 +101,39 @@ class TgmFile:
         """
         return self._handle.read(msg, obj, index, out, verify_hash)
 
+    def close(self) -> None:
+        """Lets go of the file: later reads and metadata raise ``ValueError`` (and ``len`` is 0).
+
+        The handle itself is the process cache's, shared with every other reader of the file,
+        so it stays mapped for them (``handles.CACHE.release(path)`` drops it from the cache).
+
+        >>> with open_file("forecast.tgm") as f:            # doctest: +SKIP
+        ...     first = f.read(0, 0)
+        """
+        self._handle = self.read = _ClosedHandle(self.path)
+
+    def __enter__(self) -> TgmFile:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _ClosedHandle:
+    """What a closed :class:`TgmFile` holds in place of its handle: any use says it is closed."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __len__(self) -> int:
+        return 0
+
+    def __call__(self, *args: object, **kwargs: object):
+        raise ValueError(f"{self.path}: the file is closed")
+
+    def __getattr__(self, name: str):
+        return self
+
 
 def open_file(path: str | os.PathLike, storage_options: dict | None = None) -> TgmFile:
     """Opens a ``.tgm`` file or URL through the process's handle cache."""

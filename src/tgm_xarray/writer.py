@@ -27,7 +27,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import xarray as xr
@@ -36,7 +36,9 @@ from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError, TgmError
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 
-MODES = ("w", "w-", "a")
+WriteMode = Literal["w", "w-", "a"]
+Layout = Literal["field", "variable"]
+MODES = get_args(WriteMode)
 
 
 def to_tgm(
@@ -44,8 +46,8 @@ def to_tgm(
     path: str | os.PathLike,
     *,
     encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
-    layout: str = "field",
-    mode: str = "w",
+    layout: Layout = "field",
+    mode: WriteMode = "w",
     compute: bool = True,
     hash: bool = True,
     threads: int | None = None,
@@ -109,22 +111,6 @@ def _write(write_plan: DatasetPlan, path: str, **options) -> None:
         writer.write_plan(write_plan, skip_nan_fields=skip)
 
 
-@xr.register_dataset_accessor("tgm")
-class TgmAccessor:
-    """``ds.tgm.to_file(path, ...)``: :func:`to_tgm` as a Dataset method."""
-
-    def __init__(self, ds: xr.Dataset):
-        self._ds = ds
-
-    def to_file(self, path: str | os.PathLike, **kwargs):
-        """Write the Dataset to ``path``; keywords as :func:`to_tgm`.
-
-        >>> import xarray as xr, tempfile, os
-        >>> xr.Dataset({"a": ("x", [1, 2, 3])}).tgm.to_file(os.path.join(tempfile.mkdtemp(), "a.tgm"))
-        """
-        return to_tgm(self._ds, path, **kwargs)
-
-
 class TgmWriter:
     """Writes any number of Datasets into one Tensogram file, atomically.
 
@@ -141,7 +127,7 @@ class TgmWriter:
     1
     """
 
-    def __init__(self, path: str | os.PathLike, mode: str = "w", *, hash: bool = True,
+    def __init__(self, path: str | os.PathLike, mode: WriteMode = "w", *, hash: bool = True,
                  threads: int | None = None, progress: bool | None = False):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -183,7 +169,7 @@ class TgmWriter:
         else:
             self.abort()
 
-    def write(self, ds: xr.Dataset, *, encoding: Mapping | None = None, layout: str = "field",
+    def write(self, ds: xr.Dataset, *, encoding: Mapping | None = None, layout: Layout = "field",
               field_dims: Sequence[str] | None = None, skip_nan_fields: bool = False) -> int:
         """Append ``ds`` (keywords as :func:`to_tgm`); returns the number of messages written."""
         return self.write_plan(plan(ds, encoding=encoding, layout=layout, field_dims=field_dims),

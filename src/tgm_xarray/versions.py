@@ -1,0 +1,85 @@
+"""``show_versions()``: what a bug report needs to say about the installation.
+
+>>> import tgm_xarray
+>>> tgm_xarray.show_versions()                            # doctest: +ELLIPSIS
+tgm-xarray: ...
+tgm_xarray._core: _core...
+tensogram crate: 0.24.0
+...
+free-threaded build: ...
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import sysconfig
+import warnings
+from importlib.metadata import PackageNotFoundError, entry_points, version
+from typing import TextIO
+
+#: The engine name upstream's ``tensogram-xarray`` registers too, and the one only we do.
+SHARED_ENGINE, OWN_ENGINE = "tensogram", "tgm"
+
+class EngineNameWarning(RuntimeWarning):
+    """Another installed package registers xarray's engine name ``"tensogram"`` too."""
+
+
+#: Distributions worth naming in a report: the array stack, and what the extras bring.
+PACKAGES = ("numpy", "xarray", "dask", "distributed", "zarr", "fsspec", "cfgrib", "eccodes",
+            "tqdm", "tensogram", "tensogram-xarray")
+
+
+def versions() -> dict[str, str]:
+    """``{name: version or "not installed"}``, with the interpreter's details and the engines
+    registered under xarray's ``tensogram`` and ``tgm`` names."""
+    from tgm_xarray import __version__, _core
+
+    info = {
+        "tgm-xarray": __version__,
+        "tgm_xarray._core": os.path.basename(_core.__file__),
+        "tensogram crate": _core.TENSOGRAM_VERSION,
+        "python": sys.version.replace("\n", " "),
+        "platform": platform.platform(),
+        "free-threaded build": str(bool(sysconfig.get_config_var("Py_GIL_DISABLED"))),
+        # 3.13+: False while running without the GIL (a free-threaded build may re-enable it).
+        "GIL enabled": str(getattr(sys, "_is_gil_enabled", lambda: True)()),
+    }
+    for name in PACKAGES:
+        try:
+            info[name] = version(name)
+        except PackageNotFoundError:
+            info[name] = "not installed"
+    for engine in (SHARED_ENGINE, OWN_ENGINE):
+        providers = sorted(ep.value for ep in entry_points(group="xarray.backends", name=engine))
+        info[f'engine="{engine}"'] = ", ".join(providers) or "none"
+    return info
+
+
+def show_versions(file: TextIO | None = None) -> None:
+    """Print :func:`versions`, one ``name: version`` a line (to ``file``, default stdout), for
+    bug reports."""
+    file = sys.stdout if file is None else file
+    for name, value in versions().items():
+        print(f"{name}: {value}", file=file)
+
+
+def other_providers(engine: str = SHARED_ENGINE) -> list[str]:
+    """The installed packages other than this one that register xarray's engine ``engine``, as
+    ``"distribution (module)"``."""
+    return sorted(f"{ep.dist.name if ep.dist else '?'} ({ep.module})"
+                  for ep in entry_points(group="xarray.backends", name=engine)
+                  if ep.module.partition(".")[0] != "tgm_xarray")
+
+
+def warn_if_engine_name_shared() -> None:
+    """Warn when another package (upstream's ``tensogram-xarray``) registers ``engine=
+    "tensogram"`` too: xarray then picks one of the two at random in each process."""
+    others = other_providers()
+    if others:
+        warnings.warn(
+            f'tgm-xarray (tgm_xarray.backend) and {", ".join(others)} both register xarray\'s '
+            f'engine="{SHARED_ENGINE}", and xarray picks one of them at random in each process. '
+            f'Pass engine="{OWN_ENGINE}" to open files with tgm-xarray (or uninstall the other).',
+            EngineNameWarning, stacklevel=2)
