@@ -31,7 +31,7 @@ LEVELS = [1000, 850, 700, 500, 300]
 
 def forecast(steps: int) -> xr.Dataset:
     """A forecast Dataset shaped like cfgrib's, its fields derived from the real analysis."""
-    real = xr.open_dataset(REAL_FILE, engine="tensogram").load()
+    real = xr.open_dataset(REAL_FILE, engine="tgm").load()
     lat, lon = real.latitude, real.longitude
     step = pd.to_timedelta(np.arange(steps) * 6, unit="h")
     hours = step / pd.Timedelta(hours=1)
@@ -86,7 +86,7 @@ def main() -> None:
 
     print("\nReading it back:")
     lazy = timed("xr.open_dataset(engine='tensogram', chunks={})",
-                 lambda: xr.open_dataset(path, engine="tensogram", chunks={}))
+                 lambda: xr.open_dataset(path, engine="tgm", chunks={}))
     print()
     print(lazy)
     print()

@@ -1,6 +1,6 @@
 """Open a `.tgm` file lazily with xarray, select a region, and reduce every field with dask threads.
 
-`xr.open_dataset(path, engine="tensogram", chunks={})` reads metadata only: each stored field
+`xr.open_dataset(path, engine="tgm", chunks={})` reads metadata only: each stored field
 becomes one dask chunk, decoded when (and as far as) a computation needs it, by the Rust core
 with the interpreter released, so dask's threads decode in parallel.
 
@@ -27,7 +27,7 @@ def main() -> None:
     start = time.perf_counter()
 
     # 1. Open: metadata only, one dask chunk per field.
-    ds = xr.open_dataset(args.path, engine="tensogram", chunks={})
+    ds = xr.open_dataset(args.path, engine="tgm", chunks={})
     print(ds)
     print(f"\nopened in {1e3 * (time.perf_counter() - start):.0f} ms; "
           f"{sum(v.data.npartitions for v in ds.data_vars.values())} dask chunks, nothing decoded yet")

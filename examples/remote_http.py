@@ -30,7 +30,7 @@ def main() -> None:
     f = tgm_xarray.open_file(args.url, storage_options=options)
     print(f"{f}: indexed {f.handle.file_size:,} bytes in {time.perf_counter() - start:.2f} s")
 
-    ds = xr.open_dataset(args.url, engine="tensogram", chunks={}, storage_options=options)
+    ds = xr.open_dataset(args.url, engine="tgm", chunks={}, storage_options=options)
     print(ds)
     name = next(n for n, v in ds.data_vars.items() if {"latitude", "longitude"} <= set(v.dims))
     window = ds[name].sel(latitude=slice(72, 34), longitude=slice(-12, 32))  # Europe

@@ -4,7 +4,7 @@ The Dataset looks like one cfgrib returns: 2 m temperature and temperature on tw
 a forecast reference `time`, 6-hourly `step`s, on a 0.5-degree grid over Europe. `to_tgm` writes
 one message per field (GRIB-like: `time`, `step` and the level become MARS keys), here with
 16-bit packing + szip for `t` and the lossless default (blosc2 + zstd) for `2t`; `mode="a"`
-appends a later step; `xr.open_dataset(..., engine="tensogram")` rebuilds the hypercube. See
+appends a later step; `xr.open_dataset(..., engine="tgm")` rebuilds the hypercube. See
 docs/writer.md. No input file: the values are synthetic.
 
     python examples/write_tgm.py [--out DIR]
@@ -64,11 +64,11 @@ def main() -> None:
 
     tgm_xarray.to_tgm(first, path, encoding=encoding)            # atomic: the file appears when complete
     print(f"wrote {path}: {len(tgm_xarray.open_file(path))} messages, {path.stat().st_size / 1e3:.0f} kB")
-    last.tgm.to_file(path, mode="a", encoding=encoding)         # ds.tgm (to_tgm registered it): + step 18
+    last.tgm.to_file(path, mode="a", encoding=encoding)         # ds.tgm (import tgm_xarray registers it): + step 18
     print(f"appended step 18: {len(tgm_xarray.open_file(path))} messages, {path.stat().st_size / 1e3:.0f} kB "
           f"({ds.nbytes / 1e3:.0f} kB in memory)\n")
 
-    with xr.open_dataset(path, engine="tensogram") as back:
+    with xr.open_dataset(path, engine="tgm") as back:
         print(back)
         back = back.load()
     steps = (back.step.values / np.timedelta64(1, "h")).astype(int).tolist()

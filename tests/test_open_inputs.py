@@ -1,4 +1,4 @@
-"""What ``open_dataset(..., engine="tensogram")`` accepts besides a path string, as xarray's own
+"""What ``open_dataset(..., engine="tgm")`` accepts besides a path string, as xarray's own
 engines do: ``pathlib`` paths, ``~``, ``file://`` URLs, bytes and binary file objects."""
 
 from __future__ import annotations
