@@ -68,7 +68,10 @@ def main() -> None:
     repo = repository(repo_dir, archive)
     t0 = time.perf_counter()
     for i, path in enumerate(paths):
-        vds = open_virtual_dataset(path.resolve().as_uri(), registry=registry, parser=TensogramParser())
+        vds = open_virtual_dataset(path.resolve().as_uri(), registry=registry, parser=TensogramParser(),
+                                   drop_variables=["valid_time"])
+        # One step per file reads as a scalar coordinate (as cfgrib has it): the dimension to append along.
+        vds = vds.expand_dims("step")
         session = repo.writable_session("main")
         vds.vz.to_icechunk(session.store, **({"append_dim": "step"} if i else {}))
         session.commit(f"forecast step {steps[i]} h")
@@ -79,7 +82,8 @@ def main() -> None:
     print(f"reopened lazily in {time.perf_counter() - t0:.3f} s: {dict(ds.sizes)}; "
           f"2t chunks {ds['2t'].data.chunksize}")
 
-    with xr.open_mfdataset(paths, engine="tensogram", combine="nested", concat_dim="step") as direct:
+    with xr.open_mfdataset(paths, engine="tensogram", combine="nested", concat_dim="step",
+                           drop_variables=["valid_time"]) as direct:
         same = all(np.array_equal(ds[name].values, direct[name].values, equal_nan=True) for name in direct.data_vars)
     print(f"identical to engine='tensogram': {same}")
 

@@ -42,6 +42,10 @@ from tgm_xarray.zarr_codec import TensogramCodec
 
 __all__ = ["TensogramParser", "TensogramManifestStore"]
 
+#: Descriptor parameters computed per field (simple packing's range): left out of the codec's
+#: configuration, which must be the same for every field of an array.
+PER_FIELD_PARAMS = ("sp_reference_value", "sp_binary_scale_factor")
+
 
 class TensogramParser:
     """A VirtualiZarr parser for Tensogram files: ``open_virtual_dataset(url, registry=...,
@@ -255,13 +259,16 @@ def _virtual_array(url: str, handle, plan: VariablePlan, attrs: dict, hash: bool
 
 
 def _descriptor(plan: VariablePlan, object_shape: tuple[int, ...]) -> dict[str, Any]:
-    """What the variable's objects share of their descriptors (the planner's encoding)."""
+    """What the variable's objects share of their descriptors (the planner's encoding), less
+    the values each field's packing computes: arrays of other files then have the same codec,
+    which concatenating and appending require."""
     descriptor: dict[str, Any] = {"shape": list(object_shape)}
     for key in ("dtype", "byte_order", "encoding", "filter", "compression"):
         if f"tensogram_{key}" in plan.encoding:
             descriptor[key] = plan.encoding[f"tensogram_{key}"]
-    if "tensogram_params" in plan.encoding:
-        descriptor["params"] = _json_safe(plan.encoding["tensogram_params"])
+    params = {k: v for k, v in plan.encoding.get("tensogram_params", {}).items() if k not in PER_FIELD_PARAMS}
+    if params:
+        descriptor["params"] = _json_safe(params)
     return descriptor
 
 
