@@ -239,6 +239,11 @@ def test_kerchunk_references_point_at_the_frames(ifs_file):
     chunk_refs = [v for k, v in refs.items() if not k.endswith((".zarray", ".zattrs", ".zgroup"))
                   and isinstance(v, list)]
     assert chunk_refs and all((offset, length) in spans for _, offset, length in chunk_refs)
+    # What docs/virtual.md warns of: kerchunk's Zarr v2 metadata has no place for the v3 codec.
+    import json
+
+    zarray = json.loads(refs["2t/.zarray"])
+    assert zarray["compressor"] is None and not zarray["filters"]
 
 
 # --------------------------------------------------------------------------------------------
