@@ -901,4 +901,5 @@ CASES = {
     "open": case_open,
     "contention": case_contention,
     "zarr": case_zarr,
+    "virtual": lambda ctx: importlib.import_module("virtual").case_virtual(ctx),  # benchmarks/virtual.py
 }

@@ -501,9 +501,11 @@ class RemoteHandle:
     batches of range requests.
     """
 
-    def __init__(self, url: str, storage_options: dict | None = None):
+    def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: Fetcher | None = None):
+        # `fetcher`: another source of range requests with Fetcher's methods (virtual.py reads
+        # through the object store a VirtualiZarr registry gives).
         self.path = url
-        self._fetcher = Fetcher(url, storage_options)
+        self._fetcher = fetcher or Fetcher(url, storage_options)
         if self._fetcher.size == 0:
             raise TgmFormatError(f"{url}: the file is empty")
         try:
@@ -638,6 +640,10 @@ class RemoteHandle:
     def message_span(self, msg: int) -> tuple[int, int]:
         m = self._messages[self._check(msg)]
         return m.offset, m.length
+
+    def frame_spans(self, msg: int) -> list[tuple[int, int]]:
+        m = self._message(msg)
+        return [(m.offset + start, length) for start, length in m.frames]
 
     def parse_all(self) -> None:
         """Fetches every descriptor not fetched yet (in concurrent batches of range requests)."""

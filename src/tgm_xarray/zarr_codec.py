@@ -13,6 +13,7 @@ See docs/zarr.md for the configuration, the error bounds and the rules on dtypes
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import operator
 import sys
@@ -65,6 +66,9 @@ COMPRESSION_PARAMS = (
 SZIP_PACKING_BITS = (8, 16, 24, 32)
 # Compressions that reinterpret the payload as float64 whatever the dtype (upstream 0.24).
 FLOAT64_ONLY = ("zfp", "sz3")
+# What a chunk's bytes are: a whole single-object message (what the codec writes), or one
+# data-object frame of a message in a .tgm file (the chunks of virtual references, virtual.py).
+CHUNKS = ("message", "frame")
 
 
 def _parse_choice(name: str, value: object, choices: tuple | dict) -> Any:
@@ -181,6 +185,8 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     sz3_error_bound_mode: str | None
     sz3_error_bound: float | None
     hash: bool
+    chunk: str
+    descriptor: str | None  # chunk "frame": the referenced objects' descriptor, as sorted JSON
 
     def __init__(
         self,
@@ -203,7 +209,16 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         sz3_error_bound_mode: str | None = None,
         sz3_error_bound: float | None = None,
         hash: bool = True,
+        chunk: str = "message",
+        descriptor: dict[str, JSON] | None = None,
     ) -> None:
+        if _parse_choice("chunk", chunk, CHUNKS) == "frame":
+            # Read-only references: the frame holds its own descriptor, which decoding follows.
+            # `descriptor` says what the objects are (their shape is checked on every decode).
+            self._init_frame(descriptor, hash)
+            return
+        if descriptor is not None:
+            raise ValueError("descriptor applies to chunk 'frame', not 'message'")
         encoding = _parse_choice("encoding", encoding, ENCODINGS)
         filter = _parse_choice("filter", filter, FILTERS)
         compression = _parse_choice("compression", compression, COMPRESSIONS)
@@ -244,6 +259,25 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         for name in COMPRESSION_PARAMS:
             object.__setattr__(self, name, params.get(name))
         object.__setattr__(self, "hash", hash)
+        object.__setattr__(self, "chunk", "message")
+        object.__setattr__(self, "descriptor", None)
+
+    def _init_frame(self, descriptor: dict[str, JSON] | None, hash: bool) -> None:
+        if not isinstance(descriptor, dict) or "shape" not in descriptor:
+            raise ValueError("chunk 'frame' needs the objects' descriptor, with their shape")
+        shape = descriptor["shape"]
+        if not isinstance(shape, list | tuple) or any(isinstance(n, bool) or not isinstance(n, int) or n < 0
+                                                      for n in shape):
+            raise ValueError(f"descriptor shape must be a list of sizes; got {shape!r}")
+        if not isinstance(hash, bool):
+            raise TypeError(f"hash must be true or false; got {hash!r}")
+        for name in self.__dataclass_fields__:
+            object.__setattr__(self, name, None)
+        for name in ("encoding", "filter", "compression"):
+            object.__setattr__(self, name, descriptor.get(name))
+        object.__setattr__(self, "hash", hash)
+        object.__setattr__(self, "chunk", "frame")
+        object.__setattr__(self, "descriptor", json.dumps(descriptor, sort_keys=True))
 
     def __repr__(self) -> str:
         # The stored configuration, not the unused parameters of other compressions.
@@ -256,6 +290,9 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         return cls(**configuration_parsed)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, JSON]:
+        if self.chunk == "frame":
+            configuration = {"chunk": "frame", "descriptor": json.loads(self.descriptor), "hash": self.hash}
+            return {"name": "tensogram", "configuration": configuration}
         # Only the parameters of the chosen stages, all of them, in a fixed order.
         configuration: dict[str, JSON] = {"encoding": self.encoding}
         if self.encoding == "simple_packing":
@@ -284,6 +321,8 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         dtype: ZDType[TBaseDType, TBaseScalar],
         chunk_grid: ChunkGrid,
     ) -> None:
+        if self.chunk == "frame":
+            return  # decoding follows each frame's descriptor and casts to the array's dtype
         self._check_dtype(dtype.to_native_dtype())
 
     def _check_dtype(self, dtype: np.dtype) -> None:
@@ -318,6 +357,8 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         return descriptor
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        if self.chunk == "frame":
+            raise TgmCodecError("chunk 'frame' arrays are read-only references into .tgm files")
         data = chunk_array.as_numpy_array().reshape(chunk_spec.shape)
         self._check_dtype(data.dtype)
         data = np.asarray(data, dtype=np.float64 if self._float64_payload else None, order="C")
@@ -339,6 +380,8 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         self, chunk_bytes: Buffer, selection: SelectorTuple, chunk_spec: ArraySpec
     ) -> NDBuffer:
         """``chunk[selection]`` (numpy semantics), decoding only that region when it is outer."""
+        if self.chunk == "frame":
+            return self._decode_frame_region(chunk_bytes, selection, chunk_spec)
         dtype = chunk_spec.dtype.to_native_dtype()
         stored = np.dtype(np.float64) if self._float64_payload else dtype.newbyteorder("=")
         outer = _outer_selection(selection, chunk_spec.shape)
@@ -349,6 +392,35 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         out = _core.empty(decoded_shape, stored)
         _core.decode_message_into(chunk_bytes.as_numpy_array(), 0, core_selection, out)
         result = out.reshape(result_shape) if outer is not None else out[selection]
+        if result.dtype != dtype:
+            result = result.astype(dtype)
+        return chunk_spec.prototype.nd_buffer.from_numpy_array(result)
+
+    def _decode_frame_region(
+        self, chunk_bytes: Buffer, selection: SelectorTuple, chunk_spec: ArraySpec
+    ) -> NDBuffer:
+        """``_decode_region_sync`` of a chunk that is one data-object frame. The chunk is the
+        object with leading axes of size 1 (the fields' stacking dimensions)."""
+        dtype = chunk_spec.dtype.to_native_dtype()
+        shape = tuple(json.loads(self.descriptor)["shape"])
+        lead = len(chunk_spec.shape) - len(shape)
+        if lead < 0 or tuple(chunk_spec.shape[lead:]) != shape or any(n != 1 for n in chunk_spec.shape[:lead]):
+            raise TgmCodecError(f"a chunk of shape {chunk_spec.shape} cannot hold objects of shape {shape}")
+        outer = _outer_selection(selection, chunk_spec.shape)
+        if outer is None:  # coordinate or mask selection: decode all, let numpy pick
+            core_selection, decoded_shape, result_shape = None, tuple(chunk_spec.shape), None
+        else:
+            core_selection, decoded_shape, result_shape = outer
+        frame = chunk_bytes.to_bytes()
+        # A frame's inline hash covers its descriptor and payload: wrong bytes fail, not decode.
+        verify = self.hash and _core.frame_footer(frame, frame)[1] is not None
+        values = _core.read_frame(frame, None if core_selection is None else core_selection[lead:], None,
+                                  verify, "the referenced data-object frame")
+        if values.shape != decoded_shape[lead:]:
+            raise TgmCodecError(f"the referenced data-object frame holds an object of shape {values.shape}, "
+                                f"the array expects {shape}: a stale reference (the file was rewritten?)")
+        values = values.reshape(decoded_shape)
+        result = values.reshape(result_shape) if outer is not None else values[selection]
         if result.dtype != dtype:
             result = result.astype(dtype)
         return chunk_spec.prototype.nd_buffer.from_numpy_array(result)

@@ -1,0 +1,178 @@
+"""The ``virtual`` case of ``run.py``: virtual Zarr references over a ``.tgm`` archive.
+
+An archive of 200 files x 48 messages (one forecast step per file: 4 parameters x 12 pressure
+levels of a 2.5-degree field, 24-bit packing + szip, with latitude/longitude objects) is turned
+into references with ``tgm_xarray.virtual.TensogramParser`` and committed to an Icechunk
+repository. Measured in the same run: building the references (parse every file, concatenate,
+commit), reopening the committed store, and the end-to-end reduction (open lazily + the global
+mean of every field with dask's threaded scheduler) through ``xr.open_zarr`` on the repository
+against ``xr.open_mfdataset(..., engine="tensogram")`` on the same files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import datagen
+from cases import CaseResult, Context, Skip, Table, Target, optional
+from harness import Samples, fmt_time, rounds
+
+from tgm_xarray import handles
+
+FILES, PARAMS, LEVELS = 200, ("t", "q", "r", "gh"), (1000, 925, 850, 700, 600, 500, 400, 300, 250, 200, 150, 100)
+NY, NX = 73, 144
+QUICK_FILES = 20
+
+
+def _archive(root: Path, files: int) -> list[Path]:
+    """The archive, made once (about 30 s for 200 files)."""
+    done = root / ".complete"
+    paths = [root / f"fc-step{3 * i:03d}.tgm" for i in range(files)]
+    if done.exists():
+        return paths
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    lat = np.linspace(90, -90, NY)
+    lon = np.linspace(0, 357.5, NX)
+    coords = datagen.coordinate_objects(lat, lon)
+    y, x = np.deg2rad(lat)[:, None], np.deg2rad(lon)[None, :]
+    for i, path in enumerate(paths):
+        step = 3 * i
+        with open(path, "wb") as f:
+            for p, param in enumerate(PARAMS):
+                for k, level in enumerate(LEVELS):
+                    values = 250 + 30 * np.cos(y) ** 2 + 5 * np.sin(3 * x + p + k / 7 + step / 24) + 0 * x
+                    f.write(datagen.tgm_message(values, datagen.field_base(param, step, level, "K"), coords))
+    done.touch()
+    return paths
+
+
+def _repository(repo_dir: Path, archive: Path):
+    import icechunk
+
+    prefix = archive.resolve().as_uri() + "/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(archive.resolve()))))
+    credentials = icechunk.containers_credentials({prefix: None})
+    storage = icechunk.local_filesystem_storage(str(repo_dir))
+    return icechunk.Repository.open_or_create(storage, config, authorize_virtual_chunk_access=credentials)
+
+
+def case_virtual(ctx: Context) -> CaseResult:
+    if optional("virtualizarr") is None or optional("icechunk") is None or optional("obstore") is None:
+        raise Skip("virtualizarr, icechunk or obstore is not installed in this interpreter "
+                   "(pip install 'tgm-xarray[virtual]'; no free-threaded wheels)")
+    import dask
+    import xarray as xr
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+    from virtualizarr import open_virtual_mfdataset
+
+    from cases import ours_entrypoint
+    from tgm_xarray.virtual import TensogramParser
+
+    files = QUICK_FILES if ctx.quick else FILES
+    root = ctx.data / f"virtual-{files}"
+    paths = _archive(root / "archive", files)
+    res = CaseResult("virtual", f"Virtual Zarr: {files} files x {len(PARAMS) * len(LEVELS)} messages as Icechunk "
+                     "references", __doc__.split("\n\n")[1].replace("\n", " "))
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    urls = [p.resolve().as_uri() for p in paths]
+    repo_dir = root / "repo"
+    repeats = max(3, ctx.repeats // 2)
+
+    def build():
+        handles.CACHE.clear()  # parse every file afresh
+        shutil.rmtree(repo_dir, ignore_errors=True)
+        vds = open_virtual_mfdataset(urls, registry=registry, parser=TensogramParser(), combine="nested",
+                                     concat_dim="step", coords="minimal", compat="override")
+        repo = _repository(repo_dir, root / "archive")
+        session = repo.writable_session("main")
+        vds.vz.to_icechunk(session.store)
+        session.commit("archive")
+
+    build_s = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        build()
+        build_s.append(time.perf_counter() - t0)
+    repo = _repository(repo_dir, root / "archive")
+    reopen_s = []
+    for _ in range(repeats + 2):
+        t0 = time.perf_counter()
+        ds = xr.open_zarr(repo.readonly_session("main").store, consolidated=False, zarr_format=3, chunks={})
+        reopen_s.append(time.perf_counter() - t0)
+        ds.close()
+
+    dims = ("latitude", "longitude")
+    ours_cls = ours_entrypoint()
+
+    def engine_open(chunks):
+        def open_():
+            handles.CACHE.clear()
+            return xr.open_mfdataset(paths, engine=ours_cls, combine="nested", concat_dim="step", chunks=chunks,
+                                     coords="minimal", compat="override", data_vars="minimal")
+        return open_
+
+    def virtual_open(chunks):
+        def open_():
+            return xr.open_zarr(_repository(repo_dir, root / "archive").readonly_session("main").store,
+                                consolidated=False, zarr_format=3, chunks=chunks)
+        return open_
+
+    # One field per dask task (both stores' own chunks), and the 12 levels of a step per task:
+    # zarr then fetches and decodes a task's chunks concurrently in one call.
+    levels = {"isobaricInhPa": -1}
+    flows = {"tgm_xarray engine, chunks={}": engine_open({}),
+             "virtual store (open_zarr on Icechunk), chunks={}": virtual_open({}),
+             f"tgm_xarray engine, chunks={levels}": engine_open(levels),
+             f"virtual store (open_zarr on Icechunk), chunks={levels}": virtual_open(levels)}
+    samples = {label: Samples() for label in flows}
+    means = {}
+
+    def sample(label, keep):
+        t0 = time.perf_counter()
+        ds = flows[label]()
+        result = ds[list(PARAMS)].mean(dims).compute()
+        seconds = time.perf_counter() - t0
+        ds.close()
+        means[label] = {name: np.asarray(result[name].values) for name in PARAMS}
+        if keep:
+            samples[label].seconds.append(seconds)
+
+    with warnings.catch_warnings(), dask.config.set(scheduler="threads", num_workers=ctx.e2e_threads[0]):
+        warnings.simplefilter("ignore")
+        rounds(list(flows), repeats, sample, warmup=1)
+    engine_one, virtual_one, engine_levels, virtual_levels = list(flows)
+    same = all(np.array_equal(means[engine_one][p], means[label][p]) for p in PARAMS for label in flows)
+    res.notes.append(f"{'ok' if same else 'MISMATCH'}: every contender's {len(PARAMS)} x {files} x "
+                     f"{len(LEVELS)} means equal the engine's bit for bit")
+
+    def speed(engine_label, virtual_label):
+        ratios = [e / v for e, v in zip(samples[engine_label].seconds, samples[virtual_label].seconds)]
+        return statistics.median(ratios), ", ".join(f"{r:.2f}" for r in ratios)
+    res.tables.append(Table(
+        f"{files} files x {len(PARAMS) * len(LEVELS)} fields of {NY} x {NX}",
+        ["what", "median", "min"],
+        [["build references + commit (parse, concat, to_icechunk)", fmt_time(statistics.median(build_s)),
+          fmt_time(min(build_s))],
+         ["reopen the committed store (xr.open_zarr)", fmt_time(statistics.median(reopen_s)), fmt_time(min(reopen_s))],
+         *[[f"e2e open + means: {label}", fmt_time(s.median()), fmt_time(s.min())] for label, s in samples.items()]]))
+    res.targets.append(Target("virtual: reopen the committed store (s)", statistics.median(reopen_s), 0.5, "<="))
+    for what, engine_label, virtual_label in (
+            ("virtual store chunks={'isobaricInhPa': -1} vs engine chunks={}", engine_one, virtual_levels),
+            ("both chunks={}", engine_one, virtual_one),
+            ("both chunks={'isobaricInhPa': -1}", engine_levels, virtual_levels)):
+        value, ratios = speed(engine_label, virtual_label)
+        res.targets.append(Target(f"virtual: e2e speed of open_zarr on the virtual store vs the engine, {what}",
+                                  value, 0.8, ">=", f"[per-round ratios {ratios}]"))
+    res.raw = {"build_s": build_s, "reopen_s": reopen_s,
+               **{label: s.to_json() for label, s in samples.items()}, "files": files}
+    return res

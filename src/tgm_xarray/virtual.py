@@ -1,0 +1,283 @@
+"""Virtual Zarr over ``.tgm`` files: a VirtualiZarr parser whose chunks are references to objects.
+
+``TensogramParser`` follows VirtualiZarr 2's parser protocol: called with a URL and an
+``ObjectStoreRegistry`` it returns a ``ManifestStore`` laid out exactly as the xarray engine lays
+the file out (the same planner, ``mapping.build_hypercube``/``split_groups``, and the engine's
+own variables and attributes). Every stored object is one chunk, a reference to its
+data-object frame's bytes in the file, decoded by the ``"tensogram"`` codec in its ``"frame"``
+configuration (``zarr_codec.py``): the frame carries its descriptor, payload, NaN/Inf masks and
+hash, so a chunk decodes from those bytes alone. Coordinates built from metadata (``step``,
+``time``, levels, ...) own no bytes in the file: they are kept in memory with the store and
+always loaded (VirtualiZarr then writes them as ordinary arrays).
+
+>>> from obspec_utils.registry import ObjectStoreRegistry     # doctest: +SKIP
+>>> from obstore.store import LocalStore
+>>> from virtualizarr import open_virtual_dataset
+>>> vds = open_virtual_dataset("file:///data/fc.tgm", registry=ObjectStoreRegistry(
+...     {"file://": LocalStore()}), parser=TensogramParser())
+>>> vds.vz.to_icechunk(session.store)
+
+See docs/virtual.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import xarray as xr
+import zarr
+from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualizarr.manifests.utils import create_v3_array_metadata
+from zarr.core.metadata import ArrayV3Metadata
+
+from tgm_xarray.backend import FileRef, TensogramDataStore, _fill_value, message_infos
+from tgm_xarray.file import TgmFile
+from tgm_xarray.mapping import DatasetPlan, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.remote import RemoteHandle
+from tgm_xarray.zarr_codec import TensogramCodec
+
+__all__ = ["TensogramParser", "TensogramManifestStore"]
+
+#: Descriptor parameters computed per field (simple packing's range): left out of the codec's
+#: configuration, which must be the same for every field of an array.
+PER_FIELD_PARAMS = ("sp_reference_value", "sp_binary_scale_factor")
+
+
+class TensogramParser:
+    """A VirtualiZarr parser for Tensogram files: ``open_virtual_dataset(url, registry=...,
+    parser=TensogramParser(...))``.
+
+    Keywords are the engine's (``xr.open_dataset(path, engine="tensogram", ...)``):
+    ``variable_key``, ``dim_names``, ``filter_by_keys``, ``duplicates``, ``merge_objects``,
+    ``message_index``; ``group`` picks one group of ``xr.open_datatree(path,
+    engine="tensogram")`` (``"pl_721x1440"``). ``hash=False`` skips the check of each frame's
+    stored hash when a chunk is read (on by default: wrong bytes then fail instead of decoding).
+    """
+
+    def __init__(
+        self,
+        *,
+        group: str | None = None,
+        variable_key: str | None = None,
+        dim_names: Iterable[str] | Mapping | None = None,
+        filter_by_keys: Mapping | None = None,
+        duplicates: str = "error",
+        merge_objects: bool = True,
+        message_index: int | None = None,
+        hash: bool = True,
+    ):
+        self.group = group
+        self.hash = hash
+        self.mapping_options = {
+            "variable_key": variable_key, "dim_names": dim_names, "filter_by_keys": filter_by_keys,
+            "duplicates": duplicates, "merge_objects": merge_objects, "message_index": message_index,
+        }
+
+    def __call__(self, url: str, registry) -> TensogramManifestStore:
+        handle = _open_handle(url, registry)
+        infos = message_infos(_Infos(handle))
+        if self.group is None:
+            plan = build_hypercube(infos, source=url, fingerprint=handle.fingerprint, **self.mapping_options)
+        else:
+            options = {k: v for k, v in self.mapping_options.items() if k != "message_index"}
+            groups = split_groups(infos, source=url, fingerprint=handle.fingerprint, **options)
+            if self.group.strip("/") not in groups:
+                raise KeyError(f"{url}: no group {self.group!r}; the file's groups are {sorted(groups)}")
+            plan = groups[self.group.strip("/")]
+        return _manifest_store(url, handle, plan, registry, self.hash)
+
+
+class TensogramManifestStore(ManifestStore):
+    """A ``ManifestStore`` that also holds the small arrays built from metadata (which have no
+    bytes in any file) and loads them whatever ``loadable_variables`` says."""
+
+    def __init__(self, group: ManifestGroup, *, registry, inline: dict[str, bytes], inline_variables=()):
+        super().__init__(group, registry=registry)
+        # Store key -> bytes of the metadata-built arrays' chunks (zarr leaves out chunks that
+        # equal the fill value).
+        self._inline = inline
+        self.inline_variables = sorted(inline_variables)
+
+    async def get(self, key: str, prototype, byte_range=None):
+        data = self._inline.get(key)
+        if data is None:
+            return await super().get(key, prototype, byte_range)
+        if byte_range is not None:
+            start, stop = _byte_range(byte_range, len(data))
+            data = data[start:stop]
+        return prototype.buffer.from_bytes(data)
+
+    def to_virtual_dataset(self, group="", loadable_variables=None, decode_times=None) -> xr.Dataset:
+        if loadable_variables is None:  # VirtualiZarr's default: the dimension coordinates
+            loadable_variables = [name for name, array in self._group.arrays.items()
+                                  if tuple(array.metadata.dimension_names or ()) == (name,)]
+        loadable = list(dict.fromkeys([*loadable_variables, *self.inline_variables]))
+        ds = super().to_virtual_dataset(group, loadable_variables=loadable, decode_times=decode_times)
+        for name in loadable:
+            # A loaded copy is written as data (to_icechunk, to_kerchunk): not with the codec of
+            # the references it was read through, which cannot encode.
+            serializer = ds[name].encoding.get("serializer")
+            if isinstance(serializer, TensogramCodec) and serializer.chunk == "frame":
+                for key in ("serializer", "compressors", "filters"):
+                    ds[name].encoding.pop(key, None)
+        return ds
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class _Infos:
+    """What ``backend.message_infos`` needs of a ``TgmFile``: its handle."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+
+def _open_handle(url: str, registry):
+    """The file's handle: the process's mapped handle for ``file://`` URLs, else a remote handle
+    whose range requests go through the registry's object store."""
+    parsed = urlparse(url)
+    if parsed.scheme in ("", "file"):
+        return TgmFile(unquote(parsed.path)).handle
+    store, path = registry.resolve(url)
+    return RemoteHandle(url, fetcher=_StoreFetcher(url, store, str(path)))
+
+
+class _StoreFetcher:
+    """``remote.Fetcher``'s methods over an obstore store (retries are the store's own)."""
+
+    def __init__(self, url: str, store, path: str):
+        import obstore
+
+        self._obstore = obstore
+        self.url, self._store, self._path = url, store, path
+        self.size = self._call("finding its size", lambda: int(obstore.head(store, path)["size"]))
+
+    def _call(self, what: str, call):
+        try:
+            return call()
+        except FileNotFoundError as err:
+            raise FileNotFoundError(f"{self.url}: not found ({what})") from err
+        except Exception as err:  # obstore's errors: re-raised naming the URL and the bytes
+            raise OSError(f"{self.url}: {what} failed: {type(err).__name__}: {err}") from err
+
+    def fetch(self, start: int, stop: int) -> bytes:
+        if stop <= start:
+            return b""
+        return bytes(self._call(f"reading bytes {start}-{stop - 1}", lambda: self._obstore.get_range(
+            self._store, self._path, start=start, end=stop)))
+
+    def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        if not ranges:
+            return []
+        starts, stops = [r[0] for r in ranges], [r[1] for r in ranges]
+        pieces = self._call(f"reading {len(ranges)} byte ranges", lambda: self._obstore.get_ranges(
+            self._store, self._path, starts=starts, ends=stops))
+        return [bytes(p) for p in pieces]
+
+
+def _byte_range(request, size: int) -> tuple[int, int]:
+    """``(start, stop)`` of a zarr ``ByteRequest`` on ``size`` bytes."""
+    from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+
+    if isinstance(request, RangeByteRequest):
+        return request.start, request.end
+    if isinstance(request, OffsetByteRequest):
+        return request.offset, size
+    if isinstance(request, SuffixByteRequest):
+        return max(0, size - request.suffix), size
+    raise TypeError(f"unexpected byte range {request!r}")
+
+
+def _manifest_store(url: str, handle, plan: DatasetPlan, registry, hash: bool) -> TensogramManifestStore:
+    # The engine's variables (attributes, `coordinates`, metadata coordinates' values): one home
+    # for those rules. Nothing is read: its arrays stay lazy and unused.
+    variables, attrs = TensogramDataStore(FileRef(url), plan).load()
+    arrays = {name: _virtual_array(url, handle, p, variables[name].attrs, hash)
+              for name, p in plan.variables.items()}
+    inline: dict[str, bytes] = {}
+    if plan.index_coords:
+        memory = zarr.storage.MemoryStore()
+        xr.Dataset({name: variables[name] for name in plan.index_coords}).to_zarr(
+            memory, zarr_format=3, consolidated=False, encoding=_time_encodings(variables, plan.index_coords))
+        for key, buffer in memory._store_dict.items():
+            name, _, rest = key.partition("/")
+            if name in plan.index_coords and rest == "zarr.json":
+                metadata = ArrayV3Metadata.from_dict(json.loads(buffer.to_bytes()))
+                grid = tuple(-(-n // c) for n, c in zip(metadata.shape, metadata.chunks))
+                arrays[name] = ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest({}, shape=grid))
+            elif name in plan.index_coords:
+                inline[key] = buffer.to_bytes()
+    group = ManifestGroup(arrays=arrays, attributes=_json_safe(attrs))
+    return TensogramManifestStore(group, registry=registry, inline=inline, inline_variables=plan.index_coords)
+
+
+def _time_encodings(variables, names) -> dict[str, dict]:
+    """Times and steps in seconds: xarray would pick the coarsest unit that fits the values of
+    this file (days for a step of 0), and steps appended later would not fit it."""
+    encodings = {}
+    for name in names:
+        kind = variables[name].dtype.kind
+        if kind in "mM":
+            units = "seconds" if kind == "m" else "seconds since 1970-01-01"
+            encodings[name] = {"units": units, "dtype": "int64"}
+    return encodings
+
+
+def _virtual_array(url: str, handle, plan: VariablePlan, attrs: dict, hash: bool) -> ManifestArray:
+    """One variable: a chunk per stored field, referencing its data-object frame."""
+    n_outer = plan.fields.ndim
+    object_shape = plan.shape[n_outer:]
+    spans: dict[int, list[tuple[int, int]]] = {}
+    offsets = np.empty(len(plan.refs), dtype=np.uint64)
+    lengths = np.empty(len(plan.refs), dtype=np.uint64)
+    for i, (msg, obj) in enumerate(plan.refs):
+        if msg not in spans:
+            spans[msg] = handle.frame_spans(msg)
+        offsets[i], lengths[i] = spans[msg][obj]
+    grid = plan.fields.reshape(plan.fields.shape + (1,) * len(object_shape))
+    present = grid >= 0
+    which = np.where(present, grid, 0)
+    paths = np.where(present, url, "").astype(np.dtypes.StringDType())
+    manifest = ChunkManifest.from_arrays(
+        paths=paths,
+        offsets=np.where(present, offsets[which] if len(plan.refs) else 0, 0).astype(np.uint64),
+        lengths=np.where(present, lengths[which] if len(plan.refs) else 0, 0).astype(np.uint64),
+        validate_paths=False,
+    )
+    codec = TensogramCodec(chunk="frame", descriptor=_descriptor(plan, object_shape), hash=hash)
+    metadata = create_v3_array_metadata(
+        shape=plan.shape, data_type=plan.dtype, chunk_shape=(1,) * n_outer + object_shape,
+        fill_value=_fill_value(plan.dtype), codecs=[codec.to_dict()], attributes=_json_safe(attrs),
+        dimension_names=plan.dims,
+    )
+    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+
+
+def _descriptor(plan: VariablePlan, object_shape: tuple[int, ...]) -> dict[str, Any]:
+    """What the variable's objects share of their descriptors (the planner's encoding), less
+    the values each field's packing computes: arrays of other files then have the same codec,
+    which concatenating and appending require."""
+    descriptor: dict[str, Any] = {"shape": list(object_shape)}
+    for key in ("dtype", "byte_order", "encoding", "filter", "compression"):
+        if f"tensogram_{key}" in plan.encoding:
+            descriptor[key] = plan.encoding[f"tensogram_{key}"]
+    params = {k: v for k, v in plan.encoding.get("tensogram_params", {}).items() if k not in PER_FIELD_PARAMS}
+    if params:
+        descriptor["params"] = _json_safe(params)
+    return descriptor
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays as JSON numbers and lists (zarr's metadata)."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
