@@ -18,6 +18,7 @@ from tgm_xarray.errors import (
     TgmFormatError,
     TgmHashMismatchError,
     TgmIndexError,
+    TgmStaleFileError,
 )
 from tgm_xarray.file import TgmFile, open_file
 
@@ -48,6 +49,7 @@ __all__ = [
     "TgmFormatError",
     "TgmHashMismatchError",
     "TgmIndexError",
+    "TgmStaleFileError",
     "TensogramCodec",
     "open_file",
     "to_tgm",

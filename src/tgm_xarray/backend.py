@@ -8,6 +8,7 @@ Three roles, as in xarray's own engines: ``TensogramBackendArray`` knows how to 
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from xarray.core.variable import Variable
 
 from tgm_xarray import _core
 from tgm_xarray.file import TgmFile
+from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.mapping import DatasetPlan, MessageInfo, VariablePlan, build_hypercube, split_groups
 
 MAGIC = b"TENSOGRM"
@@ -29,12 +31,15 @@ class FileRef:
     """A store's reference to its file, shared by its arrays.
 
     Closing the Dataset drops the reference; a read after that (or in another process, after
-    pickling) reopens through the process's handle cache.
+    pickling) reopens through the process's handle cache, and only the version of the file the
+    Dataset was opened on (``TgmStaleFileError`` otherwise: its layout came from that version).
     """
 
-    def __init__(self, path: str, file: TgmFile | None = None, storage_options: dict | None = None):
-        self.path = path
+    def __init__(self, path: str, file: TgmFile | None = None, storage_options: dict | None = None,
+                 version: FileVersion | None = None):
+        self.path = absolute(path)
         self.storage_options = storage_options
+        self.version = file.version if file is not None else version
         self._file = file
         self._lock = threading.Lock()
 
@@ -44,7 +49,7 @@ class FileRef:
         if file is None:
             with self._lock:
                 if self._file is None:
-                    self._file = TgmFile(self.path, self.storage_options)
+                    self._file = TgmFile(self.path, self.storage_options, self.version)
                 file = self._file
         return file
 
@@ -52,7 +57,7 @@ class FileRef:
         self._file = None
 
     def __reduce__(self):
-        return (FileRef, (self.path, None, self.storage_options))
+        return (FileRef, (self.path, None, self.storage_options, self.version))
 
 
 def _fill_value(dtype: np.dtype):
@@ -189,6 +194,8 @@ def _is_tgm(filename_or_obj: Any) -> bool:
         if path.endswith(".tgm"):
             return True
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block open()
+                return False
             with open(path, "rb") as f:
                 return f.read(len(MAGIC)) == MAGIC
         except OSError:
