@@ -3,17 +3,20 @@
 It serves the files of one directory with ``Range: bytes=a-b`` support and keep-alive, counts
 every request and the bytes it sent, measures how many requests were in flight at once, and can
 be told to misbehave for a path (``503`` a few times, ``404``, ``403``, cut a body short, be
-slow), so tests see what a real server and a flaky network do. Only 127.0.0.1 is ever bound.
+slow, answer other bytes than asked, never answer, redirect to itself), so tests see what a real
+server, a broken one and a flaky network do. ``PlainServer`` is the standard library's
+``http.server``, which ignores ranges. Only 127.0.0.1 is ever bound.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
@@ -35,6 +38,9 @@ class Fault:
     status: int | None = None  # answer with this status and no body
     truncate: int | None = None  # send only this many bytes of the body (Content-Length stays whole)
     delay: float = 0.0  # seconds to wait before answering
+    shift: int = 0  # serve the bytes this far after those asked (saying so in Content-Range)
+    hang: bool = False  # accept the request and never answer (until the server stops)
+    redirect: str | None = None  # answer 302 to this path (itself: a redirect loop)
     times: int | None = None
 
 
@@ -47,6 +53,7 @@ class RangeServer:
     latency: float = 0.0
     max_in_flight: int = 0
     _in_flight: int = 0
+    _stopping: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, name: str = "") -> str:
@@ -136,8 +143,17 @@ class RangeServer:
                 fault = server._take_fault(record.path)
                 if fault and fault.delay:
                     time.sleep(fault.delay)
+                if fault and fault.hang:
+                    server._stopping.wait()
+                    return
                 if fault and fault.status:
                     return self._status(record, fault.status)
+                if fault and fault.redirect:
+                    record.status = 302
+                    self.send_response(302)
+                    self.send_header("Location", fault.redirect)
+                    self.send_header("Content-Length", "0")
+                    return self.end_headers()
                 target = (server.root / record.path.lstrip("/")).resolve()
                 if server.root not in target.parents or not target.is_file():
                     return self._status(record, 404)
@@ -156,6 +172,8 @@ class RangeServer:
                     if start >= size or start >= stop:
                         return self._status(record, 416)
                     status = 206
+                    if fault and fault.shift:
+                        start, stop = min(start + fault.shift, size - 1), min(stop + fault.shift, size)
                     record.range = (start, stop)
                 record.status = status
                 self.send_response(status)
@@ -188,6 +206,36 @@ class RangeServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
         return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+class PlainServer:
+    """``python -m http.server`` on loopback (no range support: every GET is the whole file),
+    counting its GETs."""
+
+    def __init__(self, root: Path):
+        self.gets = 0
+        server = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_GET(self):
+                server.gets += 1
+                super().do_GET()
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=os.fspath(root)))
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
         self._httpd.shutdown()

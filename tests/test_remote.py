@@ -21,7 +21,10 @@ from conftest import (  # noqa: E402
 )
 from range_server import Fault  # noqa: E402
 from tgm_xarray import _core, handles, remote  # noqa: E402
-from tgm_xarray.errors import TgmFormatError, TgmIndexError  # noqa: E402
+from tgm_xarray.errors import (  # noqa: E402
+    RemoteConnectionError, RemoteHTTPError, RemoteRangeError, RemoteRedirectError, RemoteTimeoutError, TgmFormatError,
+    TgmIndexError,
+)
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe
@@ -48,6 +51,18 @@ def quick_retries(monkeypatch):
     monkeypatch.setattr(remote, "BACKOFF", 0.01)
 
 
+def read_as_large_files(monkeypatch):
+    """Small test files read as large ones are: the first request no longer holds them whole,
+    and opening reads their messages' headers only."""
+    monkeypatch.setattr(remote, "FIRST_BLOCK", 1024)
+    monkeypatch.setattr(remote, "WHOLE_MESSAGE_MAX", 256)
+
+
+@pytest.fixture
+def read_as_large(monkeypatch):
+    read_as_large_files(monkeypatch)
+
+
 def assert_same_file(url, local_path):
     """Messages, metadata, descriptors and every object's values equal the local file's."""
     rf, lf = tgm_xarray.open_file(url), tgm_xarray.open_file(local_path)
@@ -66,37 +81,33 @@ def assert_same_file(url, local_path):
 # What opening and reading transfer
 
 
-def test_opening_many_messages_reads_their_preambles_only(range_server):
+def test_opening_many_small_messages_reads_them_in_blocks(range_server):
     url, path = serve(range_server, REMOTE_PARITY / "thousand-msg.tgm")
     size = path.stat().st_size
+    range_server.latency = 0.05  # requests in flight at once overlap
     f = tgm_xarray.open_file(url)
     assert len(f) == 1000
-    # Opening locates the messages: the size, then one 24-byte preamble or postamble per
-    # message, two at a time (from the front and from the back). From the front, each preamble
-    # comes with the postamble before it, for the check when that message is parsed.
-    assert range_server.count() == 1 + len(f)
-    front = len(f) // 2
-    assert range_server.sent_bytes() == 24 * len(f) + 24 * (front - 1) < 0.07 * size
-    assert range_server.max_in_flight == 2
-    # Parsing every message (what open_dataset does) reads the header frames and descriptors,
-    # in concurrent batches (and the preambles of the messages found from the back). These
-    # messages hold 16 bytes of values and ~470 bytes of metadata, index and descriptor each:
-    # their hash frames, postambles and padding are skipped.
-    range_server.reset()
-    f.handle.parse_all()
-    assert range_server.count() <= 2.5 * len(f) + 2
+    f.handle.parse_all()  # what open_dataset does: nothing left to fetch
+    # These 592-byte messages are read whole, in contiguous blocks: the first 64 KiB (which
+    # also give the size), then blocks doubling in size, READ_AHEAD of them in flight at once.
+    # Upstream needs 3,502 requests for this file.
+    assert range_server.count() <= 7
     assert range_server.max_in_flight >= 2
-    assert range_server.sent_bytes() < 0.9 * size
+    assert range_server.sent_bytes() == size
+    ranges = sorted(range_server.ranges(f"/{path.name}"))
+    assert ranges[0] == (0, remote.FIRST_BLOCK)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # no byte twice
 
 
 def test_opening_a_real_file_transfers_a_small_fraction(range_server, ifs_file):
     url, path = serve(range_server, ifs_file)
     with xr.open_dataset(url, engine=ENGINE, chunks={}) as ds:
         assert len(ds.data_vars) == 4
-    assert range_server.sent_bytes() < 0.02 * path.stat().st_size
-    # The size; a preamble or postamble, maybe a preamble, a header (maybe in two requests) and
-    # 3 descriptors (head and tail) per message.
-    assert range_server.count() <= 1 + 4 * (2 + 2 + 2 * 3)
+    assert range_server.sent_bytes() < 0.025 * path.stat().st_size
+    # The first 64 KiB (the first header, and the size); per further message its preamble and
+    # header, with the postamble before it; the last postamble; 3 descriptors (head and tail)
+    # per message; the latitudes and longitudes.
+    assert range_server.count() <= 1 + 3 + 1 + 4 * 2 * 3 + 2
 
 
 @pytest.mark.parametrize("msg, index", [(1, None), (0, (slice(100, 200), slice(300, 500)))],
@@ -145,7 +156,7 @@ FETCHED_WHOLE = [
 ]
 
 
-def test_windows_of_byte_addressable_objects_fetch_only_their_bytes(range_server, tmp_path):
+def test_windows_of_byte_addressable_objects_fetch_only_their_bytes(range_server, tmp_path, read_as_large):
     """Random outer selections of raw and whole-byte packed objects read as locally, fetching
     only the byte ranges they need (one request for nearby rows); other codecs fetch the frame."""
     path = write_message_file(tmp_path / "addressable.tgm", [BYTE_ADDRESSABLE + FETCHED_WHOLE])
@@ -225,13 +236,19 @@ def test_a_window_read_into_out(range_server, tmp_path):
 
 @pytest.mark.parametrize("name", ["single-msg.tgm", "two-msg.tgm", "ten-msg.tgm", "ten-msg-footer.tgm",
                                   "hundred-msg-footer.tgm", "streaming-tail.tgm", "metadata_parity.tgm"])
-def test_upstream_layouts_read_as_locally(range_server, name):
+@pytest.mark.parametrize("large", [False, True], ids=["read-whole", "read-by-header-or-footer"])
+def test_upstream_layouts_read_as_locally(range_server, monkeypatch, name, large):
+    if large:
+        read_as_large_files(monkeypatch)
     url, path = serve(range_server, REMOTE_PARITY / name)
     assert_same_file(url, path)
 
 
 @pytest.mark.parametrize("name", ["multi_message.tgm", "multi_object_xxh3.tgm", "mars_metadata.tgm"])
-def test_golden_files_read_as_locally(range_server, name):
+@pytest.mark.parametrize("large", [False, True], ids=["read-whole", "read-by-header-or-footer"])
+def test_golden_files_read_as_locally(range_server, monkeypatch, name, large):
+    if large:
+        read_as_large_files(monkeypatch)
     url, path = serve(range_server, GOLDEN / name)
     assert_same_file(url, path)
 
@@ -340,15 +357,20 @@ def test_truncated_file_is_a_format_error(range_server, ifs_file, tmp_path):
         tgm_xarray.open_file(url)
 
 
-def test_a_header_frame_running_past_its_message_is_a_format_error(range_server, tmp_path):
+@pytest.mark.parametrize("large", [False, True], ids=["read-whole", "read-by-header"])
+def test_a_header_frame_running_past_its_message_is_a_format_error(range_server, tmp_path, monkeypatch, large):
     data = bytearray(require_shared(REMOTE_PARITY / "ten-msg.tgm").read_bytes())
     assert data[24:26] == b"FR"  # the first message's metadata frame, after the preamble
     data[32:40] = (1 << 16).to_bytes(8, "big")  # its length: far past the 592-byte message
     bad = tmp_path / "bad.tgm"
     bad.write_bytes(bytes(data))
+    if large:
+        read_as_large_files(monkeypatch)
     url, _ = serve(range_server, bad)
-    f = tgm_xarray.open_file(url)  # locating the messages reads their preambles only
-    with pytest.raises(TgmFormatError, match=rf"{url}: message at byte 0: a header frame runs past"):
+    reason = "a header frame runs past the message end" if large else "frame total_length 65536 exceeds buffer"
+    f = tgm_xarray.open_file(url)  # the other messages open and read
+    assert f.read(1, 0).tobytes() == tgm_xarray.open_file(bad).read(1, 0).tobytes()
+    with pytest.raises(TgmFormatError, match=rf"{url}: message at byte 0: .*{reason}"):
         f.metadata(0)
 
 
@@ -361,9 +383,9 @@ def test_trailing_garbage_is_a_format_error(range_server, tmp_path):
         tgm_xarray.open_file(url)
 
 
-def test_a_misleading_postamble_leaves_the_walk_from_the_front(range_server, tmp_path):
-    """The last message's postamble claims 8 bytes more than the message: the walk from the back
-    goes astray, the two walks cross, and the front one finds the messages alone, as locally."""
+def test_a_misleading_postamble_does_not_mislead_the_walk(range_server, tmp_path):
+    """The last message's postamble claims 8 bytes more than the message: the messages are
+    found from their preambles, as locally."""
     data = bytearray(require_shared(REMOTE_PARITY / "ten-msg.tgm").read_bytes())
     length = int.from_bytes(data[-16:-8], "big")
     data[-16:-8] = (length + 8).to_bytes(8, "big")
@@ -377,12 +399,16 @@ def test_a_misleading_postamble_leaves_the_walk_from_the_front(range_server, tmp
         assert remote_file.read(msg, 0).tobytes() == local.read(msg, 0).tobytes()
 
 
-@pytest.mark.parametrize("bad", [2, 4, 7], ids=["found-from-the-front", "last-from-the-front",
-                                                 "found-from-the-back"])
-def test_a_postamble_that_disagrees_fails_that_message_as_locally(range_server, tmp_path, bad):
-    """Ten messages are located five from each end; whichever walk would have found the bad
-    message, reading it fails as a local read does and the others read as locally."""
-    source = require_shared(REMOTE_PARITY / "ten-msg.tgm")
+@pytest.mark.parametrize("large", [False, True], ids=["read-whole", "read-by-header-or-footer"])
+@pytest.mark.parametrize("bad", [2, 9])
+@pytest.mark.parametrize("name", ["ten-msg.tgm", "ten-msg-footer.tgm"])
+def test_a_postamble_that_disagrees_fails_that_message_as_locally(range_server, tmp_path, monkeypatch, name, bad,
+                                                                   large):
+    """Reading the bad message fails as a local read does and the others read as locally,
+    whether messages are read whole or by their header or footer."""
+    if large:
+        read_as_large_files(monkeypatch)
+    source = require_shared(REMOTE_PARITY / name)
     spans = [tgm_xarray.open_file(source).handle.message_span(m) for m in range(10)]
     data = bytearray(source.read_bytes())
     end = sum(spans[bad])
@@ -394,7 +420,8 @@ def test_a_postamble_that_disagrees_fails_that_message_as_locally(range_server, 
     assert [remote_file.handle.message_span(m) for m in range(10)] == spans
     with pytest.raises(TgmFormatError):
         local.read(bad, 0)
-    with pytest.raises(TgmFormatError, match=rf"{url}: message at byte {spans[bad][0]}: its postamble"):
+    reason = "its postamble does not match its preamble" if large else "postamble"
+    with pytest.raises(TgmFormatError, match=rf"{url}: message at byte {spans[bad][0]}: .*{reason}"):
         remote_file.read(bad, 0)
     for msg in set(range(10)) - {bad}:
         assert remote_file.read(msg, 0).tobytes() == local.read(msg, 0).tobytes()
@@ -546,3 +573,208 @@ def assert_same_file_with_options(url, local_path, options):
     for msg in range(len(lf)):
         for obj in range(len(lf.descriptors(msg))):
             assert rf.read(msg, obj).tobytes() == lf.read(msg, obj).tobytes()
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile files and servers: never another object's bytes, never a hang, errors that say what
+
+
+def write_bytes(path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def swap_index_entries(data: bytearray) -> bytearray:
+    """Swaps the two offsets of the index frame's CBOR (``[off_a, off_b]``, both ``0x19 hi lo``)."""
+    frame = data.index(b"FR\x00\x02")  # the header index frame
+    at = data.index(b"\x82\x19", data.index(b"offsets", frame))
+    first, second = data[at + 1 : at + 4], data[at + 4 : at + 7]
+    assert second[0] == 0x19
+    data[at + 1 : at + 7] = second + first
+    return data
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["read-whole", "read-by-header"])
+def test_a_swapped_index_never_reads_another_object(range_server, tmp_path, monkeypatch, whole):
+    import tensogram
+
+    desc = {"type": "ntensor", "shape": [64, 64], "dtype": "float32", "byte_order": "little",
+            "encoding": "none", "filter": "none", "compression": "none"}
+    data = bytearray(tensogram.encode({"base": [{"name": "a"}, {"name": "b"}]},
+                                      [(desc, np.ones((64, 64), np.float32)), (desc, np.full((64, 64), 2, np.float32))]))
+    bad = write_bytes(tmp_path / "swapped.tgm", bytes(swap_index_entries(data)))
+    if not whole:  # this 32 KB message is then read by its header and index, as large ones are
+        monkeypatch.setattr(remote, "WHOLE_MESSAGE_MAX", 1024)
+    url, _ = serve(range_server, bad)
+    local = tgm_xarray.open_file(bad)
+    assert local.read(0, 0)[0, 0] == 1  # locally, the frames are walked
+    if whole:  # walked too: the index is not needed
+        assert tgm_xarray.open_file(url).read(0, 0)[0, 0] == 1
+    else:
+        with pytest.raises(TgmFormatError, match=rf"{url}: .*index does not list the data-object frames in order"):
+            tgm_xarray.open_file(url).read(0, 0)
+
+
+def test_an_index_entry_of_the_wrong_length_is_a_format_error(range_server, tmp_path, monkeypatch):
+    import tensogram
+
+    desc = {"type": "ntensor", "shape": [64, 64], "dtype": "float32", "byte_order": "little",
+            "encoding": "none", "filter": "none", "compression": "none"}
+    data = bytearray(tensogram.encode({"base": [{"name": "a"}]}, [(desc, np.ones((64, 64), np.float32))]))
+    frame = data.index(b"FR\x00\x02")
+    at = data.index(b"\x81\x19", data.index(b"lengths", frame))  # [0x19 hi lo]
+    data[at + 3] ^= 8  # 8 bytes more or less
+    bad = write_bytes(tmp_path / "length.tgm", bytes(data))
+    monkeypatch.setattr(remote, "WHOLE_MESSAGE_MAX", 1024)
+    url, _ = serve(range_server, bad)
+    with pytest.raises(TgmFormatError, match=rf"{url}: message at byte 0, object 0: the index gives"):
+        tgm_xarray.open_file(url).read(0, 0)
+
+
+def test_an_answer_from_the_wrong_offset_is_an_error(range_server, ifs_file):
+    url, path = serve(range_server, ifs_file)
+    f = tgm_xarray.open_file(url)
+    f.handle.parse_all()
+    range_server.reset()
+    range_server.faults[f"/{path.name}"] = Fault(shift=4)  # the right length, 4 bytes further
+    with pytest.raises(RemoteRangeError, match=rf"{url}: asked for bytes (\d+)-(\d+), the server answered "
+                                               r"'bytes \d+-\d+/\d+'") as err:
+        f.read(0, 2)
+    assert err.value.url == url
+    assert range_server.count(method="GET") == 1  # not retried: the server is wrong, not flaky
+
+
+def test_a_server_that_never_answers_gives_up_at_the_deadline(range_server, ifs_file, monkeypatch):
+    aiohttp = pytest.importorskip("aiohttp")
+    import time
+
+    monkeypatch.setenv(remote.DEADLINE_ENV, "1.5")
+    url, path = serve(range_server, ifs_file)
+    options = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=30)}}  # longer than the deadline
+    f = tgm_xarray.open_file(url, storage_options=options)
+    f.handle.parse_all()
+    range_server.faults[f"/{path.name}"] = Fault(hang=True)
+    began = time.monotonic()
+    with pytest.raises(RemoteTimeoutError, match=rf"{url}: reading bytes .*1.5 s deadline"):
+        f.read(0, 2)
+    assert time.monotonic() - began < 5
+
+
+def test_short_client_timeouts_are_retried_within_the_deadline(range_server, ifs_file, quick_retries, monkeypatch):
+    aiohttp = pytest.importorskip("aiohttp")
+    import time
+
+    url, path = serve(range_server, ifs_file)
+    options = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=0.2)}}
+    f = tgm_xarray.open_file(url, storage_options=options)
+    f.handle.parse_all()
+    range_server.reset()
+    range_server.faults[f"/{path.name}"] = Fault(hang=True)
+    began = time.monotonic()
+    with pytest.raises(RemoteTimeoutError, match=rf"{url}: reading bytes .* failed after {remote.RETRIES} tries: "
+                                                 "no answer in time"):
+        f.read(0, 2)
+    assert time.monotonic() - began < 5
+    assert range_server.count() == remote.RETRIES
+
+
+def test_persistent_500_is_an_http_error(range_server, ifs_file, quick_retries):
+    url, path = serve(range_server, ifs_file)
+    range_server.faults[f"/{path.name}"] = Fault(status=500)
+    with pytest.raises(RemoteHTTPError, match=rf"{url}: .* failed after {remote.RETRIES} tries: HTTP 500") as err:
+        tgm_xarray.open_file(url)
+    assert err.value.status == 500 and not isinstance(err.value, FileNotFoundError)
+
+
+def test_a_redirect_loop_is_reported_as_one(range_server, ifs_file):
+    url, path = serve(range_server, ifs_file)
+    range_server.faults[f"/{path.name}"] = Fault(redirect=f"/{path.name}")
+    with pytest.raises(RemoteRedirectError, match=rf"{url}: .*too many redirects"):
+        tgm_xarray.open_file(url)
+    assert range_server.count() <= 12  # aiohttp's 10 redirects, not retried
+
+
+def test_a_refused_connection_is_a_connection_error(quick_retries):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/x.tgm"
+    with pytest.raises(RemoteConnectionError, match=rf"{url}: .*connection refused") as err:
+        tgm_xarray.open_file(url)
+    assert not isinstance(err.value, FileNotFoundError)
+
+
+# --------------------------------------------------------------------------------------------
+# Servers without range support (python -m http.server)
+
+
+@pytest.fixture
+def plain_server(tmp_path):
+    from range_server import PlainServer
+
+    root = tmp_path / "plain"
+    root.mkdir()
+    server = PlainServer(root)
+    server.root = root
+    yield server
+    server.stop()
+
+
+def test_a_server_without_ranges_is_read_once_whole(plain_server, ifs_file):
+    require_shared(ifs_file)
+    shutil.copyfile(ifs_file, plain_server.root / ifs_file.name)
+    url = plain_server.url(ifs_file.name)
+    with xr.open_dataset(url, engine=ENGINE) as remote_ds, xr.open_dataset(ifs_file, engine=ENGINE) as local_ds:
+        xr.testing.assert_identical(remote_ds.load(), local_ds.load())
+    assert plain_server.gets == 1
+
+
+def test_a_server_without_ranges_and_a_large_object_fails_fast(plain_server, ifs_file, monkeypatch):
+    require_shared(ifs_file)
+    shutil.copyfile(ifs_file, plain_server.root / ifs_file.name)
+    monkeypatch.setenv(remote.MAX_WHOLE_BODY_ENV, "1000000")
+    url = plain_server.url(ifs_file.name)
+    with pytest.raises(RemoteRangeError, match=rf"{url}: the server does not support range requests.*"
+                                               rf"larger than 1000000 bytes.*{remote.MAX_WHOLE_BODY_ENV}"):
+        tgm_xarray.open_file(url)
+    assert plain_server.gets == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Opening archives of many messages in few requests
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    from remote_archive import write_archive
+
+    pytest.importorskip("tensogram")
+    return Path(write_archive(tmp_path_factory.mktemp("archive") / "archive.tgm", 10_000))
+
+
+def test_ten_thousand_messages_open_in_few_requests(range_server, archive):
+    url, path = serve(range_server, archive)
+    with xr.open_dataset(url, engine=ENGINE) as remote_ds:
+        assert remote_ds["t"].shape == (100, 10, 32, 64)
+        requests, sent = range_server.count(), range_server.sent_bytes()
+        with xr.open_dataset(path, engine=ENGINE) as local_ds:
+            xr.testing.assert_identical(remote_ds.isel(step=[0, -1]).load(), local_ds.isel(step=[0, -1]).load())
+    assert requests <= 100  # one per block of messages (8 MiB at most), not one per message
+    assert sent <= 1.01 * path.stat().st_size
+
+
+def test_scan_gives_each_message_its_metadata_bytes(range_server, archive, ifs_file):
+    """``scan_messages``: per message, its place and the bytes holding its metadata: the whole
+    message when it is small, its header frames when it is large."""
+    for source, part in ((archive, "whole"), (ifs_file, "header")):
+        url, path = serve(range_server, source)
+        local = tgm_xarray.open_file(path)
+        found = remote.scan_messages(remote.Fetcher(url, None))
+        assert [(m.offset, m.length) for m in found] == [local.handle.message_span(i) for i in range(len(local))]
+        data = path.read_bytes()
+        for m in found[:50]:
+            assert m.part == part
+            assert data[m.offset : m.offset + len(m.data)] == m.data
+            assert len(m.data) == m.length if part == "whole" else len(m.data) < m.length // 100

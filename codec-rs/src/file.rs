@@ -238,6 +238,13 @@ impl FileHandle {
         Ok(self.spans[self.check_message(msg)?])
     }
 
+    /// Every message's metadata as columns (`MetadataTable.from_core`), scanned with the
+    /// interpreter released and without touching a payload.
+    fn table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let messages = self.spans.iter().map(|&(offset, length)| (offset, &self.map[offset..offset + length]));
+        crate::table::to_py_dict(py, &crate::table::scan(py, &self.path, messages)?)
+    }
+
     /// Parses every message's frames (detached); later metadata calls cost no parsing.
     fn parse_all(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| (0..self.spans.len() as i64).try_for_each(|i| self.message(i).map(|_| ())))?;

@@ -119,9 +119,10 @@ pub fn parse_frames<'py>(py: Python<'py>, buf: &[u8], offset: u64) -> PyResult<B
                 )
             }
             FrameType::HeaderIndex | FrameType::FooterIndex => {
-                index = Some(
-                    tensogram::metadata::cbor_to_index(body).map_err(|e| CoreError::from_tensogram(&e, "bad index frame"))?,
-                )
+                let parsed =
+                    tensogram::metadata::cbor_to_index(body).map_err(|e| CoreError::from_tensogram(&e, "bad index frame"))?;
+                check_index_order(&parsed.offsets, &parsed.lengths)?;
+                index = Some(parsed)
             }
             _ => {}
         }
@@ -141,13 +142,32 @@ pub fn parse_frames<'py>(py: Python<'py>, buf: &[u8], offset: u64) -> PyResult<B
     Ok(result)
 }
 
-/// What the first (`head`) and last (`tail`) bytes of a data-object frame say:
-/// `(cbor_offset, inline hash or None)`. The descriptor is the CBOR item at `cbor_offset`.
+/// An index lists the data-object frames in the order they are stored, one after the other: a
+/// reader that trusts it (a remote one) must never be sent to another object's frame.
+fn check_index_order(offsets: &[u64], lengths: &[u64]) -> Result<(), CoreError> {
+    let disordered = offsets.len() != lengths.len()
+        || offsets.windows(2).zip(lengths).any(|(pair, &length)| pair[0].saturating_add(length) > pair[1]);
+    if disordered {
+        return Err(format_err("its index does not list the data-object frames in order: corrupt"));
+    }
+    Ok(())
+}
+
+/// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
+/// is `length` bytes long say: `(cbor_offset, inline hash or None)`. The descriptor is the CBOR
+/// item at `cbor_offset`. The frame's own header must agree with the index.
 #[pyfunction]
-pub fn frame_footer(head: &[u8], tail: &[u8]) -> PyResult<(u64, Option<u64>)> {
+pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> PyResult<(u64, Option<u64>)> {
     let header = FrameHeader::read_from(head).map_err(|e| CoreError::from_tensogram(&e, "bad frame header"))?;
     if header.frame_type != FrameType::NTensorFrame {
         return Err(format_err(format!("expected a data-object frame, found {:?}", header.frame_type)).into());
+    }
+    if header.total_length != length {
+        return Err(format_err(format!(
+            "the index gives a data-object frame {length} bytes, its header {}: corrupt",
+            header.total_length
+        ))
+        .into());
     }
     if tail.len() < DATA_OBJECT_FOOTER_SIZE || !tail.ends_with(FRAME_END) {
         return Err(format_err("the data-object frame has no end marker: corrupt or truncated").into());
@@ -249,4 +269,18 @@ pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult
 #[pyfunction]
 pub fn hashed_fingerprint(cbor: &[u8], frame_hash: u64) -> PyResult<String> {
     Ok(fingerprint(&object_descriptor(cbor)?, Stored::FrameHash(frame_hash)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_index_order;
+
+    #[test]
+    fn an_index_must_list_frames_in_order_without_overlaps() {
+        assert!(check_index_order(&[480, 17024], &[16538, 16538]).is_ok());
+        assert!(check_index_order(&[], &[]).is_ok());
+        assert!(check_index_order(&[17024, 480], &[16538, 16538]).is_err()); // swapped
+        assert!(check_index_order(&[480, 490], &[16538, 16538]).is_err()); // overlapping
+        assert!(check_index_order(&[480], &[16538, 16538]).is_err()); // lengths without offsets
+    }
 }

@@ -3,7 +3,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use tensogram::wire::{FrameFlags, FrameHeader, FRAME_COMMON_FOOTER_SIZE};
+use tensogram::wire::FrameHeader;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult};
@@ -146,12 +146,4 @@ pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
     }
 }
 
-/// The inline hash of a data-object frame, if it was written with one.
-pub fn inline_hash(frame: &[u8]) -> Option<u64> {
-    let flags = u16::from_be_bytes(frame.get(6..8)?.try_into().ok()?);
-    if flags & FrameFlags::HASH_PRESENT == 0 {
-        return None;
-    }
-    let slot = frame.len().checked_sub(FRAME_COMMON_FOOTER_SIZE)?;
-    Some(u64::from_be_bytes(frame.get(slot..slot + 8)?.try_into().ok()?))
-}
+pub use tgm_core::frame::inline_hash;

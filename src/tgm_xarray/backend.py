@@ -2,14 +2,20 @@
 
 Three roles, as in xarray's own engines: ``TensogramBackendArray`` knows how to read a key,
 ``TensogramDataStore`` turns a file into variables and attributes (the layout comes from
-``mapping``), and ``TensogramBackendEntrypoint`` is what xarray calls.
+``hypercube``), and ``TensogramBackendEntrypoint`` is what xarray calls.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
+import io
 import os
 import stat
+import tempfile
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,7 +28,8 @@ from xarray.core.variable import Variable
 from tgm_xarray import _core
 from tgm_xarray.file import TgmFile
 from tgm_xarray.handles import FileVersion, absolute
-from tgm_xarray.mapping import DatasetPlan, MessageInfo, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.remote import is_url
 
 MAGIC = b"TENSOGRM"
 
@@ -130,9 +137,9 @@ def _preferred_chunks(plan: VariablePlan) -> dict[str, int]:
 
 
 class TensogramDataStore(AbstractDataStore):
-    """A ``.tgm`` file as xarray variables, laid out by ``mapping.build_hypercube``."""
+    """A ``.tgm`` file as xarray variables, laid out by ``hypercube.build_hypercube``."""
 
-    def __init__(self, ref: FileRef, plan: DatasetPlan, lock=None, verify_hash: bool = False):
+    def __init__(self, ref: FileRef, plan: HypercubePlan, lock=None, verify_hash: bool = False):
         self.ref = ref
         self.plan = plan
         self.lock = lock
@@ -142,7 +149,7 @@ class TensogramDataStore(AbstractDataStore):
     def open(cls, path: str, *, lock=None, verify_hash: bool = False, storage_options: dict | None = None,
              **mapping_options) -> TensogramDataStore:
         file = TgmFile(path, storage_options)
-        return cls(FileRef(path, file, storage_options), build_hypercube(message_infos(file), source=path,
+        return cls(FileRef(path, file, storage_options), build_hypercube(metadata_table(file), source=path,
                                                         fingerprint=file.handle.fingerprint,
                                                         **mapping_options), lock, verify_hash)
 
@@ -181,18 +188,22 @@ class TensogramDataStore(AbstractDataStore):
         self.ref.close()
 
 
-def message_infos(file: TgmFile) -> list[MessageInfo]:
-    """Every message's metadata and descriptors (parsed in Rust with the interpreter released)."""
+def metadata_table(file: TgmFile) -> MetadataTable:
+    """Every message's metadata as columns: one core call for a local file (interpreter
+    released, no payload read); a remote file's handle gives its messages' dicts."""
     handle = file.handle
-    handle.parse_all()
-    return [MessageInfo(i, handle.metadata(i), handle.descriptors(i)) for i in range(len(handle))]
+    if isinstance(handle, _core.FileHandle):
+        return MetadataTable.from_core(handle.table())
+    return MetadataTable.from_messages([(handle.metadata(i), handle.descriptors(i)) for i in range(len(handle))])
 
 
 def _is_tgm(filename_or_obj: Any) -> bool:
     if isinstance(filename_or_obj, (str, os.PathLike)):
-        path = os.fspath(filename_or_obj)
+        path = _local_path(filename_or_obj)
         if path.endswith(".tgm"):
             return True
+        if is_url(path):
+            return False
         try:
             if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block open()
                 return False
@@ -202,6 +213,14 @@ def _is_tgm(filename_or_obj: Any) -> bool:
             return False
     if isinstance(filename_or_obj, (bytes, bytearray, memoryview)):
         return bytes(filename_or_obj[: len(MAGIC)]) == MAGIC
+    if hasattr(filename_or_obj, "read") and hasattr(filename_or_obj, "seek"):
+        try:
+            at = filename_or_obj.tell()
+            start = filename_or_obj.read(len(MAGIC))
+            filename_or_obj.seek(at)
+        except (OSError, ValueError):
+            return False
+        return start == MAGIC
     return False
 
 
@@ -278,7 +297,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         path = _path(filename_or_obj)
         file = TgmFile(path, storage_options)
         ref = FileRef(path, file, storage_options)
-        groups = split_groups(message_infos(file), source=path, fingerprint=file.handle.fingerprint,
+        groups = split_groups(metadata_table(file), source=path, fingerprint=file.handle.fingerprint,
                               variable_key=variable_key, dim_names=dim_names,
                               filter_by_keys=filter_by_keys, duplicates=duplicates,
                               merge_objects=merge_objects)
@@ -300,10 +319,57 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
 
 
+def _local_path(path: str | os.PathLike) -> str:
+    """``path`` as the core opens it: ``~`` expanded, ``file://`` URLs as local paths; other URLs
+    as they are."""
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if path.startswith("file://"):
+        parsed = urllib.parse.urlsplit(path)
+        return urllib.request.url2pathname(parsed.path)
+    return path if is_url(path) else os.path.expanduser(path)
+
+
 def _path(filename_or_obj) -> str:
+    """What ``open_dataset`` was given as a path the core opens: paths and URLs (``_local_path``),
+    the contents of a file (bytes, or a binary file object, read from its current position) as a
+    temporary copy (``_contents_path``). A file object of a file on disk opens that file."""
     if isinstance(filename_or_obj, (str, os.PathLike)):
-        return os.fspath(filename_or_obj)
-    raise TypeError(f"engine='tensogram' opens paths, not {type(filename_or_obj).__name__}")
+        return _local_path(filename_or_obj)
+    if isinstance(filename_or_obj, (bytes, bytearray, memoryview)):
+        return _contents_path(bytes(filename_or_obj))
+    if hasattr(filename_or_obj, "read"):
+        name = getattr(filename_or_obj, "name", None)
+        if isinstance(filename_or_obj, io.BufferedReader) and isinstance(name, str) and os.path.isfile(name):
+            return os.path.realpath(name)
+        data = filename_or_obj.read()
+        if not isinstance(data, bytes):
+            raise TypeError("engine='tensogram' reads binary file objects; open the file with mode 'rb'")
+        return _contents_path(data)
+    raise TypeError(f"engine='tensogram' opens paths, URLs, bytes and binary file objects, "
+                    f"not {type(filename_or_obj).__name__}")
+
+
+def _contents_path(data: bytes) -> str:
+    """A temporary file holding ``data`` (the core maps files): named by its contents, so the
+    same bytes opened again share it, and removed when the interpreter exits."""
+    digest = hashlib.sha256(data).hexdigest()[:32]
+    path = os.path.join(tempfile.gettempdir(), f"tgm-xarray-{os.getpid()}-{digest}.tgm")
+    if not os.path.exists(path):
+        fd, partial = tempfile.mkstemp(suffix=".partial", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(partial, path)  # complete or absent, also with threads opening the same bytes
+        atexit.register(_remove, path)
+    return path
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords, drop_variables,

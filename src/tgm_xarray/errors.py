@@ -40,3 +40,41 @@ class TgmStaleFileError(OSError, TgmError):
 
     # OSError first, as io.UnsupportedOperation does: with ValueError's __new__ first in line,
     # tblib (which distributed uses to send errors back) cannot rebuild the exception.
+
+
+# Remote reads (remote.py, docs/remote.md). They are ``OSError``s, as fsspec's and the standard
+# library's network errors are; each names the URL and says what happened. A missing object stays
+# a ``FileNotFoundError``, a refused one a ``PermissionError``.
+
+
+class RemoteError(OSError):
+    """A remote read failed; ``url`` is the object's URL."""
+
+    def __init__(self, message: str, url: str):
+        super().__init__(message)
+        self.url = url
+
+
+class RemoteConnectionError(RemoteError, ConnectionError):
+    """The server could not be reached (connection refused, reset or dropped)."""
+
+
+class RemoteTimeoutError(RemoteError, TimeoutError):
+    """The server did not answer in time (a try's timeout, or the read's overall deadline)."""
+
+
+class RemoteHTTPError(RemoteError):
+    """The server answered with an HTTP error status (``status``)."""
+
+    def __init__(self, message: str, url: str, status: int):
+        super().__init__(message, url)
+        self.status = status
+
+
+class RemoteRedirectError(RemoteError):
+    """The server redirected too many times (a redirect loop)."""
+
+
+class RemoteRangeError(RemoteError):
+    """The server answered a range request with other bytes than asked, or without range support
+    for an object too large to read whole."""

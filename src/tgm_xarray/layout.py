@@ -1,7 +1,7 @@
 """How a Dataset is laid out in Tensogram messages: the writer's plan, built from metadata only.
 
 :func:`plan` decides, before any value is read, what every message will hold, so that the
-reader (``mapping.build_hypercube``) rebuilds the same Dataset:
+reader (``hypercube.build_hypercube``) rebuilds the same Dataset:
 
 - ``layout="field"`` (GRIB-like): one message per field. A variable's *stacked* dimensions
   become per-message metadata keys, one field per combination: ``time``, ``step``, ``number``

@@ -1,4 +1,4 @@
-"""Hypercube planning (``tgm_xarray.mapping``): metadata in, Dataset layout out.
+"""Hypercube planning (``tgm_xarray.hypercube``): metadata in, Dataset layout out.
 
 Files are read with upstream ``tensogram`` (metadata only, through ``decode_descriptors``) and
 written with ``tensogram.encode``. ``_materialize`` decodes the planned fields with upstream too,
@@ -22,14 +22,20 @@ import xarray as xr
 tensogram = pytest.importorskip("tensogram")
 
 from tgm_xarray import attrs as attrs_module  # noqa: E402
-from tgm_xarray import mapping, mars  # noqa: E402
+from tgm_xarray import hypercube, mars  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
     TgmConflictError,
     TgmDuplicateError,
     TgmError,
     TgmIndexError,
 )
-from tgm_xarray.mapping import MessageInfo, build_hypercube, split_groups  # noqa: E402
+from tgm_xarray.hypercube import (  # noqa: E402
+    HypercubePlan,
+    MetadataTable,
+    build_hypercube,
+    split_groups,
+)
+from tgm_xarray.hypercube import columns, extra, objects, table, variables  # noqa: E402
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
@@ -46,7 +52,7 @@ needs = pytest.mark.skipif(not IFS.exists(), reason="shared fixtures not availab
 # --------------------------------------------------------------------------------------------
 
 
-def _infos_from_upstream(path) -> list[MessageInfo]:
+def _infos_from_upstream(path) -> MetadataTable:
     """Every message's metadata and descriptors, in the dict shapes ``_core.FileHandle`` returns
     (read without decoding any payload)."""
     infos = []
@@ -54,8 +60,8 @@ def _infos_from_upstream(path) -> list[MessageInfo]:
         for i in range(len(f)):
             meta, descriptors = tensogram.decode_descriptors(f.read_message(i))
             metadata = {"base": meta.base, "_extra_": meta.extra, "_reserved_": meta.reserved}
-            infos.append(MessageInfo(i, metadata, [_descriptor(d) for d in descriptors]))
-    return infos
+            infos.append((metadata, [_descriptor(d) for d in descriptors]))
+    return MetadataTable.from_messages(infos)
 
 
 def _descriptor(d) -> dict:
@@ -81,12 +87,12 @@ class _Fingerprint:
         return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
-def _plan(path, **options) -> mapping.DatasetPlan:
+def _plan(path, **options) -> HypercubePlan:
     return build_hypercube(_infos_from_upstream(path), source=str(path),
                            fingerprint=_Fingerprint(path), **options)
 
 
-def _groups(path, **options) -> dict[str, mapping.DatasetPlan]:
+def _groups(path, **options) -> dict[str, HypercubePlan]:
     return split_groups(_infos_from_upstream(path), source=str(path),
                         fingerprint=_Fingerprint(path), **options)
 
@@ -115,7 +121,7 @@ def _field(value=0.0, shape=(3, 4), dtype="float64"):
     return np.full(shape, value, dtype=dtype)
 
 
-def _materialize(plan: mapping.DatasetPlan, path) -> xr.Dataset:
+def _materialize(plan: HypercubePlan, path) -> xr.Dataset:
     """Build the planned Dataset eagerly, decoding each field with upstream (holes are NaN)."""
     with tensogram.TensogramFile.open(str(path)) as f:
         raw = {}
@@ -150,7 +156,7 @@ def _assert_netcdf_friendly(attrs: dict) -> None:
             assert isinstance(value, (str, int, float)) and not isinstance(value, bool), (key, value)
 
 
-def _assert_plan_consistent(plan: mapping.DatasetPlan) -> None:
+def _assert_plan_consistent(plan: HypercubePlan) -> None:
     """Invariants every plan keeps: refs exist, fields index refs, every dim has one size."""
     sizes = {}
     for name, var in plan.variables.items():
@@ -693,13 +699,13 @@ def test_name_clash_with_a_coordinate(tmp_path):
 
 def test_filter_plain_key_matches_mars_namespace_and_values_loosely():
     keys = {"mars.levtype": "pl", "mars.levelist": 500, "levtype": "x", "name": "t"}
-    assert mapping._matches(keys, {"levtype": "pl"})
-    assert mapping._matches(keys, {"levtype": "x"})
-    assert mapping._matches(keys, {"mars.levelist": "500"})
-    assert mapping._matches(keys, {"levelist": [850, 500]})
-    assert not mapping._matches(keys, {"mars.levtype": "x"})
-    assert not mapping._matches(keys, {"number": 1})
-    assert mapping._matches(keys, None) and mapping._matches(keys, {})
+    assert objects._matches(keys, {"levtype": "pl"})
+    assert objects._matches(keys, {"levtype": "x"})
+    assert objects._matches(keys, {"mars.levelist": "500"})
+    assert objects._matches(keys, {"levelist": [850, 500]})
+    assert not objects._matches(keys, {"mars.levtype": "x"})
+    assert not objects._matches(keys, {"number": 1})
+    assert objects._matches(keys, None) and objects._matches(keys, {})
 
 
 # --------------------------------------------------------------------------------------------
@@ -789,15 +795,16 @@ def test_keys_that_cannot_label_a_dimension(tmp_path):
 
 def test_greedy_extra_dims_with_many_candidate_keys():
     """Past the exhaustive search limit the greedy pick still finds the one separating key."""
-    n = mapping._MAX_EXHAUSTIVE_KEYS + 2
+    n = extra._MAX_EXHAUSTIVE_KEYS + 2
     descriptor = {"type": "ntensor", "ndim": 1, "shape": [2], "strides": [1], "dtype": "float32",
                   "byte_order": "little", "encoding": "none", "filter": "none",
                   "compression": "none", "masks": [], "params": {}}
     infos = []
     for i in range(n):
         meta = {"name": "v", "id": i, **{f"flag{j:02d}": int(i == j) for j in range(n - 1)}}
-        infos.append(MessageInfo(i, {"base": [meta], "_extra_": {}}, [descriptor]))
-    plan = build_hypercube(infos, source="mem", fingerprint=lambda m, o: b"")
+        infos.append(({"base": [meta], "_extra_": {}}, [descriptor]))
+    plan = build_hypercube(MetadataTable.from_messages(infos), source="mem",
+                           fingerprint=lambda m, o: b"")
     assert plan.variables["v"].dims == ("id", "dim_0")
     # the flags follow from `id`: they are neither dims nor attributes
     assert plan.variables["v"].attrs == {}
@@ -932,16 +939,16 @@ def test_descriptor_params_as_metadata_fallback(tmp_path):
 
 
 def test_variable_name_chain():
-    o = dict(msg=0, obj=3, own={}, shape=(), dtype=np.dtype("f4"), descriptor={}, hint=None,
-             coordinate=None)
-    name = mapping._variable_name
-    assert name(mapping._Object(keys={"name": "a", "mars.param": "b"}, **o), None) == "a"
-    assert name(mapping._Object(keys={"mars.param": "b", "param": 7}, **o), None) == "b"
-    assert name(mapping._Object(keys={"shortName": "s", "param": 7}, **o), None) == "s"
-    assert name(mapping._Object(keys={"param": 167}, **o), None) == "167"
-    assert name(mapping._Object(keys={"name": "a", "grib.paramId": 167}, **o), "grib.paramId") == "167"
-    assert name(mapping._Object(keys={"name": "a"}, **o), "missing") == "a"
-    assert name(mapping._Object(keys={}, **o), None) == "object_3"
+    def name(keys, variable_key):
+        return variables.variable_name(keys, 3, variable_key)
+
+    assert name({"name": "a", "mars.param": "b"}, None) == "a"
+    assert name({"mars.param": "b", "param": 7}, None) == "b"
+    assert name({"shortName": "s", "param": 7}, None) == "s"
+    assert name({"param": 167}, None) == "167"
+    assert name({"name": "a", "grib.paramId": 167}, "grib.paramId") == "167"
+    assert name({"name": "a"}, "missing") == "a"
+    assert name({}, None) == "object_3"
 
 
 def test_attribute_values_are_netcdf_friendly():
@@ -1032,7 +1039,7 @@ def test_surface_without_levelist():
 
 
 def test_docstring_examples():
-    for module in (mapping, mars, attrs_module):
+    for module in (hypercube, columns, table, mars, attrs_module):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 

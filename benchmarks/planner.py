@@ -1,0 +1,102 @@
+"""The planner alone: ``build_hypercube`` over archive-shaped metadata tables.
+
+Each message holds a 32x64 float32 field (``p0``..``p9``, 10 levels, N steps, MARS keys) and
+its latitude/longitude objects, as the archive benchmark's files do. Tables are built with
+``MetadataTable.from_messages`` (not timed); the planner is timed as the median of several
+runs, on a table whose frames carry inline hashes (what a file written with hashes gives: no
+fingerprint call) and on one without (one fingerprint call per coordinate object).
+
+    python benchmarks/planner.py [--sizes 1000 10000 100000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+
+import numpy as np
+
+from tgm_xarray.hypercube import MetadataTable, build_hypercube
+
+PARAMS = 10
+LEVELS = (1000, 925, 850, 700, 500, 400, 300, 250, 200, 100)
+NY, NX = 32, 64
+
+
+def _descriptor(shape, dtype) -> dict:
+    return {"type": "ntensor", "ndim": len(shape), "shape": list(shape),
+            "strides": [int(np.prod(shape[i + 1:])) for i in range(len(shape))], "dtype": dtype,
+            "byte_order": "little", "encoding": "none", "filter": "none", "compression": "none",
+            "masks": [], "params": {}}
+
+
+def archive_messages(n_messages: int) -> list[tuple[dict, list[dict]]]:
+    """``(metadata, descriptors)`` of ``n_messages`` archive messages (10 params x 10 levels x
+    ``n_messages / 100`` steps)."""
+    descriptors = [_descriptor((NY, NX), "float32"), _descriptor((NY,), "float64"),
+                   _descriptor((NX,), "float64")]
+    lat = {"name": "latitude", "units": "degrees_north", "dim_names": ["latitude"]}
+    lon = {"name": "longitude", "units": "degrees_east", "dim_names": ["longitude"]}
+    messages = []
+    for i in range(n_messages):
+        step, rest = divmod(i, PARAMS * len(LEVELS))
+        level, param = divmod(rest, PARAMS)
+        mars = {"class": "od", "stream": "oper", "type": "fc", "param": f"p{param}",
+                "date": "20260404", "time": "0000", "step": step, "levtype": "pl",
+                "levelist": LEVELS[level]}
+        field = {"mars": mars, "dim_names": ["latitude", "longitude"]}
+        messages.append(({"base": [field, lat, lon], "_extra_": {}}, descriptors))
+    return messages
+
+
+def with_frame_hashes(table: MetadataTable) -> MetadataTable:
+    """The table as a file written with inline hashes gives it: every frame has a hash, equal
+    for the (identical) coordinate objects of every message."""
+    hashes = np.where(table.obj == 0, np.arange(len(table), dtype=np.uint64) + 1000,
+                      table.obj.astype(np.uint64))
+    return dataclasses.replace(table, frame_hash=hashes.astype(np.uint64),
+                               has_frame_hash=np.ones(len(table), dtype=bool))
+
+
+def time_plan(table: MetadataTable, repeat: int) -> tuple[float, int]:
+    """Median seconds of ``build_hypercube`` and the fingerprint calls of one run."""
+    calls = [0]
+
+    def fingerprint(msg: int, obj: int) -> str:
+        calls[0] += 1
+        return f"coordinate {obj}"  # every message's latitude (longitude) holds the same bytes
+
+    times = []
+    for _ in range(repeat):
+        calls[0] = 0
+        start = time.perf_counter()
+        build_hypercube(table, source="archive.tgm", fingerprint=fingerprint)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), calls[0]
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    results: dict[str, dict[int, float]] = {"hashed": {}, "callback": {}}
+    print(f"{'messages':>9} {'frames':>9} {'median s':>9} {'us/msg':>7} {'fingerprint calls':>18}")
+    for n in args.sizes:
+        table = MetadataTable.from_messages(archive_messages(n))
+        for kind, t in (("hashed", with_frame_hashes(table)), ("callback", table)):
+            seconds, calls = time_plan(t, args.repeat)
+            results[kind][n] = seconds
+            print(f"{n:>9} {kind:>9} {seconds:>9.4f} {seconds / n * 1e6:>7.2f} {calls:>18}")
+    for kind, by_size in results.items():
+        sizes = sorted(by_size)
+        for small, big in zip(sizes, sizes[1:]):
+            print(f"{kind}: {big} / {small} messages = {by_size[big] / by_size[small]:.1f}x the time "
+                  f"for {big / small:.0f}x the messages")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+//! The metadata table (`tgm_core::table`) as the dict `MetadataTable.from_core` takes.
+
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use tgm_core::table::{Column, Table};
+
+use crate::cbor::to_py;
+use crate::errors::{CoreError, Kind};
+use crate::file::descriptor_to_py;
+
+/// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released.
+pub fn scan<'a>(
+    py: Python<'_>,
+    source: &str,
+    messages: impl IntoIterator<Item = (usize, &'a [u8])> + Send,
+) -> PyResult<Table> {
+    py.detach(|| tgm_core::table::scan(messages)).map_err(|e| {
+        CoreError::new(Kind::Format, format!("{source}: message {}: {}", e.message, e.error)).into()
+    })
+}
+
+fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
+    let values = PyList::empty(py);
+    for v in &c.values {
+        values.append(to_py(py, v)?)?;
+    }
+    Ok((PyArray1::from_slice(py, &c.codes), values).into_pyobject(py)?.into_any())
+}
+
+fn columns<'py>(py: Python<'py>, cols: &[(String, Column)]) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (key, c) in cols {
+        dict.set_item(key, column(py, c)?)?;
+    }
+    Ok(dict)
+}
+
+/// The fields of `tgm_xarray.hypercube.table.MetadataTable`.
+pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("n_messages", t.n_messages)?;
+    for (name, v) in [
+        ("msg", &t.msg),
+        ("obj", &t.obj),
+        ("frame_start", &t.frame_start),
+        ("frame_end", &t.frame_end),
+        ("payload_start", &t.payload_start),
+        ("payload_end", &t.payload_end),
+        ("message_offset", &t.message_offset),
+        ("message_length", &t.message_length),
+    ] {
+        d.set_item(name, PyArray1::from_slice(py, v))?;
+    }
+    d.set_item("shape", PyArray1::from_slice(py, &t.shape))?;
+    d.set_item("shapes", t.shapes.clone())?;
+    d.set_item("descriptor", PyArray1::from_slice(py, &t.descriptor))?;
+    let descriptors = PyList::empty(py);
+    for desc in &t.descriptors {
+        let dict = descriptor_to_py(py, desc)?;
+        dict.del_item("params")?;
+        descriptors.append(dict)?;
+    }
+    d.set_item("descriptors", descriptors)?;
+    d.set_item("own", columns(py, &t.own)?)?;
+    d.set_item("codec_params", columns(py, &t.codec_params)?)?;
+    d.set_item("extra", columns(py, &t.extra)?)?;
+    d.set_item("own_dim_names", column(py, &t.own_dim_names)?)?;
+    d.set_item("extra_dim_names", column(py, &t.extra_dim_names)?)?;
+    d.set_item("coordinate_attrs", column(py, &t.coordinate_attrs)?)?;
+    d.set_item("frame_hash", PyArray1::from_slice(py, &t.frame_hash))?;
+    d.set_item("has_frame_hash", PyArray1::from_slice(py, &t.has_frame_hash))?;
+    Ok(d)
+}
+
+/// The metadata table of messages fetched from a remote file: `(offset, bytes)` of whole
+/// messages, in file order.
+#[pyfunction]
+pub fn scan_table<'py>(py: Python<'py>, source: &str, messages: Vec<(usize, Vec<u8>)>) -> PyResult<Bound<'py, PyDict>> {
+    let table = scan(py, source, messages.iter().map(|(o, b)| (*o, b.as_slice())))?;
+    to_py_dict(py, &table)
+}

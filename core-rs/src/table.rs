@@ -1,0 +1,627 @@
+//! A file's metadata as columns, built in one pass over its messages without touching a
+//! payload: one row per object, one per message, each metadata key a column of codes into its
+//! distinct values. `tgm_xarray.hypercube.table.MetadataTable` is the Python view of it, and
+//! its `from_messages` follows the same rules from dicts.
+//!
+//! Metadata is flattened as `tgm_xarray.attrs.flatten` does: nested maps become dotted keys and
+//! `_reserved_` entries are left out. The top-level structural keys (`dim_names`,
+//! `coordinate_attrs`) get columns of their own.
+
+use std::ops::Range;
+use std::rc::Rc;
+
+use ahash::{AHashMap as HashMap, RandomState};
+use ciborium::Value;
+use tensogram::wire::{
+    DataObjectFlags, FrameHeader, FrameType, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_COMMON_FOOTER_SIZE, FRAME_END,
+    FRAME_HEADER_SIZE, FRAME_MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
+};
+use tensogram::DataObjectDescriptor;
+
+use crate::cbor::{self, Walker};
+use crate::frame::inline_hash;
+
+/// Encoder-owned metadata: never flattened.
+pub const RESERVED_KEY: &str = "_reserved_";
+/// Dimension-name hints, of an object (`base[i]`) or of a message (`_extra_`).
+pub const DIM_NAMES_KEY: &str = "dim_names";
+/// `_extra_` entry holding attributes of coordinates rebuilt from metadata keys.
+pub const COORDINATE_ATTRS_KEY: &str = "coordinate_attrs";
+/// Descriptor `params` that belong to the codec pipeline (encoding, not attributes).
+pub const CODEC_PARAM_PREFIXES: [&str; 8] = ["sp_", "szip_", "zstd_", "lz4_", "blosc2_", "zfp_", "sz3_", "shuffle_"];
+/// The szip RSI offset table and its verification mark: internal indexes, not settings.
+pub const SZIP_OFFSETS_PREFIX: &str = "szip_block_offsets";
+
+fn is_codec_param(key: &str) -> bool {
+    CODEC_PARAM_PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// One key over the rows: `values[codes[i]]` is row `i`'s value, `-1` where it lacks the key.
+/// Values are distinct as encoded (`1` and `1.0` are two values).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Column {
+    pub codes: Vec<i32>,
+    pub values: Vec<Value>,
+}
+
+impl Column {
+    /// Row `row`'s value, `None` where it has none.
+    pub fn get(&self, row: usize) -> Option<&Value> {
+        usize::try_from(self.codes[row]).ok().map(|c| &self.values[c])
+    }
+}
+
+/// Every object (rows, in message then object order) and every message of a file.
+#[derive(Debug, Default)]
+pub struct Table {
+    pub n_messages: usize,
+    // per object
+    pub msg: Vec<i64>,
+    pub obj: Vec<i64>,
+    pub shape: Vec<i32>,
+    pub shapes: Vec<Vec<u64>>,
+    /// Index into `descriptors`: objects whose descriptors agree but for `params`.
+    pub descriptor: Vec<i32>,
+    pub descriptors: Vec<DataObjectDescriptor>,
+    /// The object's `base` entry flattened, then its descriptor's non-codec `params`.
+    pub own: Vec<(String, Column)>,
+    pub codec_params: Vec<(String, Column)>,
+    pub own_dim_names: Column,
+    pub frame_hash: Vec<u64>,
+    pub has_frame_hash: Vec<bool>,
+    /// Byte ranges from the start of the file.
+    pub frame_start: Vec<i64>,
+    pub frame_end: Vec<i64>,
+    pub payload_start: Vec<i64>,
+    pub payload_end: Vec<i64>,
+    // per message
+    pub extra: Vec<(String, Column)>,
+    pub extra_dim_names: Column,
+    pub coordinate_attrs: Column,
+    pub message_offset: Vec<i64>,
+    pub message_length: Vec<i64>,
+}
+
+/// A message that could not be parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanError {
+    pub message: usize,
+    pub error: String,
+}
+
+/// Builds the table of `messages`, each `(offset in the file, the message's bytes)`.
+pub fn scan<'a>(messages: impl IntoIterator<Item = (usize, &'a [u8])>) -> Result<Table, ScanError> {
+    let mut builder = Builder::default();
+    for (index, (offset, bytes)) in messages.into_iter().enumerate() {
+        builder.message(offset, bytes).map_err(|error| ScanError { message: index, error })?;
+    }
+    Ok(builder.finish())
+}
+
+/// Codes and distinct values of one column while the table is built, rows given in order.
+/// Values are told apart by their CBOR bytes, and decoded once each.
+#[derive(Default)]
+struct Interned {
+    rows: Vec<(u32, u32)>,
+    values: Vec<Value>,
+    raws: Vec<Vec<u8>>,
+    by_hash: HashMap<u64, Vec<u32>>,
+    hasher: RandomState,
+}
+
+impl Interned {
+    fn code(&mut self, raw: &[u8]) -> Result<u32, String> {
+        let candidates = self.by_hash.entry(self.hasher.hash_one(raw)).or_default();
+        if let Some(&code) = candidates.iter().find(|&&c| self.raws[c as usize] == raw) {
+            return Ok(code);
+        }
+        let code = self.values.len() as u32;
+        self.values.push(cbor::decode(raw).map_err(|e| e.0)?);
+        self.raws.push(raw.to_vec());
+        candidates.push(code);
+        Ok(code)
+    }
+
+    /// Sets `row`'s value; a later value for the same row replaces the earlier one, as a later
+    /// duplicate key does in a Python dict.
+    fn set(&mut self, row: usize, code: u32) {
+        match self.rows.last_mut() {
+            Some(last) if last.0 as usize == row => last.1 = code,
+            _ => self.rows.push((row as u32, code)),
+        }
+    }
+
+    fn has(&self, row: usize) -> bool {
+        self.rows.last().is_some_and(|last| last.0 as usize == row)
+    }
+
+    fn column(self, n: usize) -> Column {
+        let mut codes = vec![-1i32; n];
+        for (row, code) in self.rows {
+            codes[row as usize] = code as i32;
+        }
+        Column { codes, values: self.values }
+    }
+}
+
+/// Columns by dotted key, in order of first appearance.
+#[derive(Default)]
+struct Columns {
+    names: Vec<String>,
+    ids: HashMap<String, usize>,
+    columns: Vec<Interned>,
+}
+
+impl Columns {
+    fn id(&mut self, key: &str) -> usize {
+        if let Some(&id) = self.ids.get(key) {
+            return id;
+        }
+        self.names.push(key.to_owned());
+        self.ids.insert(key.to_owned(), self.columns.len());
+        self.columns.push(Interned::default());
+        self.columns.len() - 1
+    }
+
+    /// `(column, code)` of a value under `key`.
+    fn leaf(&mut self, key: &str, raw: &[u8]) -> Result<(usize, u32), String> {
+        let id = self.id(key);
+        Ok((id, self.columns[id].code(raw)?))
+    }
+
+    fn finish(self, n: usize) -> Vec<(String, Column)> {
+        self.names.into_iter().zip(self.columns).map(|(k, c)| (k, c.column(n))).collect()
+    }
+}
+
+/// Flattened metadata leaves: `(column, code)`.
+type Leaves = Vec<(usize, u32)>;
+
+/// A descriptor seen before, and what its `params` contribute to an object's columns.
+struct KnownDescriptor {
+    index: i32,
+    shape: i32,
+    own: Leaves,
+    codec: Leaves,
+}
+
+/// One message's metadata frame, flattened.
+#[derive(Default)]
+struct MessageMeta {
+    base: Vec<Leaves>,
+    base_dim_names: Vec<Option<u32>>,
+    extra: Leaves,
+    extra_dim_names: Option<u32>,
+    coordinate_attrs: Option<u32>,
+}
+
+#[derive(Default)]
+struct Builder {
+    table: Table,
+    shapes: HashMap<Vec<u64>, i32>,
+    descriptors: HashMap<Vec<u8>, Rc<KnownDescriptor>>,
+    own: Columns,
+    codec_params: Columns,
+    own_dim_names: Interned,
+    extra: Columns,
+    extra_dim_names: Interned,
+    coordinate_attrs: Interned,
+}
+
+/// Where a data-object frame keeps its descriptor and payload: `(descriptor CBOR, payload)`,
+/// ranges in the frame. Mirrors `tensogram::framing::decode_data_object_frame`, which checks it
+/// whenever a descriptor is new.
+fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<usize>)> {
+    let footer = frame.len().checked_sub(DATA_OBJECT_FOOTER_SIZE)?;
+    let cbor_offset = usize::try_from(u64::from_be_bytes(frame.get(footer..footer + 8)?.try_into().ok()?)).ok()?;
+    if cbor_offset < FRAME_HEADER_SIZE || cbor_offset > footer {
+        return None;
+    }
+    if flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 {
+        Some((cbor_offset..footer, FRAME_HEADER_SIZE..cbor_offset))
+    } else {
+        let mut walker = Walker::new(&frame[cbor_offset..footer]);
+        let cbor_end = cbor_offset + walker.item().ok()?.len();
+        Some((cbor_offset..cbor_end, cbor_end..footer))
+    }
+}
+
+impl Builder {
+    fn message(&mut self, offset: usize, bytes: &[u8]) -> Result<(), String> {
+        match self.frames(bytes)? {
+            Some(frames) => self.add_message(offset, bytes, frames),
+            None => self.add_decoded(offset, bytes),
+        }
+    }
+
+    /// The metadata frame's body and the data-object frames `(start, end, flags)` of a message
+    /// laid out the common way; `None` for anything else (preceder frames), which
+    /// `add_decoded` reads through the `tensogram` crate.
+    #[allow(clippy::type_complexity)]
+    fn frames<'b>(&self, bytes: &'b [u8]) -> Result<Option<(&'b [u8], Vec<(usize, usize, u16)>)>, String> {
+        let bad = |m: String| format!("cannot parse message frames: {m}");
+        Preamble::read_from(bytes).map_err(|e| bad(e.to_string()))?;
+        let end = bytes.len().checked_sub(POSTAMBLE_SIZE).ok_or_else(|| bad("too short".into()))?;
+        let (mut metadata, mut objects, mut pos) = (None, Vec::new(), PREAMBLE_SIZE);
+        while pos < end {
+            if !bytes[pos..].starts_with(FRAME_MAGIC) {
+                pos += 1; // padding to the next 8-byte boundary
+                continue;
+            }
+            let header = FrameHeader::read_from(&bytes[pos..]).map_err(|e| bad(e.to_string()))?;
+            let length = usize::try_from(header.total_length).unwrap_or(usize::MAX);
+            let frame_end = pos
+                .checked_add(length)
+                .filter(|&e| e <= end && length >= FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE)
+                .ok_or_else(|| bad(format!("the frame at byte {pos} runs past the message")))?;
+            if !bytes[..frame_end].ends_with(FRAME_END) {
+                return Err(bad(format!("the frame at byte {pos} has no end marker")));
+            }
+            match header.frame_type {
+                FrameType::HeaderMetadata | FrameType::FooterMetadata => {
+                    metadata = Some(&bytes[pos + FRAME_HEADER_SIZE..frame_end - FRAME_COMMON_FOOTER_SIZE])
+                }
+                FrameType::NTensorFrame => objects.push((pos, frame_end, header.flags)),
+                FrameType::PrecederMetadata => return Ok(None),
+                _ => {}
+            }
+            pos = frame_end;
+        }
+        let metadata = metadata.ok_or_else(|| "no metadata frame found in message".to_string())?;
+        Ok(Some((metadata, objects)))
+    }
+
+    fn add_message(&mut self, offset: usize, bytes: &[u8], (metadata, frames): (&[u8], Vec<(usize, usize, u16)>)) -> Result<(), String> {
+        let meta = self.metadata(metadata)?;
+        if meta.base.len() > frames.len() {
+            return Err(format!("metadata base has {} entries but message contains {} objects", meta.base.len(), frames.len()));
+        }
+        let msg = self.table.n_messages;
+        for (obj, &(start, end, flags)) in frames.iter().enumerate() {
+            let frame = &bytes[start..end];
+            let (desc, payload) = self.descriptor(frame, flags).map_err(|e| format!("object {obj}: {e}"))?;
+            self.object(msg, obj, &meta, desc, offset, start..end, start + payload.start..start + payload.end, inline_hash(frame));
+        }
+        self.finish_message(msg, offset, bytes.len(), &meta);
+        Ok(())
+    }
+
+    /// A message read through `tensogram::framing::decode_message` (preceder frames merged into
+    /// `base`); its metadata is encoded again so that one flattening serves every message.
+    fn add_decoded(&mut self, offset: usize, bytes: &[u8]) -> Result<(), String> {
+        let decoded = tensogram::framing::decode_message(bytes).map_err(|e| format!("cannot parse message frames: {e}"))?;
+        let cbor = tensogram::metadata::global_metadata_to_cbor(&decoded.global_metadata).map_err(|e| e.to_string())?;
+        let meta = self.metadata(&cbor)?;
+        let msg = self.table.n_messages;
+        for (obj, (desc, payload, _, frame_offset)) in decoded.objects.iter().enumerate() {
+            let header = FrameHeader::read_from(&bytes[*frame_offset..]).map_err(|e| format!("object {obj}: {e}"))?;
+            let frame = *frame_offset..frame_offset + header.total_length as usize;
+            let payload_start = payload.as_ptr() as usize - bytes.as_ptr() as usize;
+            let known = self.known(desc, &tensogram::metadata::object_descriptor_to_cbor(desc).map_err(|e| e.to_string())?)?;
+            self.object(msg, obj, &meta, known, offset, frame.clone(), payload_start..payload_start + payload.len(), inline_hash(&bytes[frame]));
+        }
+        self.finish_message(msg, offset, bytes.len(), &meta);
+        Ok(())
+    }
+
+    /// The descriptor of a data-object frame and its payload range in the frame: parsed by the
+    /// `tensogram` crate the first time these descriptor bytes are seen (and the payload range
+    /// checked against the crate's), remembered after.
+    fn descriptor(&mut self, frame: &[u8], flags: u16) -> Result<(Rc<KnownDescriptor>, Range<usize>), String> {
+        let located = locate(frame, flags);
+        if let Some((cbor, payload)) = &located {
+            if let Some(known) = self.descriptors.get(&frame[cbor.clone()]) {
+                return Ok((known.clone(), payload.clone()));
+            }
+        }
+        let (desc, payload, _, _) = tensogram::framing::decode_data_object_frame(frame).map_err(|e| e.to_string())?;
+        let at = payload.as_ptr() as usize - frame.as_ptr() as usize;
+        let payload = at..at + payload.len();
+        let cacheable = desc.masks.is_none() && located.as_ref().is_some_and(|(_, p)| *p == payload);
+        let key = match (&located, cacheable) {
+            (Some((cbor, _)), true) => frame[cbor.clone()].to_vec(),
+            // Not the common layout: keyed by its own encoding, never found by `locate`.
+            _ => [b"decoded:".as_slice(), &tensogram::metadata::object_descriptor_to_cbor(&desc).map_err(|e| e.to_string())?].concat(),
+        };
+        Ok((self.known(&desc, &key)?, payload))
+    }
+
+    /// Interns a descriptor: its index, shape and the leaves its `params` add to an object.
+    fn known(&mut self, desc: &DataObjectDescriptor, key: &[u8]) -> Result<Rc<KnownDescriptor>, String> {
+        if !self.descriptors.contains_key(key) {
+            let summary = descriptor_summary(desc);
+            let index = match self.table.descriptors.iter().position(|d| descriptor_summary(d) == summary) {
+                Some(i) => i as i32,
+                None => {
+                    self.table.descriptors.push(desc.clone());
+                    self.table.descriptors.len() as i32 - 1
+                }
+            };
+            let next = self.shapes.len() as i32;
+            let shape = *self.shapes.entry(desc.shape.clone()).or_insert_with(|| {
+                self.table.shapes.push(desc.shape.clone());
+                next
+            });
+            let (mut own, mut codec) = (Leaves::new(), Leaves::new());
+            for (key, value) in &desc.params {
+                if key.starts_with(SZIP_OFFSETS_PREFIX) {
+                    continue;
+                }
+                let raw = cbor::encode(value);
+                if is_codec_param(key) {
+                    codec.push(self.codec_params.leaf(key, &raw)?);
+                } else {
+                    flatten(&mut self.own, key, &mut Walker::new(&raw), &mut own)?;
+                }
+            }
+            self.descriptors.insert(key.to_vec(), Rc::new(KnownDescriptor { index, shape, own, codec }));
+        }
+        Ok(self.descriptors[key].clone())
+    }
+
+    /// Flattens a metadata frame's CBOR map (`tensogram::metadata::cbor_to_global_metadata`'s
+    /// rules: free-form top-level keys belong to `_extra_`, and may not repeat one of its keys).
+    fn metadata(&mut self, cbor: &[u8]) -> Result<MessageMeta, String> {
+        let bad = |m: String| format!("bad metadata frame: {m}");
+        let mut meta = MessageMeta::default();
+        let (mut extra_keys, mut free_keys) = (Vec::new(), Vec::new());
+        let mut walker = Walker::new(cbor);
+        let is_map = walker
+            .map_entries(|w| {
+                let Some(key) = w.text()? else {
+                    return Err(cbor::CborError("global metadata has a non-text top-level key".into()));
+                };
+                match key {
+                    "base" => {
+                        let is_array = w.array_items(|w| {
+                            let mut leaves = Leaves::new();
+                            let mut dim_names = None;
+                            let is_map = w.map_entries(|w| {
+                                let key = w.text()?.ok_or_else(|| cbor::CborError("a base entry has a non-text key".into()))?;
+                                match key {
+                                    DIM_NAMES_KEY => dim_names = Some(self.own_dim_names.code(w.item()?).map_err(cbor::CborError)?),
+                                    RESERVED_KEY | COORDINATE_ATTRS_KEY => drop(w.item()?),
+                                    _ => flatten(&mut self.own, key, w, &mut leaves).map_err(cbor::CborError)?,
+                                }
+                                Ok(())
+                            })?;
+                            if !is_map {
+                                return Err(cbor::CborError("a base entry is not a map".into()));
+                            }
+                            meta.base.push(leaves);
+                            meta.base_dim_names.push(dim_names);
+                            Ok(())
+                        })?;
+                        if !is_array {
+                            return Err(cbor::CborError("base is not an array".into()));
+                        }
+                    }
+                    RESERVED_KEY => drop(w.item()?),
+                    "_extra_" => {
+                        let is_map = w.map_entries(|w| {
+                            let key = w.text()?.ok_or_else(|| cbor::CborError("_extra_ has a non-text key".into()))?;
+                            extra_keys.push(key);
+                            self.extra_entry(key, w, &mut meta).map_err(cbor::CborError)
+                        })?;
+                        if !is_map {
+                            return Err(cbor::CborError("_extra_ is not a map".into()));
+                        }
+                    }
+                    _ => {
+                        free_keys.push(key);
+                        self.extra_entry(key, w, &mut meta).map_err(cbor::CborError)?
+                    }
+                }
+                Ok(())
+            })
+            .map_err(|e| bad(e.0))?;
+        if !is_map {
+            return Err(bad("not a map".into()));
+        }
+        if let Some(key) = free_keys.iter().find(|k| extra_keys.contains(k)) {
+            return Err(bad(format!("ambiguous metadata: key {key:?} appears both at the top level and inside `_extra_`")));
+        }
+        Ok(meta)
+    }
+
+    fn extra_entry(&mut self, key: &str, w: &mut Walker, meta: &mut MessageMeta) -> Result<(), String> {
+        match key {
+            DIM_NAMES_KEY => meta.extra_dim_names = Some(self.extra_dim_names.code(w.item().map_err(|e| e.0)?)?),
+            COORDINATE_ATTRS_KEY => meta.coordinate_attrs = Some(self.coordinate_attrs.code(w.item().map_err(|e| e.0)?)?),
+            RESERVED_KEY => drop(w.item().map_err(|e| e.0)?),
+            _ => flatten(&mut self.extra, key, w, &mut meta.extra)?,
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn object(&mut self, msg: usize, obj: usize, meta: &MessageMeta, desc: Rc<KnownDescriptor>, offset: usize, frame: Range<usize>, payload: Range<usize>, hash: Option<u64>) {
+        let row = self.table.msg.len();
+        let t = &mut self.table;
+        t.msg.push(msg as i64);
+        t.obj.push(obj as i64);
+        t.shape.push(desc.shape);
+        t.descriptor.push(desc.index);
+        t.frame_hash.push(hash.unwrap_or(0));
+        t.has_frame_hash.push(hash.is_some());
+        t.frame_start.push((offset + frame.start) as i64);
+        t.frame_end.push((offset + frame.end) as i64);
+        t.payload_start.push((offset + payload.start) as i64);
+        t.payload_end.push((offset + payload.end) as i64);
+        for &(column, code) in meta.base.get(obj).into_iter().flatten() {
+            self.own.columns[column].set(row, code);
+        }
+        if let Some(Some(code)) = meta.base_dim_names.get(obj) {
+            self.own_dim_names.set(row, *code);
+        }
+        // Older converters put per-field keys in the params; the object's own metadata wins.
+        for &(column, code) in &desc.own {
+            if !self.own.columns[column].has(row) {
+                self.own.columns[column].set(row, code);
+            }
+        }
+        for &(column, code) in &desc.codec {
+            self.codec_params.columns[column].set(row, code);
+        }
+    }
+
+    fn finish_message(&mut self, msg: usize, offset: usize, length: usize, meta: &MessageMeta) {
+        for &(column, code) in &meta.extra {
+            self.extra.columns[column].set(msg, code);
+        }
+        if let Some(code) = meta.extra_dim_names {
+            self.extra_dim_names.set(msg, code);
+        }
+        if let Some(code) = meta.coordinate_attrs {
+            self.coordinate_attrs.set(msg, code);
+        }
+        self.table.message_offset.push(offset as i64);
+        self.table.message_length.push(length as i64);
+        self.table.n_messages += 1;
+    }
+
+    fn finish(self) -> Table {
+        let (rows, messages) = (self.table.msg.len(), self.table.n_messages);
+        Table {
+            own: self.own.finish(rows),
+            codec_params: self.codec_params.finish(rows),
+            own_dim_names: self.own_dim_names.column(rows),
+            extra: self.extra.finish(messages),
+            extra_dim_names: self.extra_dim_names.column(messages),
+            coordinate_attrs: self.coordinate_attrs.column(messages),
+            ..self.table
+        }
+    }
+}
+
+/// What tells descriptors apart apart from their `params`.
+fn descriptor_summary(d: &DataObjectDescriptor) -> String {
+    let masks = d.masks.as_ref().map(|m| (m.nan.is_some(), m.pos_inf.is_some(), m.neg_inf.is_some()));
+    format!(
+        "{}|{}|{:?}|{:?}|{}|{:?}|{}|{}|{}|{:?}",
+        d.obj_type, d.ndim, d.shape, d.strides, d.dtype, d.byte_order, d.encoding, d.filter, d.compression, masks
+    )
+}
+
+/// Adds to `leaves` the `(column, code)` of every non-map value of the item at `w` under `key`
+/// (dotted keys for nested maps), leaving out `_reserved_` entries at any depth.
+fn flatten(columns: &mut Columns, key: &str, w: &mut Walker, leaves: &mut Leaves) -> Result<(), String> {
+    let mut name = key.to_owned();
+    flatten_under(columns, &mut name, w, leaves, 0).map_err(|e| e.0)
+}
+
+fn flatten_under(columns: &mut Columns, name: &mut String, w: &mut Walker, leaves: &mut Leaves, depth: usize) -> cbor::Result<()> {
+    if depth > cbor::MAX_DEPTH {
+        return Err(cbor::CborError(format!("metadata nested deeper than {}", cbor::MAX_DEPTH)));
+    }
+    let item = w.item()?;
+    let mut inner = Walker::new(item);
+    // Tags around a map are dropped, as the binding's conversion to Python drops them.
+    inner.skip_tags()?;
+    let is_map = inner.map_entries(|e| {
+        let key = match e.text()? {
+            Some(k) => k.to_owned(),
+            None => key_text(&cbor::decode(e.item()?)?),
+        };
+        if key == RESERVED_KEY {
+            return e.item().map(drop);
+        }
+        let length = name.len();
+        name.push('.');
+        name.push_str(&key);
+        let result = flatten_under(columns, name, e, leaves, depth + 1);
+        name.truncate(length);
+        result
+    })?;
+    if !is_map {
+        leaves.push(columns.leaf(name, item).map_err(cbor::CborError)?);
+    }
+    Ok(())
+}
+
+/// A map key as Python's `str()` shows the key the binding makes of it.
+fn key_text(key: &Value) -> String {
+    match key {
+        Value::Tag(_, inner) => key_text(inner),
+        Value::Text(s) => s.clone(),
+        Value::Integer(i) => i128::from(*i).to_string(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use tensogram::{ByteOrder, Dtype, EncodeOptions, GlobalMetadata};
+
+    fn text(s: &str) -> Value {
+        Value::Text(s.into())
+    }
+
+    fn map(entries: &[(&str, Value)]) -> Value {
+        Value::Map(entries.iter().map(|(k, v)| (text(k), v.clone())).collect())
+    }
+
+    /// One message of a 2-element float32 field with MARS keys and `_extra_` entries.
+    fn message(step: i64, hashing: bool) -> Vec<u8> {
+        let mut base = BTreeMap::new();
+        base.insert("name".into(), text("t"));
+        base.insert("mars".into(), map(&[("step", Value::Integer(step.into())), (RESERVED_KEY, text("x"))]));
+        base.insert(DIM_NAMES_KEY.into(), Value::Array(vec![text("x")]));
+        let mut extra = BTreeMap::new();
+        extra.insert("centre".into(), text("ecmf"));
+        extra.insert(DIM_NAMES_KEY.into(), Value::Array(vec![text("x")]));
+        let meta = GlobalMetadata { base: vec![base], extra, ..Default::default() };
+        let mut params = BTreeMap::new();
+        params.insert("units".into(), text("K"));
+        params.insert("name".into(), text("ignored: base names it"));
+        let desc = DataObjectDescriptor {
+            obj_type: "ntensor".into(),
+            ndim: 1,
+            shape: vec![2],
+            strides: vec![1],
+            dtype: Dtype::Float32,
+            byte_order: ByteOrder::Little,
+            encoding: "none".into(),
+            filter: "none".into(),
+            compression: "none".into(),
+            masks: None,
+            params,
+        };
+        let data = [1f32.to_le_bytes(), 2f32.to_le_bytes()].concat();
+        let options = EncodeOptions { hashing, ..Default::default() };
+        tensogram::encode(&meta, &[(&desc, &data)], &options).expect("encodes")
+    }
+
+    #[test]
+    fn flattens_metadata_into_columns() {
+        let (a, b) = (message(0, true), message(6, false));
+        let file = [a.clone(), b.clone()].concat();
+        let table = scan([(0, &file[..a.len()]), (a.len(), &file[a.len()..])]).expect("scans");
+        assert_eq!((table.n_messages, table.msg.clone(), table.obj.clone()), (2, vec![0, 1], vec![0, 0]));
+        let own: BTreeMap<_, _> = table.own.iter().map(|(k, c)| (k.as_str(), c)).collect();
+        assert_eq!(own.keys().copied().collect::<Vec<_>>(), ["mars.step", "name", "units"]);
+        assert_eq!(own["mars.step"].get(1), Some(&Value::Integer(6.into())));
+        // The object's own `name` wins over the descriptor param of that name.
+        assert_eq!((own["name"].get(0), own["name"].values.len()), (Some(&text("t")), 1));
+        assert_eq!(table.extra.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["centre"]);
+        assert_eq!(table.extra_dim_names.get(1), Some(&Value::Array(vec![text("x")])));
+        assert_eq!(table.own_dim_names.codes, vec![0, 0]);
+        assert_eq!((table.shapes.clone(), table.shape.clone(), table.descriptor.clone()), (vec![vec![2]], vec![0, 0], vec![0, 0]));
+        assert_eq!(table.has_frame_hash, vec![true, false]);
+        // Byte ranges are in the file: the payload holds the values.
+        let (start, end) = (table.payload_start[1] as usize, table.payload_end[1] as usize);
+        assert_eq!(&file[start..end], &[1f32.to_le_bytes(), 2f32.to_le_bytes()].concat()[..]);
+        assert_eq!((table.message_offset.clone(), table.message_length[1] as usize), (vec![0, a.len() as i64], b.len()));
+    }
+
+    #[test]
+    fn names_the_message_that_fails() {
+        let a = message(0, true);
+        let err = scan([(0, &a[..]), (a.len(), &a[..a.len() - 9])]).expect_err("a truncated message");
+        assert_eq!(err.message, 1);
+    }
+}

@@ -1,0 +1,220 @@
+"""cfgrib dimensions of the data objects, and coordinates built from metadata values.
+
+:func:`tgm_xarray.mars.find_axes` reads each dimension from its own few keys (``number``;
+``date``/``time``; ``step``; ``levtype``/``levelist``/``level``), so it runs once per distinct
+combination of those keys, one dimension at a time, and :func:`tgm_xarray.mars.decode_axes`
+decides over those combinations what it would decide over every field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tgm_xarray import mars
+from tgm_xarray.attrs import freeze
+from tgm_xarray.errors import TgmConflictError
+from tgm_xarray.hypercube.columns import Keys, factorize
+
+# The keys each cfgrib dimension is read from (see `mars.find_axes`).
+_AXIS_KEYS = (
+    ("mars.number", "number"),
+    ("mars.date", "date", "mars.time", "time"),
+    ("mars.step", "step"),
+    ("mars.levtype", "levtype", "mars.levelist", "levelist", "level"),
+)
+
+
+class Axes:
+    """The cfgrib dimensions of ``rows`` (data objects), decoded unless ``decode=False``.
+
+    Arrays are over the positions of ``rows``.
+    """
+
+    def __init__(self, keys: Keys, rows: np.ndarray, decode: bool = True):
+        self.n = len(rows)
+        # per key group: each row's combination, and per combination its (dim, Axis) or None
+        self._groups: list[tuple[np.ndarray, list[tuple[str, mars.Axis] | None]]] = []
+        for group in _AXIS_KEYS:
+            present = [k for k in group if k in keys.names]
+            inverse, maps, _ = keys.dicts(present, rows)
+            found = [mars.find_axes(m) for m in maps]
+            if decode:
+                found = mars.decode_axes(found)
+            self._groups.append((inverse, [next(iter(f.items()), None) for f in found]))
+        self.dims = self._dims()
+        #: each row's structure number: ``structures[i] = (sorted dimensions, level type)``
+        self.structure, self.structures = self._structure()
+
+    def _dims(self) -> dict[str, tuple[np.ndarray, list]]:
+        """``dim -> (value number per row (-1: absent), distinct values)``."""
+        result = {}
+        for inverse, axes in self._groups:
+            per_dim: dict[str, tuple[np.ndarray, list, dict]] = {}
+            for combination, found in enumerate(axes):
+                if found is None:
+                    continue
+                dim, axis = found
+                of_combination, values, index = per_dim.setdefault(
+                    dim, (np.full(len(axes), -1, dtype=np.int64), [], {}))
+                key = (type(axis.value), freeze(axis.value))
+                if key not in index:
+                    index[key] = len(values)
+                    values.append(axis.value)
+                of_combination[combination] = index[key]
+            for dim, (of_combination, values, _) in per_dim.items():
+                result[dim] = (of_combination[inverse], values)
+        return result
+
+    def _structure(self) -> tuple[np.ndarray, list[tuple[list[str], str | None]]]:
+        """Each row's ``(sorted dimensions, level type)`` number, and those pairs."""
+        if not self.n:
+            return np.zeros(0, dtype=np.int64), []
+        # per group, what a combination contributes: (dim, level type) or None, numbered
+        kinds: list[list] = []
+        codes = []
+        for inverse, axes in self._groups:
+            index: dict[Any, int] = {}
+            of_combination = [index.setdefault(
+                (found[0], found[1].levtype) if found else None, len(index)) for found in axes]
+            kinds.append(list(index))
+            codes.append(np.array(of_combination, dtype=np.int64)[inverse])
+        combination, first = factorize(*codes)
+        index = {}
+        pairs: list[tuple[list[str], str | None]] = []
+        of_combination = []
+        for row in first.tolist():
+            found = [kind[code[row]] for kind, code in zip(kinds, codes)]
+            found = [f for f in found if f is not None]
+            dims = sorted(d for d, _ in found)
+            levtype = next((t for d, t in found if mars.is_level(d)), None)
+            if (tuple(dims), levtype) not in index:
+                index[(tuple(dims), levtype)] = len(pairs)
+                pairs.append((dims, levtype))
+            of_combination.append(index[(tuple(dims), levtype)])
+        return np.array(of_combination, dtype=np.int64)[combination], pairs
+
+    def consumed(self, positions: np.ndarray) -> set[str]:
+        """The metadata keys the dimensions of these rows were read from."""
+        keys: set[str] = set()
+        for inverse, axes in self._groups:
+            for combination in np.unique(inverse[positions]).tolist():
+                if axes[combination] is not None:
+                    keys.update(axes[combination][1].keys)
+        return keys
+
+    def consuming(self, key: str) -> np.ndarray:
+        """Whether each row's dimensions were read from ``key`` (in part)."""
+        mask = np.zeros(self.n, dtype=bool)
+        for inverse, axes in self._groups:
+            hits = [i for i, found in enumerate(axes) if found is not None and key in found[1].keys]
+            if hits:
+                mask |= np.isin(inverse, hits)
+        return mask
+
+    def has(self, dim: str, position: int) -> bool:
+        return dim in self.dims and self.dims[dim][0][position] >= 0
+
+
+def axis_coords(variables, axes: Axes, source: str, index_coords: dict, lookups: dict) -> None:
+    """cfgrib dimensions: one coordinate per dimension over all variables (the union of their
+    values); a single value overall makes a scalar coordinate, more make a dimension of every
+    variable that has it (with holes where a variable lacks a value)."""
+    levtypes: dict[str, dict[Any, str]] = {}
+    for var in variables.values():
+        for dim in axes.dims:
+            if mars.is_level(dim) and axes.has(dim, var.at[0]):
+                levtype = axes.structures[axes.structure[var.at[0]]][1]
+                levtypes.setdefault(dim, {}).setdefault(levtype, var.name)
+    for dim, kinds in levtypes.items():
+        if len(kinds) > 1:
+            (a, var_a), (b, var_b) = list(kinds.items())[:2]
+            raise TgmConflictError(
+                f"{source}: variables {var_a!r} (levtype {a!r}) and {var_b!r} (levtype "
+                f"{b!r}) would share the level dimension {dim!r}. Open one level type with "
+                f"filter_by_keys={{'levtype': {a!r}}}, or every group with "
+                f"xr.open_datatree(path, engine='tensogram').")
+    order = {d: i for i, d in enumerate(mars.AXIS_ORDER)}
+    for dim in sorted(axes.dims, key=lambda d: (order.get(d, len(order)), d)):
+        ids, values = axes.dims[dim]
+        coord, lookups[dim] = coordinate_values(dim, values, np.unique(ids[ids >= 0]))
+        attrs = dict(mars.COORD_ATTRS.get(dim, {}))
+        if len(coord) == 1:
+            index_coords[dim] = ((), coord.reshape(()), attrs)
+        else:
+            index_coords[dim] = ((dim,), coord, attrs)
+            for var in variables.values():
+                if axes.has(dim, var.at[0]):
+                    var.outer.append(dim)
+                    var.ids[dim] = ids[var.at]
+
+
+def coordinate_values(dim: str, values: list, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique coordinate values of ``values[used]``, and the position of each value
+    number among them (``-1`` for values not used)."""
+    raw = [values[i] for i in used.tolist()]
+    convert = _converter(raw)
+    converted = [convert(v) for v in raw]
+    unique = mars.sort_values(dim, list(set(converted)))
+    positions = {v: i for i, v in enumerate(unique)}
+    lookup = np.full(len(values), -1, dtype=np.int64)
+    lookup[used] = [positions[v] for v in converted]
+    array = np.array(unique)
+    if array.dtype.kind == "M":
+        array = array.astype("datetime64[ns]")
+    elif array.dtype.kind == "m":
+        array = array.astype("timedelta64[ns]")
+    return array, lookup
+
+
+# ISO 8601 date-times (a time of day required, `Z` = UTC allowed): what a generic key needs to
+# be read as datetime64, as ERA5's `valid_time` is written. Dates alone stay strings.
+_ISO_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?Z?")
+
+
+def _converter(values: list[Any]) -> Callable[[Any], Any]:
+    """One type for a coordinate: bool, int, float, datetime64, timedelta64, strings that are
+    all ISO 8601 date-times as datetime64[ns], else strings."""
+    kinds = {type(v) for v in values}
+    if kinds <= {bool} or kinds <= {np.datetime64} or kinds <= {np.timedelta64}:
+        return lambda v: v
+    if kinds <= {str} and _iso_datetimes(values):
+        return _iso_datetime
+    if not any(issubclass(k, bool) for k in kinds):
+        if all(issubclass(k, (int, np.integer)) for k in kinds):
+            return int
+        if all(issubclass(k, (int, float, np.integer, np.floating)) for k in kinds):
+            return float
+    return str
+
+
+def _iso_datetimes(values: list[str]) -> bool:
+    """Whether every value is an ISO 8601 date-time that datetime64[ns] holds (numpy wraps
+    years beyond 1678-2261 around silently, so those stay strings)."""
+    if not all(_ISO_DATETIME.fullmatch(v) and 1678 <= int(v[:4]) <= 2261 for v in values):
+        return False
+    try:
+        for value in set(values):
+            _iso_datetime(value)
+    except ValueError:  # month 13, hour 25, ...
+        return False
+    return True
+
+
+def _iso_datetime(value: str) -> np.datetime64:
+    return np.datetime64(value.removesuffix("Z"), "ns")
+
+
+def add_valid_time(index_coords) -> None:
+    """cfgrib's ``valid_time = time + step``, over the dims of whichever of them are dims
+    (unless a metadata key of that name already made a ``valid_time`` dimension)."""
+    if "time" not in index_coords or "step" not in index_coords or "valid_time" in index_coords:
+        return
+    time_dims, time, _ = index_coords["time"]
+    step_dims, step, _ = index_coords["step"]
+    if time.dtype.kind == "M" and step.dtype.kind == "m":
+        dims, values = mars.valid_time(time, time_dims, step, step_dims)
+        index_coords["valid_time"] = (dims, values, dict(mars.COORD_ATTRS["valid_time"]))

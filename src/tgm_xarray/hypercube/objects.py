@@ -1,0 +1,386 @@
+"""The objects of a file: which are coordinates and which are data, and which are planned.
+
+Each rule here is written once for one object or one message (:func:`_classify`,
+:func:`_hint`, :func:`_matches`, ...) and evaluated once per *distinct* combination of the
+codes it depends on, never once per object.
+
+Which ``_extra_`` keys identify fields is decided over the whole file (:func:`identity_keys`),
+so that a filter or ``message_index`` never changes what a key means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from tgm_xarray.attrs import freeze, is_scalar
+from tgm_xarray.errors import TgmCodecError, TgmIndexError
+from tgm_xarray.hypercube.columns import KeyColumn, Keys, factorize
+from tgm_xarray.hypercube.table import MetadataTable
+
+Fingerprint = Callable[[int, int], "bytes | str"]
+
+#: Default chain of metadata keys naming a variable (after ``variable_key``).
+NAME_KEYS = ("name", "mars.param", "mars.shortName", "shortName", "param")
+#: Horizontal coordinate names (case-insensitive), and the name an object without ``dim_names``
+#: gets: such objects are coordinates of the fields of their message (rules in
+#: :func:`_classify`).
+HORIZONTAL_NAMES: dict[str, str] = {
+    "lat": "latitude",
+    "latitude": "latitude",
+    "lon": "longitude",
+    "longitude": "longitude",
+}
+#: Names (case-insensitive) that make a 1-D object *without* ``dim_names`` a coordinate, as in
+#: upstream's guide; with hints, a name alone never makes a coordinate.
+COORDINATE_NAMES: dict[str, str] = {
+    **HORIZONTAL_NAMES,
+    **{name: name for name in ("x", "y", "time", "level", "pressure", "height", "depth",
+                               "frequency", "step")},
+}
+DUPLICATES = ("error", "first", "last")
+
+
+@dataclass(frozen=True)
+class Options:
+    source: str
+    fingerprint: Fingerprint
+    variable_key: str | None
+    dim_names: tuple[str, ...] | Mapping | None
+    duplicates: str
+
+    @classmethod
+    def make(cls, source, fingerprint, variable_key, dim_names, duplicates) -> Options:
+        if duplicates not in DUPLICATES:
+            raise ValueError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
+        if isinstance(dim_names, str):
+            raise TypeError(
+                f"dim_names must be a sequence of names or a mapping, got {dim_names!r}")
+        if dim_names is not None and not isinstance(dim_names, Mapping):
+            dim_names = tuple(dim_names)
+        return cls(source, fingerprint, variable_key, dim_names, duplicates)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What one Dataset is planned from: rows of data and coordinate objects, and the messages
+    they come from (sorted)."""
+
+    data: np.ndarray
+    coords: np.ndarray
+    messages: np.ndarray
+
+
+@dataclass(frozen=True)
+class Row:
+    """One object, for error messages and the few per-variable/per-coordinate rules."""
+
+    index: int  # its row in the table
+    msg: int
+    obj: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    descriptor: Mapping[str, Any]
+    hint: tuple[str | None, ...] | None  # axis names hinted by metadata (None: no hint)
+    coordinate: str | None  # coordinate name, None for data objects
+    name_key: str | None  # the key of `own` that named a coordinate object
+    own: dict[str, Any]  # flattened base[obj] (+ non-codec descriptor params)
+
+    @property
+    def where(self) -> str:
+        return f"message {self.msg} object {self.obj}"
+
+    @property
+    def ref(self) -> tuple[int, int]:
+        return self.msg, self.obj
+
+
+class Objects:
+    """Every object of a file, classified: per row its hint, dtype and coordinate name."""
+
+    def __init__(self, table: MetadataTable, options: Options):
+        self.table = table
+        self.options = options
+        self.keys = Keys(table, identity_keys(table))
+        self.dtypes = [_numpy_dtype(d.get("dtype")) for d in table.descriptors]
+        self.hint, self.hints = self._hints()
+        self._own_name, self._own_names = self._names()
+        self.coordinate, self.coordinate_names = self._classify(self._own_name)
+
+    # -- per row ---------------------------------------------------------------------------
+
+    def row(self, i: int) -> Row:
+        t = self.table
+        c = int(self.coordinate[i])
+        own = {k: col.values[col.codes[i]] for k, col in t.own.items() if col.codes[i] >= 0}
+        return Row(i, int(t.msg[i]), int(t.obj[i]), t.shapes[t.shape[i]],
+                   self.dtypes[t.descriptor[i]], t.descriptors[t.descriptor[i]],
+                   self.hints[self.hint[i]], self.coordinate_names[c] if c >= 0 else None,
+                   self._own_names[self._own_name[i]][0] if c >= 0 else None, own)
+
+    @cached_property
+    def extra(self) -> dict[str, KeyColumn]:
+        """The ``_extra_`` keys over messages."""
+        return {k: KeyColumn(c.codes, c.values) for k, c in self.table.extra.items()}
+
+    @cached_property
+    def codec_params(self) -> dict[str, KeyColumn]:
+        return {k: KeyColumn(c.codes, c.values) for k, c in self.table.codec_params.items()}
+
+    def view(self, i: int) -> dict[str, Any]:
+        """All of ``_extra_`` overlaid by the object's own keys: what filters see."""
+        t, m = self.table, self.table.msg[i]
+        view = {k: c.values[c.codes[m]] for k, c in t.extra.items() if c.codes[m] >= 0}
+        view.update(self.row(i).own)
+        return view
+
+    @cached_property
+    def family(self) -> np.ndarray:
+        """Each row's dtype family number (``bool``, ``int``, ``float``, ...)."""
+        index: dict[str, int] = {}
+        of_descriptor = np.array([index.setdefault(dtype_family(d), len(index)) if d is not None
+                                  else -1 for d in self.dtypes], dtype=np.int64)
+        return of_descriptor[self.table.descriptor]
+
+    @cached_property
+    def dtype_id(self) -> np.ndarray:
+        """Each row's dtype number (equal numbers, equal dtypes)."""
+        index: dict[Any, int] = {}
+        of_descriptor = np.array([index.setdefault(d, len(index)) for d in self.dtypes],
+                                 dtype=np.int64)
+        return of_descriptor[self.table.descriptor]
+
+    def _hints(self) -> tuple[np.ndarray, list]:
+        t = self.table
+        if not len(t):
+            return np.zeros(0, dtype=np.int64), [None]
+        message_hint = t.extra_dim_names.codes[t.msg]
+        inverse, first = factorize(t.shape, t.own_dim_names.codes, message_hint)
+        index: dict[Any, int] = {}
+        hints: list = []
+        of_combination = []
+        for row in first.tolist():
+            own_code, msg_code = t.own_dim_names.codes[row], message_hint[row]
+            hint = _hint(t.shapes[t.shape[row]],
+                         t.own_dim_names.values[own_code] if own_code >= 0 else None,
+                         t.extra_dim_names.values[msg_code] if msg_code >= 0 else None)
+            if hint not in index:
+                index[hint] = len(hints)
+                hints.append(hint)
+            of_combination.append(index[hint])
+        return np.array(of_combination, dtype=np.int64)[inverse], hints
+
+    def _names(self) -> tuple[np.ndarray, list]:
+        """Each row's ``(key, name)`` from its own metadata (:func:`_own_name`), numbered."""
+        t = self.table
+        columns = [t.own[k] for k in NAME_KEYS if k in t.own]
+        if not columns or not len(t):
+            return np.zeros(len(t), dtype=np.int64), [(None, None)]
+        inverse, first = factorize(*(c.codes for c in columns))
+        keys = [k for k in NAME_KEYS if k in t.own]
+        names = [_own_name({k: c.values[c.codes[r]] for k, c in zip(keys, columns)
+                            if c.codes[r] >= 0}) for r in first.tolist()]
+        return inverse, names
+
+    def _classify(self, own_name: np.ndarray):
+        """Coordinate names (:func:`_classify`), decided once per distinct message layout."""
+        t = self.table
+        n = len(t)
+        coordinate = np.full(n, -1, dtype=np.int64)
+        index: dict[str, int] = {}
+        if n:
+            signature, _ = factorize(own_name, t.shape, self.hint)
+            counts = np.bincount(t.msg, minlength=t.n_messages)
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            for count in np.unique(counts[counts > 0]).tolist():
+                rows = starts[counts == count][:, None] + np.arange(count)
+                layout, first = factorize(*(signature[rows[:, j]] for j in range(count)))
+                result = np.full((len(first), count), -1, dtype=np.int64)
+                for k, sample in enumerate(rows[first].tolist()):
+                    found = _classify([self._own_names[own_name[r]][1] for r in sample],
+                                      [t.shapes[t.shape[r]] for r in sample],
+                                      [self.hints[self.hint[r]] for r in sample])
+                    result[k] = [index.setdefault(c, len(index)) if c is not None else -1
+                                 for c in found]
+                coordinate[rows] = result[layout]
+        return coordinate, list(index)
+
+    # -- the objects to plan -------------------------------------------------------------
+
+    def select(self, filter_by_keys, merge_objects, message_index) -> Selection:
+        """The objects to plan, with data objects filtered by ``filter_by_keys``.
+
+        A message whose data objects are all filtered out is dropped with its coordinates; a
+        message without data objects (e.g. a grid message) is kept.
+        """
+        t = self.table
+        if message_index is None and not merge_objects:
+            message_index = 0
+        wanted = np.ones(t.n_messages, dtype=bool)
+        if message_index is not None:
+            if not 0 <= message_index < t.n_messages:
+                raise TgmIndexError(
+                    f"{self.options.source}: message_index {message_index} is out of range "
+                    f"(the file has {t.n_messages} messages)")
+            wanted[:] = False
+            wanted[message_index] = True
+        rows = np.flatnonzero(wanted[t.msg])
+        missing = np.array([d is None for d in self.dtypes] + [False])[t.descriptor[rows]]
+        if missing.any():
+            r = int(rows[np.argmax(missing)])
+            raise TgmCodecError(
+                f"{self.options.source}: message {t.msg[r]} object {t.obj[r]}: unsupported "
+                f"dtype {t.descriptors[t.descriptor[r]].get('dtype')!r}")
+        is_data = self.coordinate[rows] < 0
+        data, coords = rows[is_data], rows[~is_data]
+        passed = data[self._matching(data, filter_by_keys)] if filter_by_keys else data
+        # kept: messages with a data object passing the filter, or with no data object at all
+        has_data = np.zeros(t.n_messages, dtype=bool)
+        has_data[t.msg[data]] = True
+        kept = wanted & ~has_data
+        kept[t.msg[passed]] = True
+        return Selection(passed, coords[kept[t.msg[coords]]], np.flatnonzero(kept))
+
+    def _matching(self, rows: np.ndarray, filter_by_keys: Mapping) -> np.ndarray:
+        """Which ``rows`` match the filter (:func:`_matches` once per distinct view)."""
+        keys = sorted({k for key in filter_by_keys for k in ([key] if "." in key
+                                                             else [key, f"mars.{key}"])})
+        keys = [k for k in keys if k in self.table.own or k in self.table.extra]
+        inverse, maps, _ = self.keys.dicts(keys, rows, view=True)
+        if not len(rows):
+            return np.zeros(0, dtype=bool)
+        return np.array([_matches(m, filter_by_keys) for m in maps], dtype=bool)[inverse]
+
+
+
+def identity_keys(table: MetadataTable) -> frozenset[str]:
+    """The flattened ``_extra_`` keys that take part in naming, dimensions and attributes of
+    fields: the ``mars`` namespace (the MARS request, which upstream writes at message level),
+    and keys whose value is not the same in every message of the file (missing counts as a
+    value). The other ``_extra_`` keys are constant: they describe the file and only become
+    Dataset attributes.
+    """
+    identity = set()
+    for key, column in table.extra.items():
+        if key.startswith("mars."):
+            identity.add(key)
+            continue
+        index: dict[Any, int] = {}
+        canon = np.array([index.setdefault(freeze(v), len(index)) for v in column.values] + [-1],
+                         dtype=np.int64)[column.codes]
+        if len(canon) and (canon != canon[0]).any():
+            identity.add(key)
+    return frozenset(identity)
+
+
+def _hint(shape: tuple[int, ...], own_hint, message_hint) -> tuple[str | None, ...] | None:
+    """Axis names from the object's ``dim_names``, else the message's ``_extra_.dim_names``
+    (a list, or a mapping from axis size to name); malformed hints are ignored, as upstream."""
+    ndim = len(shape)
+    for hint in (own_hint, message_hint):
+        if isinstance(hint, (list, tuple)) and len(hint) == ndim and \
+                all(isinstance(n, str) and n for n in hint) and len(set(hint)) == ndim:
+            return tuple(hint)
+    if isinstance(message_hint, Mapping):
+        by_size = {}
+        for size, name in message_hint.items():
+            try:
+                by_size[int(size)] = str(name)
+            except (TypeError, ValueError):
+                continue
+        names = [by_size.get(n) for n in shape]
+        named = [n for n in names if n]
+        if named and len(set(named)) == len(named):
+            return tuple(names)
+    return None
+
+
+def _own_name(own: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``(key, name)`` from an object's own metadata (:data:`NAME_KEYS`), ``(None, None)``."""
+    for key in NAME_KEYS:
+        if is_scalar(own.get(key)):
+            return key, str(own[key])
+    return None, None
+
+
+def _classify(names: list[str | None], shapes: list[tuple[int, ...]],
+              hints: list[tuple[str | None, ...] | None]) -> list[str | None]:
+    """The coordinate name of each object of one message, ``None`` for data objects.
+
+    An object named ``N`` (by its own metadata) is a coordinate when
+
+    1. it labels its own dimension: it is 1-D and its ``dim_names`` hint is ``[N]``, or it has
+       no hint and another object of the message names a dimension ``N``;
+    2. it is a known coordinate without hint (upstream's guide): it is 1-D, has no hint, and
+       ``N`` is ``lat``/``latitude``/``lon``/``longitude``, or one of the other
+       :data:`COORDINATE_NAMES` while another object of the message has an axis of its length;
+    3. it is the latitude or longitude of a field next to it: ``N`` is a horizontal name and a
+       data object of the message (neither a coordinate by 1-2 nor horizontal) has all its
+       dimensions: by name when both have hints, else by size (its shape ends the field's).
+
+    Anything else is data, whatever its name (a 2-D ``level``, a 0-d ``height``, ``x`` over
+    ``points``). Objects without hints take the canonical name (``lat`` -> ``latitude``).
+    """
+    n = len(names)
+    result: list[str | None] = [None] * n
+    for i, (name, shape, hint) in enumerate(zip(names, shapes, hints)):
+        if name is None or len(shape) != 1:
+            continue
+        known = COORDINATE_NAMES.get(name.lower())
+        others = [j for j in range(n) if j != i]
+        if hint == (name,) or (hint is None and any(name in (hints[j] or ()) for j in others)):
+            result[i] = name
+        elif hint is None and known and (name.lower() in HORIZONTAL_NAMES
+                                         or any(shape[0] in shapes[j] for j in others)):
+            result[i] = known
+    fields = [j for j in range(n) if result[j] is None
+              and (names[j] is None or names[j].lower() not in HORIZONTAL_NAMES)]
+    for i, (name, shape, hint) in enumerate(zip(names, shapes, hints)):
+        if result[i] is None and name is not None and name.lower() in HORIZONTAL_NAMES and \
+                shape and any(_spans(shape, hint, shapes[j], hints[j]) for j in fields):
+            result[i] = name if hint else HORIZONTAL_NAMES[name.lower()]
+    return result
+
+
+def _spans(shape, hint, field_shape, field_hint) -> bool:
+    """Whether an object's dimensions are all dimensions of a field: by name when both have
+    complete hints, else by size (the object's shape ends the field's)."""
+    if hint and field_hint and None not in hint and None not in field_hint:
+        return set(hint) <= set(field_hint)
+    return len(field_shape) >= len(shape) and field_shape[len(field_shape) - len(shape):] == shape
+
+
+def _numpy_dtype(name: Any) -> np.dtype | None:
+    """The numpy dtype of a descriptor's dtype name, ``None`` when numpy has none."""
+    try:
+        # packed bits are read as raw bytes (as upstream)
+        return np.dtype("uint8" if str(name) == "bitmask" else str(name))
+    except TypeError:
+        return None
+
+
+_FAMILIES = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex"}
+
+
+def dtype_family(dtype: np.dtype) -> str:
+    return _FAMILIES.get(dtype.kind, dtype.str)
+
+
+def _matches(keys: Mapping[str, Any], filter_by_keys: Mapping | None) -> bool:
+    """cfgrib-style filter: every item must match; a plain key also matches ``mars.<key>``."""
+    for key, wanted in (filter_by_keys or {}).items():
+        accepted = wanted if isinstance(wanted, (list, tuple, set, frozenset)) else [wanted]
+        candidates = [key] if "." in key else [key, f"mars.{key}"]
+        values = [keys[k] for k in candidates if k in keys]
+        if not any(_same(value, want) for value in values for want in accepted):
+            return False
+    return True
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    # Metadata writes numbers as text or numbers alike ("500" / 500): compare both ways.
+    return value == wanted or str(value) == str(wanted)

@@ -1,0 +1,217 @@
+"""One Dataset from a selection of objects: the passes in order, and what they produce.
+
+Fields land on their variable's grid by their place along each stacked dimension; a variable's
+attributes are the metadata every field agrees on, its encoding the storage settings every
+stored field shares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tgm_xarray.attrs import to_attrs
+from tgm_xarray.errors import TgmDuplicateError
+from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
+from tgm_xarray.hypercube.columns import common_values, factorize
+from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
+from tgm_xarray.hypercube.dims import check_names, resolve_inner_dims
+from tgm_xarray.hypercube.extra import MESSAGE_DIM, extra_dims, generic_coords, stack_indistinct_fields
+from tgm_xarray.hypercube.objects import Objects, Selection
+from tgm_xarray.hypercube.table import CODEC_PARAM_PREFIXES
+from tgm_xarray.hypercube.variables import Variable, variables as group_variables
+
+
+@dataclass(frozen=True)
+class VariablePlan:
+    """One Dataset variable: stored fields laid out on a grid of stacked (outer) dimensions.
+
+    ``fields`` has the outer shape; each entry indexes ``refs`` (the ``(message, object)`` of a
+    stored field), or is ``-1`` for a hole, read as NaN.
+    """
+
+    name: str
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fields: np.ndarray
+    refs: tuple[tuple[int, int], ...]
+    attrs: dict
+    encoding: dict
+
+
+@dataclass(frozen=True)
+class HypercubePlan:
+    """The layout of one Dataset, as the reader plans it.
+
+    ``variables`` holds data variables and object-backed coordinates (``coord_names``);
+    ``index_coords`` the coordinates built from metadata keys, ``name -> (dims, values, attrs)``,
+    scalar ones with dims ``()``.
+    """
+
+    variables: dict[str, VariablePlan]
+    coord_names: frozenset[str]
+    index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]]
+    attrs: dict
+
+
+def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> HypercubePlan:
+    coords = coordinates(objects, selection.coords, fingerprints)
+    axes = Axes(objects.keys, selection.data)
+    variables = group_variables(objects, selection.data, axes)
+
+    index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]] = {}
+    lookups: dict[str, np.ndarray] = {}  # dim -> value number -> position along it
+    axis_coords(variables, axes, objects.options.source, index_coords, lookups)
+    for var in variables.values():
+        var.generic = extra_dims(var, objects, axes.consumed(var.at))
+        if stack_indistinct_fields(var, objects, fingerprints):
+            var.generic.append(MESSAGE_DIM)
+            var.by_message = True
+    generic_coords(variables, objects, index_coords, lookups)
+    add_valid_time(index_coords)
+    resolve_inner_dims(variables, coords, index_coords, objects.options)
+
+    common_extra = {}
+    for key, column in objects.extra.items():
+        agreed, value = common_values(column, selection.messages)
+        if agreed:
+            common_extra[key] = value
+    dataset_attrs = _dataset_attrs(objects, selection, axes, variables, common_extra)
+    data = {var.name: _variable_plan(var, objects, axes, index_coords, lookups, common_extra)
+            for var in variables.values()}
+    coord_plans = {name: _coordinate_plan(c, objects) for name, c in coords.items()}
+    check_names(data, coord_plans, index_coords, objects.options)
+    return HypercubePlan(
+        variables={**data, **coord_plans},
+        coord_names=frozenset(coord_plans),
+        index_coords=index_coords,
+        attrs=dataset_attrs,
+    )
+
+
+def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lookups,
+                   common_extra) -> VariablePlan:
+    """Place every field of a variable on its grid of stacked dimensions."""
+    t, options = objects.table, objects.options
+    outer_shape = tuple(len(index_coords[d][1]) for d in var.outer)
+    n = len(var.rows)
+    if var.outer:
+        flat = np.ravel_multi_index([lookups[d][var.ids[d]] for d in var.outer], outer_shape)
+    else:
+        flat = np.zeros(n, dtype=np.int64)
+    order = np.argsort(flat, kind="stable")  # by cell, in file order within a cell
+    cells = flat[order]
+    starts = np.flatnonzero(np.concatenate([[True], cells[1:] != cells[:-1]]))
+    counts = np.diff(np.concatenate([starts, [n]]))
+    if options.duplicates == "error" and (counts > 1).any():
+        crowded = np.flatnonzero(counts > 1)
+        k = int(crowded[np.argmin(order[starts[crowded]])])  # the first met in file order
+        position = np.unravel_index(int(cells[starts[k]]), outer_shape)
+        where = ", ".join(f"{d}={index_coords[d][1][i]}" for d, i in zip(var.outer, position))
+        clashing = [objects.row(int(var.rows[i])) for i in order[starts[k]:starts[k] + 3]]
+        raise TgmDuplicateError(
+            f"{options.source}: variable {var.name!r} has {int(counts[k])} fields at "
+            f"{f'({where})' if where else 'the same place'}: "
+            f"{' and '.join(o.where for o in clashing)} have the same metadata. "
+            f"Keep one with duplicates='first' or 'last', or open one message with "
+            f"message_index=... or filter_by_keys=....")
+    kept = var.rows[order[starts] if options.duplicates != "last" else order[starts + counts - 1]]
+    grid = np.full(outer_shape, -1, dtype=np.int64)
+    grid.flat[cells[starts]] = np.arange(len(kept))
+    refs = tuple(zip(t.msg[kept].tolist(), t.obj[kept].tolist()))
+    dtype = np.result_type(*{objects.dtypes[d] for d in np.unique(t.descriptor[kept]).tolist()})
+    if (grid < 0).any() and dtype.kind in "biu":
+        dtype = np.dtype("float64")  # holes read as NaN
+    dims = tuple(var.outer) + tuple(d for d, _ in var.inner)
+    shape = outer_shape + var.first.shape
+    return VariablePlan(
+        name=var.name, dims=dims, shape=shape, dtype=dtype, fields=grid, refs=refs,
+        attrs=_variable_attrs(var, objects, axes, common_extra),
+        encoding=_encoding(objects, kept, dims, shape, len(outer_shape)),
+    )
+
+
+def _variable_attrs(var: Variable, objects: Objects, axes: Axes, common_extra) -> dict:
+    """The metadata every field of the variable agrees on (its own keys, and the ``_extra_``
+    entries that are not the Dataset's), minus what became coordinates and the key that named
+    it. An attribute of its own stays even when a Dataset attribute has the same value."""
+    dropped = axes.consumed(var.at) | set(var.generic) | \
+        {k for k in set(var.name_keys.tolist()) if k}
+    rows = var.rows
+    attrs = {}
+    for key in objects.keys.names:
+        if key in dropped:
+            continue
+        if key in common_extra:  # a Dataset attribute, unless every field has it as its own
+            own = objects.table.own.get(key)
+            if own is None or (own.codes[rows] < 0).any():
+                continue
+        agreed, value = common_values(objects.keys.column(key), rows)
+        if agreed:
+            attrs[key] = value
+    return to_attrs(attrs)
+
+
+def _dataset_attrs(objects: Objects, selection: Selection, axes: Axes, variables,
+                   common_extra) -> dict:
+    """``_extra_`` entries common to every message, minus those that became a coordinate or a
+    variable name (read from ``_extra_``, not from an object's own key of the same name)."""
+    own = objects.table.own
+
+    def from_extra(key: str, rows: np.ndarray) -> bool:
+        return len(rows) > 0 and (key not in own or (own[key].codes[rows] < 0).any())
+
+    dropped = set()
+    all_rows = np.arange(len(selection.data))
+    for key in axes.consumed(all_rows) & set(common_extra):
+        if from_extra(key, selection.data[axes.consuming(key)]):
+            dropped.add(key)
+    for var in variables.values():
+        for key in set(var.name_keys.tolist()) & set(common_extra):
+            if from_extra(key, var.rows[var.name_keys == key]):
+                dropped.add(key)
+    return to_attrs({k: v for k, v in common_extra.items() if k not in dropped})
+
+
+def _coordinate_plan(coord: Coordinate, objects: Objects) -> VariablePlan:
+    o = coord.object
+    attrs = to_attrs({k: v for k, v in o.own.items() if k != o.name_key})
+    return VariablePlan(
+        name=o.coordinate, dims=coord.dims, shape=o.shape, dtype=o.dtype,
+        fields=np.array(0, dtype=np.int64), refs=(o.ref,), attrs=attrs,
+        encoding=_encoding(objects, np.array([o.index]), coord.dims, o.shape, 0),
+    )
+
+
+def _encoding(objects: Objects, rows: np.ndarray, dims, shape, n_outer: int) -> dict:
+    """Where the data comes from and how it is stored (settings shared by all its fields).
+
+    Codec settings are prefixed ``tensogram_`` so that ``to_netcdf`` never mistakes them for
+    its own ``compression``/``shuffle`` encodings.
+    """
+    t = objects.table
+    encoding: dict[str, Any] = {"source": objects.options.source}
+    if len(rows) == 1:
+        encoding["message_index"], encoding["object_index"] = int(t.msg[rows[0]]), int(t.obj[rows[0]])
+    descriptor = t.descriptor[rows]
+    descriptors = [t.descriptors[d] for d in descriptor[factorize(descriptor)[1]].tolist()]
+    for key in ("dtype", "byte_order", "encoding", "filter", "compression"):
+        values = {str(d.get(key)) for d in descriptors}
+        if len(values) == 1 and descriptors[0].get(key) is not None:
+            encoding[f"tensogram_{key}"] = values.pop()
+    params = {}
+    for key, column in objects.codec_params.items():
+        agreed, value = common_values(column, rows)
+        if agreed and key.startswith(CODEC_PARAM_PREFIXES):
+            params[key] = value
+    if params:
+        encoding["tensogram_params"] = params
+    if "sp_bits_per_value" in params:
+        encoding["bits_per_value"] = params["sp_bits_per_value"]
+    # One chunk per stored field: 1 along stacked dimensions, whole along the object's own.
+    encoding["preferred_chunks"] = {d: 1 if i < n_outer else n
+                                    for i, (d, n) in enumerate(zip(dims, shape))}
+    return encoding

@@ -1,0 +1,211 @@
+"""A file's metadata as columns: one row per object, no Python object per message.
+
+The planner (:mod:`tgm_xarray.hypercube`) reads nothing else. The core builds a table in one
+call from a mapped file or from fetched message bytes (``_core.scan_table``); tests and callers
+holding metadata as dicts build one with :meth:`MetadataTable.from_messages`. Both flatten
+metadata with the same rules (:func:`tgm_xarray.attrs.flatten`): nested maps become dotted keys,
+``_reserved_`` is left out, and the structural keys (``dim_names``, ``coordinate_attrs``) get
+columns of their own.
+
+>>> field = {"type": "ntensor", "ndim": 1, "shape": [3], "strides": [1], "dtype": "float32",
+...          "byte_order": "little", "encoding": "none", "filter": "none",
+...          "compression": "none", "masks": [], "params": {}}
+>>> table = MetadataTable.from_messages(
+...     [({"base": [{"mars": {"param": "2t", "step": s}}], "_extra_": {}}, [field]) for s in (0, 6)])
+>>> table.n_messages, table.msg.tolist(), table.own["mars.step"].decoded()
+(2, [0, 1], [0, 6])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tgm_xarray.attrs import COORDINATE_ATTRS_KEY, flatten, freeze, without_structural
+
+#: Descriptor ``params`` that belong to the codec pipeline (encoding, not attributes).
+CODEC_PARAM_PREFIXES = ("sp_", "szip_", "zstd_", "lz4_", "blosc2_", "zfp_", "sz3_", "shuffle_")
+#: The szip RSI offset table: an internal index, never a setting or an attribute.
+SZIP_OFFSETS = "szip_block_offsets"
+#: Descriptor entries kept in :attr:`MetadataTable.descriptors` (``params`` have columns).
+DESCRIPTOR_KEYS = ("type", "ndim", "shape", "strides", "dtype", "byte_order", "encoding", "filter",
+                   "compression", "masks")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One metadata key over the rows: ``values[codes[i]]`` is row ``i``'s value, ``-1`` where
+    the row lacks the key. ``values`` holds each distinct value once (by their encoded form, so
+    ``1`` and ``1.0`` may both appear: compare with :func:`tgm_xarray.attrs.freeze`)."""
+
+    codes: np.ndarray  # int32
+    values: list
+
+    def decoded(self) -> list[Any]:
+        """Every row's value (``None`` where absent): for tests and small tables."""
+        return [self.values[c] if c >= 0 else None for c in self.codes.tolist()]
+
+
+@dataclass(frozen=True)
+class MetadataTable:
+    """Every object of a file (rows, in message then object order) and every message.
+
+    Per object: ``msg``/``obj``, ``shape`` (index into ``shapes``), ``descriptor`` (index into
+    ``descriptors``: the descriptor without ``params``), ``own`` (the object's ``base`` entry
+    flattened, then the descriptor's non-codec ``params`` where ``base`` lacks the key),
+    ``codec_params`` (the codec's ``params`` but the szip offset table), ``own_dim_names``
+    (``base[obj]["dim_names"]`` as stored), the inline frame hash where the frame has one, and
+    byte ranges in the file. Per message: ``extra`` (``_extra_`` flattened without structural
+    keys), ``extra_dim_names`` and ``coordinate_attrs`` (as stored), byte ranges. Byte ranges
+    are ``-1`` where unknown (tables built from dicts).
+    """
+
+    n_messages: int
+    msg: np.ndarray
+    obj: np.ndarray
+    shape: np.ndarray
+    shapes: list[tuple[int, ...]]
+    descriptor: np.ndarray
+    descriptors: list[dict]
+    own: dict[str, Column]
+    codec_params: dict[str, Column]
+    own_dim_names: Column
+    frame_hash: np.ndarray  # uint64
+    has_frame_hash: np.ndarray  # bool
+    frame_start: np.ndarray  # int64, from the file's start
+    frame_end: np.ndarray
+    payload_start: np.ndarray
+    payload_end: np.ndarray
+    extra: dict[str, Column]
+    extra_dim_names: Column
+    coordinate_attrs: Column
+    message_offset: np.ndarray  # int64
+    message_length: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.msg)
+
+    @classmethod
+    def from_core(cls, columns: Mapping[str, Any]) -> MetadataTable:
+        """The table the core returns as a dict of arrays and ``(codes, values)`` pairs."""
+        def column(pair) -> Column:
+            return Column(np.asarray(pair[0], dtype=np.int32), list(pair[1]))
+
+        fields = dict(columns)
+        for name in ("own", "codec_params", "extra"):
+            fields[name] = {key: column(pair) for key, pair in fields[name].items()}
+        for name in ("own_dim_names", "extra_dim_names", "coordinate_attrs"):
+            fields[name] = column(fields[name])
+        fields["shapes"] = [tuple(s) for s in fields["shapes"]]
+        return cls(**fields)
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[tuple[Mapping, Sequence[Mapping]]]) -> MetadataTable:
+        """A table from ``(metadata, descriptors)`` per message, as ``FileHandle.metadata`` and
+        ``FileHandle.descriptors`` return them."""
+        rows = _Builder()
+        for msg, (metadata, descriptors) in enumerate(messages):
+            metadata = metadata or {}
+            raw_extra = metadata.get("_extra_") or {}
+            rows.message(flatten(without_structural(raw_extra)), raw_extra.get("dim_names"),
+                         raw_extra.get(COORDINATE_ATTRS_KEY))
+            base = metadata.get("base") or []
+            for obj, descriptor in enumerate(descriptors):
+                raw = base[obj] if obj < len(base) and isinstance(base[obj], Mapping) else {}
+                params = descriptor.get("params") or {}
+                own = flatten(without_structural(raw))
+                for key, value in flatten({k: v for k, v in params.items()
+                                           if not str(k).startswith(CODEC_PARAM_PREFIXES)}).items():
+                    own.setdefault(key, value)
+                codec = {k: v for k, v in params.items()
+                         if str(k).startswith(CODEC_PARAM_PREFIXES) and k != SZIP_OFFSETS}
+                rows.object(msg, obj, descriptor, own, codec, raw.get("dim_names"))
+        return rows.table(len(messages))
+
+
+class _Interned:
+    """Codes and distinct values of one column while a table is built."""
+
+    def __init__(self):
+        self.codes: list[int] = []
+        self.values: list[Any] = []
+        self._index: dict[Any, int] = {}
+
+    def code(self, value: Any) -> int:
+        key = (type(value).__name__, freeze(value))
+        if key not in self._index:
+            self._index[key] = len(self.values)
+            self.values.append(value)
+        return self._index[key]
+
+
+class _Builder:
+    def __init__(self):
+        self.msg: list[int] = []
+        self.obj: list[int] = []
+        self.shapes = _Interned()
+        self.descriptors = _Interned()
+        self.hashes: list[int] = []
+        self.own: dict[str, dict[int, Any]] = {}
+        self.codec: dict[str, dict[int, Any]] = {}
+        self.own_dims: dict[int, Any] = {}
+        self.extra: dict[str, dict[int, Any]] = {}
+        self.extra_dims: dict[int, Any] = {}
+        self.coord_attrs: dict[int, Any] = {}
+        self.n_messages = 0
+
+    def message(self, extra: dict, dim_names: Any, coord_attrs: Any) -> None:
+        m = self.n_messages
+        for key, value in extra.items():
+            self.extra.setdefault(key, {})[m] = value
+        if dim_names is not None:
+            self.extra_dims[m] = dim_names
+        if coord_attrs is not None:
+            self.coord_attrs[m] = coord_attrs
+        self.n_messages += 1
+
+    def object(self, msg, obj, descriptor, own, codec, dim_names) -> None:
+        row = len(self.msg)
+        self.msg.append(msg)
+        self.obj.append(obj)
+        self.shapes.codes.append(self.shapes.code(tuple(int(n) for n in descriptor.get("shape") or ())))
+        summary = {k: descriptor[k] for k in DESCRIPTOR_KEYS if k in descriptor}
+        self.descriptors.codes.append(self.descriptors.code(summary))
+        for key, value in own.items():
+            self.own.setdefault(key, {})[row] = value
+        for key, value in codec.items():
+            self.codec.setdefault(key, {})[row] = value
+        if dim_names is not None:
+            self.own_dims[row] = dim_names
+
+    def table(self, n_messages: int) -> MetadataTable:
+        n = len(self.msg)
+        unknown = np.full(n, -1, dtype=np.int64)
+        return MetadataTable(
+            n_messages=n_messages,
+            msg=np.array(self.msg, dtype=np.int64), obj=np.array(self.obj, dtype=np.int64),
+            shape=np.array(self.shapes.codes, dtype=np.int32), shapes=self.shapes.values,
+            descriptor=np.array(self.descriptors.codes, dtype=np.int32),
+            descriptors=self.descriptors.values,
+            own={k: _column(v, n) for k, v in self.own.items()},
+            codec_params={k: _column(v, n) for k, v in self.codec.items()},
+            own_dim_names=_column(self.own_dims, n),
+            frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
+            frame_start=unknown, frame_end=unknown, payload_start=unknown, payload_end=unknown,
+            extra={k: _column(v, n_messages) for k, v in self.extra.items()},
+            extra_dim_names=_column(self.extra_dims, n_messages),
+            coordinate_attrs=_column(self.coord_attrs, n_messages),
+            message_offset=np.full(n_messages, -1, dtype=np.int64),
+            message_length=np.full(n_messages, -1, dtype=np.int64),
+        )
+
+
+def _column(by_row: dict[int, Any], n: int) -> Column:
+    interned = _Interned()
+    codes = np.full(n, -1, dtype=np.int32)
+    for row, value in by_row.items():
+        codes[row] = interned.code(value)
+    return Column(codes, interned.values)
