@@ -23,6 +23,7 @@ from tgm_xarray.errors import (
     TgmFormatError,
     TgmHashMismatchError,
     TgmIndexError,
+    TgmStaleFileError,
 )
 from tgm_xarray.file import TgmFile, open_file
 
@@ -54,6 +55,7 @@ __all__ = [
     "TgmFormatError",
     "TgmHashMismatchError",
     "TgmIndexError",
+    "TgmStaleFileError",
     "TensogramCodec",
     "open_file",
     "show_versions",

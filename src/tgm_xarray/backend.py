@@ -11,6 +11,7 @@ import atexit
 import hashlib
 import io
 import os
+import stat
 import tempfile
 import threading
 import urllib.parse
@@ -26,6 +27,7 @@ from xarray.core.variable import Variable
 
 from tgm_xarray import _core
 from tgm_xarray.file import TgmFile
+from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.remote import is_url
 from tgm_xarray.versions import warn_if_engine_name_shared
@@ -39,12 +41,15 @@ class FileRef:
     """A store's reference to its file, shared by its arrays.
 
     Closing the Dataset drops the reference; a read after that (or in another process, after
-    pickling) reopens through the process's handle cache.
+    pickling) reopens through the process's handle cache, and only the version of the file the
+    Dataset was opened on (``TgmStaleFileError`` otherwise: its layout came from that version).
     """
 
-    def __init__(self, path: str, file: TgmFile | None = None, storage_options: dict | None = None):
-        self.path = path
+    def __init__(self, path: str, file: TgmFile | None = None, storage_options: dict | None = None,
+                 version: FileVersion | None = None):
+        self.path = absolute(path)
         self.storage_options = storage_options
+        self.version = file.version if file is not None else version
         self._file = file
         self._lock = threading.Lock()
 
@@ -54,7 +59,7 @@ class FileRef:
         if file is None:
             with self._lock:
                 if self._file is None:
-                    self._file = TgmFile(self.path, self.storage_options)
+                    self._file = TgmFile(self.path, self.storage_options, self.version)
                 file = self._file
         return file
 
@@ -62,7 +67,7 @@ class FileRef:
         self._file = None
 
     def __reduce__(self):
-        return (FileRef, (self.path, None, self.storage_options))
+        return (FileRef, (self.path, None, self.storage_options, self.version))
 
 
 def _fill_value(dtype: np.dtype):
@@ -203,6 +208,8 @@ def _is_tgm(filename_or_obj: Any) -> bool:
         if is_url(path):
             return False
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block open()
+                return False
             with open(path, "rb") as f:
                 return f.read(len(MAGIC)) == MAGIC
         except OSError:

@@ -48,6 +48,8 @@ DEFAULT_SZIP = {"szip_rsi": 128, "szip_block_size": 32, "szip_flags": 8}
 #: Packed widths szip stores correctly: upstream 0.24 hands szip a bit stream it reads as
 #: byte-aligned samples, so other widths fail or silently decode wrong values.
 SZIP_PACKED_BITS = (8, 16, 24, 32)
+#: The largest binary scale factor (in magnitude) of simple packing that tensogram 0.24 encodes.
+MAX_BINARY_SCALE = 256
 
 # Options by the compression they configure; `filter`, `bits` and the decimal scale factor of
 # packing are accepted with any compression.
@@ -141,11 +143,28 @@ def packing_params(values: np.ndarray, bits: int, decimal_scale_factor: int = 0)
     {'sp_reference_value': 200.0, 'sp_binary_scale_factor': -9, 'sp_decimal_scale_factor': 0}
     """
     low, high = _finite_range(values)
-    spread = (high - low) * 10.0**decimal_scale_factor
-    largest = float(2**bits - 1)
-    scale = 0 if spread == 0 or bits == 0 else math.ceil(math.log2(spread / largest))
-    return {"sp_reference_value": low, "sp_binary_scale_factor": scale,
+    return {"sp_reference_value": low,
+            "sp_binary_scale_factor": _binary_scale(low, high, bits, decimal_scale_factor),
             "sp_decimal_scale_factor": decimal_scale_factor}
+
+
+def _binary_scale(low: float, high: float, bits: int, decimal_scale_factor: int) -> int:
+    if low == high or bits == 0:
+        return 0
+    try:
+        spread = (high - low) * 10.0**decimal_scale_factor
+        scale = math.ceil(math.log2(spread / float(2**bits - 1)))
+    except (OverflowError, ValueError):  # a spread beyond float64, or one that underflows to 0
+        scale = None
+    if scale is None or abs(scale) > MAX_BINARY_SCALE:
+        decimal = f" with sp_decimal_scale_factor={decimal_scale_factor}" if decimal_scale_factor else ""
+        needed = "outside float64's range" if scale is None else f"2**{scale}"
+        raise TgmCodecError(
+            f"simple packing to {bits} bits cannot hold values from {low!r} to {high!r}{decimal}: "
+            f"the packing step would be {needed}, and tensogram encodes steps from "
+            f"2**-{MAX_BINARY_SCALE} to 2**{MAX_BINARY_SCALE} only; store them unpacked (drop "
+            "'bits') or rescale them")
+    return scale
 
 
 def _finite_range(values: np.ndarray) -> tuple[float, float]:

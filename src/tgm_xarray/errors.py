@@ -34,6 +34,14 @@ class TgmDuplicateError(TgmConflictError):
     """Two messages carry the same variable at the same coordinates."""
 
 
+class TgmStaleFileError(OSError, TgmError):
+    """The file changed (was replaced or rewritten) after it was opened: reading it now would mix
+    two versions, as a pickled Dataset reopened by a dask worker would. Open it again."""
+
+    # OSError first, as io.UnsupportedOperation does: with ValueError's __new__ first in line,
+    # tblib (which distributed uses to send errors back) cannot rebuild the exception.
+
+
 # Remote reads (remote.py, docs/remote.md). They are ``OSError``s, as fsspec's and the standard
 # library's network errors are; each names the URL and says what happened. A missing object stays
 # a ``FileNotFoundError``, a refused one a ``PermissionError``.

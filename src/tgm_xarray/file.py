@@ -35,13 +35,17 @@ class TgmFile:
     then reads fetch only the frames they need (docs/remote.md).
 
     Instances share the process's cached handle of the file, are safe to use from any number
-    of threads at once, and pickle as their path (a worker reopens through its own cache).
+    of threads at once, and pickle as their absolute path and the version of the file they
+    opened: a worker reopens through its own cache, and raises ``TgmStaleFileError`` if the file
+    has been replaced or rewritten since (rather than read other values than the client's).
+    ``version`` is that check: ``None`` opens whatever version is there.
     """
 
-    def __init__(self, path: str | os.PathLike, storage_options: dict | None = None):
-        self.path = os.fspath(path)
+    def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,
+                 version: handles.FileVersion | None = None):
+        self.path = handles.absolute(path)
         self.storage_options = storage_options
-        self._handle = handles.acquire(self.path, storage_options)
+        self._handle, self.version = handles.acquire_version(self.path, storage_options, version)
         # Per message, its objects' layouts. Lists, not a dict keyed by (msg, obj): on free-
         # threaded CPython a dict lookup with an equal-but-not-identical tuple key from another
         # thread than the writer's can take ~50 us (the lock-free lookup's retry path).
@@ -51,7 +55,7 @@ class TgmFile:
         self.read = self._handle.read
 
     def __reduce__(self):
-        return (type(self), (self.path, self.storage_options))
+        return (type(self), (self.path, self.storage_options, self.version))
 
     def __len__(self) -> int:
         return len(self._handle)

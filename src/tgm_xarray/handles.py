@@ -3,8 +3,10 @@
 Opening a handle maps the file and indexes its messages; every later read through it costs no
 system call. The cache is keyed by what identifies a file's *contents* (real path, device, inode,
 size, modification time), so a file rewritten in place is opened afresh and never read through
-a stale index. It is a bounded LRU; a handle evicted while a reader still holds it stays valid
-until that reader lets go (handles are reference counted, never closed under a reader).
+a stale index. A pickled ``TgmFile`` carries the version it was opened on, and reopening it
+where the file is another version raises ``TgmStaleFileError``. Only regular files are opened.
+It is a bounded LRU; a handle evicted while a reader still holds it stays valid until that
+reader lets go (handles are reference counted, never closed under a reader).
 
 Remote objects (``http(s)://``, ``s3://``: ``remote.RemoteHandle``) join the same cache, keyed by
 URL and storage options: they are indexed once per process, whatever number of datasets and
@@ -25,6 +27,7 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 from tgm_xarray._core import FileHandle
+from tgm_xarray.errors import TgmStaleFileError
 from tgm_xarray.remote import RemoteHandle, is_url
 
 #: How many handles the cache keeps open at most.
@@ -42,12 +45,48 @@ class FileKey(NamedTuple):
 
     @classmethod
     def of(cls, path: str | os.PathLike) -> FileKey:
-        """Stats ``path`` (``FileNotFoundError`` if it is missing)."""
+        """Stats ``path``: ``FileNotFoundError`` if it is missing, ``IsADirectoryError`` for a
+        directory, and ``OSError`` for any other file that is not a regular file (opening a named
+        pipe would block until a writer comes, a device could be endless)."""
         real = os.path.realpath(os.fspath(path))
         st = os.stat(real)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory, not a .tgm file", real)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_a_file(real, st.st_mode)
         return cls(real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    @property
+    def version(self) -> FileVersion:
+        """The version of the contents, comparable across the hosts that mount one file system
+        (where device numbers and real paths may differ)."""
+        return FileVersion(self.inode, self.size, self.mtime_ns)
+
+
+class FileVersion(NamedTuple):
+    """One version of a file's contents: what a pickled ``TgmFile`` is bound to."""
+
+    inode: int
+    size: int
+    mtime_ns: int
+
+
+# What each non-regular file type is called in errors.
+_FILE_TYPES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_a_file(path: str, mode: int) -> OSError:
+    """The error for ``path``, of file ``mode``, that is not a regular file."""
+    if stat.S_ISDIR(mode):
+        return IsADirectoryError(errno.EISDIR, "is a directory, not a .tgm file", path)
+    what = next((name for test, name in _FILE_TYPES if test(mode)), "not a regular file")
+    return OSError(errno.EINVAL, f"is {what}, not a regular .tgm file", path)
+
+
+def absolute(path: str | os.PathLike) -> str:
+    """``path`` made absolute (URLs are returned as they are), so that it names the same file
+    in any process it is pickled to, whatever that process's working directory."""
+    path = os.fspath(path)
+    return path if is_url(path) else os.path.abspath(path)
 
 
 class RemoteKey(NamedTuple):
@@ -78,12 +117,31 @@ class HandleCache:
 
     def acquire(self, path: str | os.PathLike, storage_options: dict | None = None) -> FileHandle | RemoteHandle:
         """The handle of the current contents of ``path`` (a file or a URL), opening it if needed."""
+        return self.acquire_version(path, storage_options)[0]
+
+    def acquire_version(self, path: str | os.PathLike, storage_options: dict | None = None,
+                        expected: FileVersion | None = None,
+                        ) -> tuple[FileHandle | RemoteHandle, FileVersion | None]:
+        """The handle of ``path`` and the version of the file it maps (``None`` for a URL).
+
+        With ``expected``, the file must still be that version: ``TgmStaleFileError`` otherwise.
+        """
         if is_url(path):
             key = RemoteKey.of(path, storage_options)
             opener = functools.partial(RemoteHandle, path, storage_options)
+            version = None
         else:
             key = FileKey.of(path)
             opener = functools.partial(FileHandle, key.path)
+            version = key.version
+            if expected is not None and version != expected:
+                raise TgmStaleFileError(
+                    f"{key.path}: the file changed after it was opened (inode, size, mtime_ns "
+                    f"{tuple(expected)} then, {tuple(version)} now); reading it would mix two "
+                    "versions: open it again")
+        return self._acquire(key, opener), version
+
+    def _acquire(self, key: FileKey | RemoteKey, opener) -> FileHandle | RemoteHandle:
         with self._lock:
             handle = self._hit(key)
             if handle is not None:
@@ -142,3 +200,9 @@ if hasattr(os, "register_at_fork"):
 def acquire(path: str | os.PathLike, storage_options: dict | None = None) -> FileHandle | RemoteHandle:
     """The shared handle of ``path`` (see ``HandleCache.acquire``)."""
     return CACHE.acquire(path, storage_options)
+
+
+def acquire_version(path: str | os.PathLike, storage_options: dict | None = None,
+                    expected: FileVersion | None = None) -> tuple[FileHandle | RemoteHandle, FileVersion | None]:
+    """The shared handle of ``path`` and its file's version (see ``HandleCache.acquire_version``)."""
+    return CACHE.acquire_version(path, storage_options, expected)

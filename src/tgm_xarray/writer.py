@@ -20,9 +20,13 @@ that have it mapped never see it change under them.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
+import re
 import shutil
+import signal
+import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -34,6 +38,7 @@ import xarray as xr
 
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError, TgmError
+from tgm_xarray.handles import FileKey
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 
 WriteMode = Literal["w", "w-", "a"]
@@ -137,19 +142,31 @@ class TgmWriter:
         self.hash = hash
         self.threads = threads or os.cpu_count() or 1
         self.messages = 0  # messages written by this writer
-        exists = os.path.exists(self.path)
-        if mode == "w-" and exists:
-            raise FileExistsError(f"{self.path} exists (mode='w-')")
-        # An existing file must be intact before anything is appended to it.
-        self._existing = _core.FileHandle(self.path) if mode == "a" and exists else None
-        self._auxiliary = _AuxiliaryCoordinates(self._existing)
         self._show_progress = progress
         self._progress = None  # made at the first write, when its total is known
-        directory, name = os.path.split(self.path)
-        self._tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
-        # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
-        fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        # Held until commit or abort: writers of one target take turns, so an append starts
+        # from the file the previous writer left, and no temporary file of ours is in use.
+        self._lock = _TargetLock(self.path)
+        try:
+            _sweep_stale_temporaries(self.path)
+            exists = os.path.exists(self.path)
+            if mode == "w-" and exists:
+                raise FileExistsError(f"{self.path} exists (mode='w-')")
+            # An existing file must be a regular file, and intact, before anything is appended.
+            if mode == "a" and exists:
+                FileKey.of(self.path)
+                self._existing = _core.FileHandle(self.path)
+            else:
+                self._existing = None
+            self._auxiliary = _AuxiliaryCoordinates(self._existing)
+            self._tmp = _temporary_name(self.path)
+            # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
+            fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except BaseException:
+            self._lock.release()
+            raise
         self._file = os.fdopen(fd, "wb")
+        _TEMPORARIES.add(self._tmp)
         try:
             if exists:
                 shutil.copymode(self.path, self._tmp)
@@ -217,7 +234,9 @@ class TgmWriter:
         except BaseException:
             self.abort()
             raise
+        _TEMPORARIES.discard(self._tmp)
         _sync_directory(os.path.dirname(self.path))
+        self._lock.release()
         self._close_progress()
 
     def abort(self) -> None:
@@ -227,12 +246,163 @@ class TgmWriter:
             os.unlink(self._tmp)
         except FileNotFoundError:
             pass
+        _TEMPORARIES.discard(self._tmp)
+        self._lock.release()
         self._close_progress()
 
     def _close_progress(self) -> None:
         if self._progress is not None:
             self._progress.close()
         self._progress, self._show_progress = None, False
+
+
+class _TargetLock:
+    """The exclusive right to write ``path``: ``flock`` on ``.<name>.lock`` beside it.
+
+    The lock cannot be on the target itself, which each writer replaces (and which may not exist
+    yet). The holder removes the lock file before unlocking it, and a waiter that then finds
+    another file (or none) at that name starts again, so no lock file stays behind. The kernel
+    unlocks for a process that dies; a lock file it leaves is reused and removed by the next writer.
+    """
+
+    def __init__(self, path: str):
+        directory, name = os.path.split(path)
+        self.path = os.path.join(directory, f".{name}.lock")
+        if _LOCKS_HELD.get(self.path) == threading.get_ident():  # waiting would never end
+            raise RuntimeError(f"{path}: this thread is already writing it (a TgmWriter of it is "
+                               "open); close that writer first")
+        while True:
+            # Read-only suffices for flock, and works on a lock file another user left.
+            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if _same_file(os.fstat(fd), self.path):
+                    break
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+        self._fd: int | None = fd
+        _LOCKS_HELD[self.path] = threading.get_ident()
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        del _LOCKS_HELD[self.path]
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        os.close(self._fd)
+        self._fd = None
+
+
+#: Lock files held by this process, and the thread holding each.
+_LOCKS_HELD: dict[str, int] = {}
+
+
+def _same_file(st: os.stat_result, path: str) -> bool:
+    try:
+        other = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
+
+
+def _temporary_name(path: str) -> str:
+    """``.<name>.<pid>-<random>.tmp`` beside ``path``: the pid says whether its writer is gone."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+
+
+def _sweep_stale_temporaries(path: str) -> None:
+    """Removes the temporary files that writers of ``path`` left when they were killed (SIGKILL,
+    a crash, a power cut), once their process is gone. The caller holds the target's lock, so
+    no writer of ``path`` is running: the pid check is one more safeguard."""
+    directory, name = os.path.split(path)
+    pattern = re.compile(rf"\.{re.escape(name)}\.(\d+)-[0-9a-f]{{12}}\.tmp")
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry)
+        tmp = os.path.join(directory, entry)
+        if match is None or tmp in _TEMPORARIES or _running(int(match[1])):
+            continue
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _running(pid: int) -> bool:
+    """Whether another process of id ``pid`` runs (ours counts as not: its live temporary files
+    are in ``_TEMPORARIES``, others come from a process that had the same pid before)."""
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+class _Temporaries:
+    """The temporary files of this process's writers, removed if SIGTERM ends the process.
+
+    SIGTERM (what dask, Kubernetes and systemd send) ends a process at once by default, skipping
+    every ``finally``. While a writer started from the main thread is open, a handler of ours
+    replaces the default: it removes the files and ends the process by SIGTERM all the same. A
+    handler the program installed is chained to instead, untouched: if it raises (``sys.exit``),
+    the writer aborts and removes its file as for Ctrl-C. Files left anyway (SIGKILL, a writer in
+    another thread than the main one) are swept by the next writer of their target.
+    """
+
+    def __init__(self):
+        self._paths: set[str] = set()
+        self._previous: Any = None  # the handler ours replaced, while ours is installed
+
+    def __contains__(self, path: str) -> bool:
+        return path in self._paths
+
+    def add(self, path: str) -> None:
+        self._paths.add(path)
+        if self._previous is None and threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGTERM)
+            # None: a handler installed outside Python, which cannot be chained to.
+            if previous is not None and previous != signal.SIG_IGN:
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+                self._previous = previous
+
+    def discard(self, path: str) -> None:
+        self._paths.discard(path)
+        if not self._paths and self._previous is not None and \
+                threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+    def _on_sigterm(self, signum: int, frame) -> None:
+        if callable(self._previous):
+            self._previous(signum, frame)
+            return
+        for path in list(self._paths):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    def _forget_after_fork(self) -> None:
+        self._paths = set()  # the parent's files: a child's SIGTERM must not remove them
+
+
+_TEMPORARIES = _Temporaries()
+os.register_at_fork(after_in_child=_TEMPORARIES._forget_after_fork)
 
 
 def _ordered(jobs: Iterable[Callable[[], bytes | None]], threads: int):
@@ -259,9 +429,10 @@ def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
         values = _values(obj.variable, scheduler)
         if i == 0 and spec.field and skip_nan_fields and _all_nan(values):
             return None
-        objects.append(obj.codec.prepare(values))
+        objects.append(values)
     metadata = {"base": [obj.base for obj in spec.objects], "_extra_": spec.extra}
     try:
+        objects = [obj.codec.prepare(values) for obj, values in zip(spec.objects, objects)]
         return _core.encode_message(metadata, objects, hash=hash, allow_nan=True, allow_inf=True)
     except (TgmError, ValueError, TypeError) as error:
         raise TgmCodecError(f"cannot encode {spec.label}: {error}") from error
