@@ -35,7 +35,7 @@ def payload_span(message: bytes, obj: int = 0) -> tuple[int, int]:
 
     pos, flen = data_frames(message)[obj]
     frame = bytes(message[pos : pos + flen])
-    cbor_offset, _ = _core.frame_footer(frame[:FRAME_HEADER], frame[-_core.DATA_OBJECT_FOOTER_SIZE :])
+    cbor_offset, _ = _core.frame_footer(frame[:FRAME_HEADER], frame[-_core.DATA_OBJECT_FOOTER_SIZE :], flen)
     return pos + FRAME_HEADER, pos + cbor_offset
 
 

@@ -2,7 +2,7 @@
 
 ``TensogramParser`` follows VirtualiZarr 2's parser protocol: called with a URL and an
 ``ObjectStoreRegistry`` it returns a ``ManifestStore`` laid out exactly as the xarray engine lays
-the file out (the same planner, ``mapping.build_hypercube``/``split_groups``, and the engine's
+the file out (the same planner, ``hypercube.build_hypercube``/``split_groups``, and the engine's
 own variables and attributes). Every stored object is one chunk, a reference to its
 data-object frame's bytes in the file, decoded by the ``"tensogram"`` codec in its ``"frame"``
 configuration (``zarr_codec.py``): the frame carries its descriptor, payload, NaN/Inf masks and
@@ -34,9 +34,9 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, 
 from virtualizarr.manifests.utils import create_v3_array_metadata
 from zarr.core.metadata import ArrayV3Metadata
 
-from tgm_xarray.backend import FileRef, TensogramDataStore, _fill_value, message_infos
+from tgm_xarray.backend import FileRef, TensogramDataStore, _fill_value, metadata_table
 from tgm_xarray.file import TgmFile
-from tgm_xarray.mapping import DatasetPlan, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.hypercube import HypercubePlan, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.zarr_codec import TensogramCodec
 
@@ -79,7 +79,7 @@ class TensogramParser:
 
     def __call__(self, url: str, registry) -> TensogramManifestStore:
         handle = _open_handle(url, registry)
-        infos = message_infos(_Infos(handle))
+        infos = metadata_table(_Infos(handle))
         if self.group is None:
             plan = build_hypercube(infos, source=url, fingerprint=handle.fingerprint, **self.mapping_options)
         else:
@@ -131,7 +131,7 @@ class TensogramManifestStore(ManifestStore):
 
 
 class _Infos:
-    """What ``backend.message_infos`` needs of a ``TgmFile``: its handle."""
+    """What ``backend.metadata_table`` needs of a ``TgmFile``: its handle."""
 
     def __init__(self, handle):
         self.handle = handle
@@ -193,7 +193,7 @@ def _byte_range(request, size: int) -> tuple[int, int]:
     raise TypeError(f"unexpected byte range {request!r}")
 
 
-def _manifest_store(url: str, handle, plan: DatasetPlan, registry, hash: bool) -> TensogramManifestStore:
+def _manifest_store(url: str, handle, plan: HypercubePlan, registry, hash: bool) -> TensogramManifestStore:
     # The engine's variables (attributes, `coordinates`, metadata coordinates' values): one home
     # for those rules. Nothing is read: its arrays stay lazy and unused.
     variables, attrs = TensogramDataStore(FileRef(url), plan).load()

@@ -417,7 +417,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             core_selection, decoded_shape, result_shape = outer
         frame = chunk_bytes.to_bytes()
         # A frame's inline hash covers its descriptor and payload: wrong bytes fail, not decode.
-        verify = self.hash and _core.frame_footer(frame, frame)[1] is not None
+        verify = self.hash and _core.frame_footer(frame, frame, len(frame))[1] is not None
         values = _core.read_frame(frame, None if core_selection is None else core_selection[lead:], None,
                                   verify, "the referenced data-object frame")
         if values.shape != decoded_shape[lead:]:
