@@ -181,6 +181,9 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     sz3_error_bound_mode: str | None
     sz3_error_bound: float | None
     hash: bool
+    #: Threads that decode one chunk (None: the core's process-wide budget, which leaves the
+    #: cores to zarr's own concurrency when it keeps them busy). A runtime setting: not stored.
+    threads: int | None
 
     def __init__(
         self,
@@ -203,6 +206,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         sz3_error_bound_mode: str | None = None,
         sz3_error_bound: float | None = None,
         hash: bool = True,
+        threads: int | None = None,
     ) -> None:
         encoding = _parse_choice("encoding", encoding, ENCODINGS)
         filter = _parse_choice("filter", filter, FILTERS)
@@ -244,6 +248,9 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         for name in COMPRESSION_PARAMS:
             object.__setattr__(self, name, params.get(name))
         object.__setattr__(self, "hash", hash)
+        if threads is not None:
+            threads = _parse_int("threads", threads, 1, 1024)
+        object.__setattr__(self, "threads", threads)
 
     def __repr__(self) -> str:
         # The stored configuration, not the unused parameters of other compressions.
@@ -347,7 +354,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         else:
             core_selection, decoded_shape, result_shape = outer
         out = _core.empty(decoded_shape, stored)
-        _core.decode_message_into(chunk_bytes.as_numpy_array(), 0, core_selection, out)
+        _core.decode_message_into(chunk_bytes.as_numpy_array(), 0, core_selection, out, threads=self.threads)
         result = out.reshape(result_shape) if outer is not None else out[selection]
         if result.dtype != dtype:
             result = result.astype(dtype)
