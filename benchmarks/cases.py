@@ -902,3 +902,8 @@ CASES = {
     "contention": case_contention,
     "zarr": case_zarr,
 }
+
+# The cases of one field on several threads, async loads and szip windows.
+from cases_parallel import CASES as _PARALLEL_CASES  # noqa: E402 - needs the names above
+
+CASES.update(_PARALLEL_CASES)
