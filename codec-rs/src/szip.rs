@@ -32,9 +32,9 @@ fn param_u32(desc: &DataObjectDescriptor, key: &str) -> CoreResult<u32> {
         .ok_or_else(|| CoreError::new(Kind::Format, format!("szip parameter {key} is missing or invalid")))
 }
 
-/// The RSI block offsets (in bits from the payload's start) where libaec's decoder finds them:
-/// decodes the whole payload once.
-fn decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<Vec<u64>> {
+/// The RSI block offsets (in bits from the payload's start) where libaec's decoder finds them,
+/// and the decompressed stream they come with: decodes the whole payload once.
+fn decode_tracking(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<(Vec<u64>, Vec<u8>)> {
     let num_values: u64 = desc.shape.iter().product();
     let packed = desc.encoding == "simple_packing";
     // The sample width upstream hands libaec: packed bits, bytes after a shuffle, else the dtype.
@@ -72,11 +72,19 @@ fn decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<Ve
         strm.flags = flags;
         check(aec_decode_init(&mut strm), "aec_decode_init")?;
         let result = decode_tracking_offsets(&mut strm);
+        let short = strm.avail_out > 0;
         aec_decode_end(&mut strm);
+        if short && result.is_ok() {
+            return Err(CoreError::new(Kind::Codec, "szip stream ends before the shape's values"));
+        }
         result?
     };
     let rsi_blocks = num_values.div_ceil(rsi as u64 * block_size as u64) as usize;
-    Ok(offsets.into_iter().take(rsi_blocks).map(|o| o as u64).collect())
+    Ok((offsets.into_iter().take(rsi_blocks).map(|o| o as u64).collect(), out))
+}
+
+fn decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<Vec<u64>> {
+    Ok(decode_tracking(desc, payload)?.0)
 }
 
 fn set_offsets(desc: &mut DataObjectDescriptor, offsets: &[u64]) {
@@ -90,6 +98,15 @@ pub fn with_decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> Core
     let mut fixed = desc.clone();
     set_offsets(&mut fixed, &decoder_offsets(desc, payload)?);
     Ok(fixed)
+}
+
+/// [`with_decoder_offsets`] and the decompressed stream, from one decode: a whole read of an
+/// object whose offsets are not vouched for finds them on the way.
+pub fn decode_with_decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<(DataObjectDescriptor, Vec<u8>)> {
+    let (offsets, decoded) = decode_tracking(desc, payload)?;
+    let mut fixed = desc.clone();
+    set_offsets(&mut fixed, &offsets);
+    Ok((fixed, decoded))
 }
 
 /// Replaces the offsets in `desc` with the decoder's and marks them verified (at encode time).
