@@ -275,6 +275,7 @@ impl FileHandle {
     /// this many threads decode one large read (`None`: the process-wide budget decides, see
     /// docs/architecture.md).
     #[pyo3(signature = (msg, obj, index = None, out = None, verify_hash = false, threads = None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn read<'py>(
         &self,
         py: Python<'py>,
@@ -292,6 +293,7 @@ impl FileHandle {
 
     /// Reads `selection` of object `obj` of message `msg` into `out` (see docs/architecture.md).
     #[pyo3(signature = (msg, obj, selection, out, verify_hash = false, threads = None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn read_into(
         &self,
         py: Python<'_>,

@@ -370,6 +370,7 @@ fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> PyResult<Bound<'py, PyArra
 /// Reads `index` of object `entry` (stored in `bytes`) into `out`, or into a new array when
 /// `out` is `None`, and returns it. The one read path of `FileHandle.read` and `read_frame`;
 /// `where_` names the object in errors.
+#[allow(clippy::too_many_arguments)] // the read's Python arguments, passed through
 pub fn read_to_array<'py>(
     py: Python<'py>,
     bytes: &[u8],
