@@ -903,3 +903,8 @@ CASES = {
     "zarr": case_zarr,
     "virtual": lambda ctx: importlib.import_module("virtual").case_virtual(ctx),  # benchmarks/virtual.py
 }
+
+# The cases of one field on several threads, async loads and szip windows.
+from cases_parallel import CASES as _PARALLEL_CASES  # noqa: E402 - needs the names above
+
+CASES.update(_PARALLEL_CASES)

@@ -217,9 +217,10 @@ fn parse(buf: &[u8]) -> CoreResult<ParsedMessage> {
 }
 
 /// Reads `selection` of object `obj` of the message in `buf` (any C-contiguous buffer: bytes,
-/// a uint8 array, a memoryview) into `out`; runs detached.
+/// a uint8 array, a memoryview) into `out`; runs detached, on up to `threads` threads (see
+/// `read::read_object`).
 #[pyfunction]
-#[pyo3(signature = (buf, obj, selection, out, verify_hash = false))]
+#[pyo3(signature = (buf, obj, selection, out, verify_hash = false, threads = None))]
 pub fn decode_message_into(
     py: Python<'_>,
     buf: &Bound<'_, PyAny>,
@@ -227,6 +228,7 @@ pub fn decode_message_into(
     selection: Option<&Bound<'_, PyAny>>,
     out: &Bound<'_, PyUntypedArray>,
     verify_hash: bool,
+    threads: Option<usize>,
 ) -> PyResult<()> {
     let view = PyBuffer::<u8>::get(buf)?;
     if !view.is_c_contiguous() {
@@ -243,7 +245,7 @@ pub fn decode_message_into(
         CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
     })?;
     let index = parse_index(selection, &entry.descriptor.shape)?;
-    read_into_out(py, bytes, entry, index, out, verify_hash)?;
+    read_into_out(py, bytes, entry, index, out, verify_hash, threads)?;
     Ok(())
 }
 

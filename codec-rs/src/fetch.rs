@@ -63,8 +63,9 @@ impl PayloadRanges {
             _ => return Ok(None),
         };
         let plan = check_selection(desc, sel)?;
-        // One request per group: a block's values come together anyway.
-        let granule = blocks.as_ref().map_or(MERGE_BYTES / width as u64, |b| b.values);
+        // One request per group: a block's values come together anyway, and blocks closer
+        // than a request's worth of bytes (short RSIs: the rows of a window) are fetched at once.
+        let granule = (MERGE_BYTES / width as u64).max(blocks.as_ref().map_or(0, |b| b.values));
         let groups = decode_groups(&plan.ranges, granule);
         let swap_unit = if packed.is_none() && desc.byte_order != ByteOrder::native() { desc.dtype.swap_unit_size() } else { 1 };
         let ranges = PayloadRanges { plan, groups, width, packed, blocks, payload_len, swap_unit };

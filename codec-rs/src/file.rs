@@ -286,8 +286,11 @@ impl FileHandle {
     /// Reads `index` of object `obj` of message `msg` (numpy outer indexing: slices, ints, 1-D
     /// integer or boolean arrays, `...`) into `out`, or into a new array, and returns it. One
     /// call does all: the index is resolved here and the interpreter is released once, for the
-    /// decode, so reads from many threads spend next to no time holding it.
-    #[pyo3(signature = (msg, obj, index = None, out = None, verify_hash = false))]
+    /// decode, so reads from many threads spend next to no time holding it. `threads`: at most
+    /// this many threads decode one large read (`None`: the process-wide budget decides, see
+    /// docs/architecture.md).
+    #[pyo3(signature = (msg, obj, index = None, out = None, verify_hash = false, threads = None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn read<'py>(
         &self,
         py: Python<'py>,
@@ -296,14 +299,16 @@ impl FileHandle {
         index: Option<&Bound<'py, PyAny>>,
         out: Option<Bound<'py, PyUntypedArray>>,
         verify_hash: bool,
+        threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
         let (parsed, obj) = self.object_attached(py, msg, obj)?;
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
-        read_to_array(py, self.message_bytes(msg as usize), &parsed.objects[obj], index, out, verify_hash, &where_)
+        read_to_array(py, self.message_bytes(msg as usize), &parsed.objects[obj], index, out, verify_hash, threads, &where_)
     }
 
     /// Reads `selection` of object `obj` of message `msg` into `out` (see docs/architecture.md).
-    #[pyo3(signature = (msg, obj, selection, out, verify_hash = false))]
+    #[pyo3(signature = (msg, obj, selection, out, verify_hash = false, threads = None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn read_into(
         &self,
         py: Python<'_>,
@@ -312,13 +317,14 @@ impl FileHandle {
         selection: Option<&Bound<'_, PyAny>>,
         out: &Bound<'_, PyUntypedArray>,
         verify_hash: bool,
+        threads: Option<usize>,
     ) -> PyResult<()> {
         let (parsed, obj) = self.object_attached(py, msg, obj)?;
         let entry = &parsed.objects[obj];
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
         let bytes = self.message_bytes(msg as usize);
         parse_index(selection, &entry.descriptor.shape)
-            .and_then(|index| read_into_out(py, bytes, entry, index, out, verify_hash))
+            .and_then(|index| read_into_out(py, bytes, entry, index, out, verify_hash, threads))
             .map_err(|e| e.context(&where_()).into())
     }
 }

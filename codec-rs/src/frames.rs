@@ -207,7 +207,7 @@ pub fn parse_message<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<(Bound<'py, P
 /// `FileHandle.read` for the object in the data-object frame `frame` (a remote read fetches
 /// just the frame); `context` names the object in errors.
 #[pyfunction]
-#[pyo3(signature = (frame, index = None, out = None, verify_hash = false, context = ""))]
+#[pyo3(signature = (frame, index = None, out = None, verify_hash = false, context = "", threads = None))]
 pub fn read_frame<'py>(
     py: Python<'py>,
     frame: &Bound<'py, PyBytes>,
@@ -215,10 +215,11 @@ pub fn read_frame<'py>(
     out: Option<Bound<'py, PyUntypedArray>>,
     verify_hash: bool,
     context: &str,
+    threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let bytes = frame.as_bytes();
     let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context))?;
-    read_to_array(py, bytes, &entry, index, out, verify_hash, &|| context.to_owned())
+    read_to_array(py, bytes, &entry, index, out, verify_hash, threads, &|| context.to_owned())
 }
 
 /// `FileHandle.read` of an object from byte ranges of its payload (`payload_len` bytes stored;

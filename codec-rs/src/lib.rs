@@ -13,6 +13,7 @@ mod file;
 mod frames;
 mod message;
 mod packing;
+mod parallel;
 mod params;
 mod pyarray;
 mod read;

@@ -10,17 +10,20 @@
 use std::borrow::Cow;
 
 use tensogram::DataObjectDescriptor;
-use tensogram_encodings::libaec::{aec_decompress, aec_decompress_range, AecParams};
+use tensogram_encodings::libaec::{aec_decompress, AecParams};
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::params::{float_param, int_param};
+use crate::szip::RangeDecoder;
 
 /// How a packed object is stored, when it qualifies for the direct path.
 #[derive(Debug, Clone)]
 pub struct Packed {
     params: SimplePackingParams,
     szip: Option<AecParams>,
+    /// Values in the object.
+    values: u64,
 }
 
 impl Packed {
@@ -46,7 +49,7 @@ impl Packed {
             }),
             _ => return None,
         };
-        Some(Packed { params, szip })
+        Some(Packed { params, szip, values: desc.shape.iter().product() })
     }
 
     /// Decodes all `out.len() / 8` values of `payload` into `out` (native-endian f64 bytes).
@@ -92,15 +95,21 @@ impl Packed {
     /// the payload, or decompressed from the szip RSI blocks that hold them, which start at the
     /// bit `offsets`.
     pub fn packed_range<'a>(&self, payload: &'a [u8], offsets: &[u64], first: u64, count: u64) -> CoreResult<Cow<'a, [u8]>> {
-        let width = self.value_bytes().expect("whole-byte values") as u64;
-        let (start, len) = ((first * width) as usize, (count * width) as usize);
-        match &self.szip {
-            None => payload
-                .get(start..start + len)
-                .map(Cow::Borrowed)
-                .ok_or_else(|| CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs")),
-            Some(aec) => Ok(Cow::Owned(aec_decompress_range(payload, offsets, start, len, aec).map_err(szip_err)?)),
-        }
+        self.reader(payload, offsets)?.range(first, count)
+    }
+
+    /// A reader of the packed bytes of ranges of values (whole-byte values only), with one szip
+    /// decoder for all the ranges it reads.
+    pub fn reader<'a>(&self, payload: &'a [u8], offsets: &[u64]) -> CoreResult<PackedReader<'a>> {
+        let width = self.value_bytes().expect("whole-byte values");
+        let szip = match &self.szip {
+            None => None,
+            Some(aec) => {
+                let total = usize::try_from(self.values).unwrap_or(usize::MAX).saturating_mul(width);
+                Some(RangeDecoder::new(payload, offsets, total, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)?)
+            }
+        };
+        Ok(PackedReader { width, payload, szip })
     }
 
     /// `reference + 2^E * 10^-D * packed` of each whole-byte big-endian value of `packed`, as
@@ -113,6 +122,34 @@ impl Packed {
             16 => unpack_aligned::<2>(packed, p.reference_value, inv_scale, out),
             24 => unpack_aligned::<3>(packed, p.reference_value, inv_scale, out),
             _ => unpack_aligned::<4>(packed, p.reference_value, inv_scale, out),
+        }
+    }
+}
+
+/// See [`Packed::reader`].
+pub struct PackedReader<'a> {
+    width: usize,
+    payload: &'a [u8],
+    szip: Option<RangeDecoder<'a>>,
+}
+
+impl<'a> PackedReader<'a> {
+    /// The packed bytes of values `first..first + count`.
+    pub fn range(&mut self, first: u64, count: u64) -> CoreResult<Cow<'a, [u8]>> {
+        let (start, len) = (first as usize * self.width, count as usize * self.width);
+        match &mut self.szip {
+            None => self
+                .payload
+                .get(start..start + len)
+                .map(Cow::Borrowed)
+                .ok_or_else(|| CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs")),
+            Some(decoder) => {
+                let mut bytes = Vec::new();
+                bytes.try_reserve_exact(len).map_err(|e| CoreError::new(Kind::Codec, format!("szip range of {len} bytes: {e}")))?;
+                bytes.resize(len, 0);
+                decoder.decode(start, &mut bytes)?;
+                Ok(Cow::Owned(bytes))
+            }
         }
     }
 }

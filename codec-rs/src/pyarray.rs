@@ -370,6 +370,7 @@ fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> PyResult<Bound<'py, PyArra
 /// Reads `index` of object `entry` (stored in `bytes`) into `out`, or into a new array when
 /// `out` is `None`, and returns it. The one read path of `FileHandle.read` and `read_frame`;
 /// `where_` names the object in errors.
+#[allow(clippy::too_many_arguments)] // the read's Python arguments, passed through
 pub fn read_to_array<'py>(
     py: Python<'py>,
     bytes: &[u8],
@@ -377,11 +378,12 @@ pub fn read_to_array<'py>(
     index: Option<&Bound<'py, PyAny>>,
     out: Option<Bound<'py, PyUntypedArray>>,
     verify_hash: bool,
+    threads: Option<usize>,
     where_: &dyn Fn() -> String,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let index = parse_index(index, &entry.descriptor.shape).map_err(|e| e.context(&where_()))?;
     let out = out_array(py, &entry.descriptor, &index.shape, out, where_)?;
-    read_into_out(py, bytes, entry, index, &out, verify_hash).map_err(|e| e.context(&where_()))?;
+    read_into_out(py, bytes, entry, index, &out, verify_hash, threads).map_err(|e| e.context(&where_()))?;
     Ok(out)
 }
 
@@ -417,7 +419,7 @@ pub fn out_array<'py>(
 
 /// Reads `index` of object `entry` (stored in `bytes`) into `out`, with the interpreter
 /// released unless the read is too small to be worth it (`read::worth_releasing`); `index`'s
-/// arrays are converted there too.
+/// arrays are converted there too. `threads`: see `read::read_object`.
 pub fn read_into_out(
     py: Python<'_>,
     bytes: &[u8],
@@ -425,10 +427,11 @@ pub fn read_into_out(
     index: Index,
     out: &Bound<'_, PyUntypedArray>,
     verify_hash: bool,
+    threads: Option<usize>,
 ) -> CoreResult<()> {
     let itemsize = entry.descriptor.dtype.byte_width();
     let release = worth_releasing(entry, out.len() * itemsize, index.pieces(&entry.descriptor.shape), verify_hash);
-    fill_out(py, out, itemsize, release, move |out| read_object(bytes, entry, &index.selection()?, out, verify_hash))
+    fill_out(py, out, itemsize, release, move |out| read_object(bytes, entry, &index.selection()?, out, verify_hash, threads))
 }
 
 /// Runs `fill(out bytes)` on `out`'s buffer (`itemsize` bytes per element), with the

@@ -12,6 +12,7 @@ use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::{Access, ObjectEntry};
 use crate::params::int_param;
 use crate::packing::Packed;
+use crate::parallel;
 use crate::selection::{AxisSel, Plan};
 use crate::szip;
 
@@ -112,13 +113,15 @@ pub fn worth_releasing(entry: &ObjectEntry, out_bytes: usize, pieces: usize, ver
         || out_bytes.saturating_add(pieces.saturating_mul(BYTES_PER_PIECE)) >= RELEASE_MIN_BYTES
 }
 
-/// Reads `sel` of object `entry` (of message `msg`) into `out`, in native byte order.
+/// Reads `sel` of object `entry` (of message `msg`) into `out`, in native byte order, on up to
+/// `threads` threads (`None`: as the process-wide budget allows, see `parallel.rs`).
 pub fn read_object(
     msg: &[u8],
     entry: &ObjectEntry,
     sel: &[AxisSel],
     out: &mut [u8],
     verify_hash: bool,
+    threads: Option<usize>,
 ) -> CoreResult<()> {
     let desc = &entry.descriptor;
     let itemsize = desc.dtype.byte_width();
@@ -141,6 +144,9 @@ pub fn read_object(
         return Ok(());
     }
     let _in_flight = InFlight::enter();
+    if read_split(msg, entry, &plan, out, threads)? {
+        return Ok(());
+    }
     let groups = match entry.access {
         Access::Ranged => decode_groups(&plan.ranges, granule(entry)),
         _ => Vec::new(),
@@ -222,8 +228,80 @@ pub fn read_object(
     Ok(())
 }
 
+/// The descriptor whose szip offsets a range decode can use without decoding the object first:
+/// `None` for szip objects whose offsets are neither vouched for nor found by an earlier read.
+fn known_ranged_descriptor(entry: &ObjectEntry) -> Option<&DataObjectDescriptor> {
+    if entry.descriptor.compression != "szip" || entry.szip_offsets_verified {
+        return Some(&entry.descriptor);
+    }
+    entry.szip_ranged.get().and_then(|r| r.as_ref().ok())
+}
+
+/// Reads a plan that fills `out` with one run of elements (the whole object, a band of rows)
+/// on several threads when the object decodes by range and the budget gives more than one
+/// thread: each thread range-decodes its part straight into its slice of `out`. `Ok(false)`
+/// when the read is left to the serial paths.
+fn read_split(msg: &[u8], entry: &ObjectEntry, plan: &Plan, out: &mut [u8], threads: Option<usize>) -> CoreResult<bool> {
+    let &[(off, count)] = plan.ranges.as_slice() else {
+        return Ok(false);
+    };
+    if entry.access != Access::Ranged || threads == Some(1) || plan.destination(0, 1) != Some(0..count as usize) {
+        return Ok(false);
+    }
+    let grant = parallel::grant(threads, count);
+    if grant.threads < 2 {
+        return Ok(false);
+    }
+    let payload = &msg[entry.payload.clone()];
+    let whole_bytes = entry.packed.as_ref().filter(|p| p.value_bytes().is_some());
+    let Some(desc) = known_ranged_descriptor(entry) else {
+        // Szip offsets nobody vouched for: a packed object finds them while it decodes this
+        // read (as a serial read would decode it), so that the next reads split.
+        let Some(packed) = whole_bytes else {
+            return Ok(false);
+        };
+        let (fixed, stream) = szip::decode_with_decoder_offsets(&entry.descriptor, payload)?;
+        let _ = entry.szip_ranged.set(Ok(fixed));
+        add_decoded(entry.num_elements());
+        let width = packed.value_bytes().expect("whole-byte values");
+        return parallel::for_each_part(out, 8, off, 1, grant.threads, |first, n, part| {
+            let src = stream.get(first as usize * width..(first + n) as usize * width);
+            packed.unpack(src.ok_or_else(|| CoreError::new(Kind::Codec, "szip stream is shorter than the shape needs"))?, part);
+            Ok(())
+        })
+        .map(|()| true);
+    };
+    let itemsize = desc.dtype.byte_width();
+    let offsets = match (whole_bytes, desc.compression.as_str()) {
+        (Some(_), "szip") => szip::stored_offsets(desc).ok_or_else(|| {
+            CoreError::new(Kind::Format, "szip_block_offsets are missing or invalid (a split decode needs them)")
+        })?,
+        _ => Vec::new(),
+    };
+    // Parts meet on RSI block boundaries: no block is decoded by two threads.
+    let align = granule(entry).max(1);
+    let options = decode_options();
+    parallel::for_each_part(out, itemsize, off, align, grant.threads, |first, n, part| {
+        match whole_bytes {
+            Some(packed) => packed.unpack(&packed.packed_range(payload, &offsets, first, n)?, part),
+            None => {
+                let decoded = decode_range_from_payload(desc, payload, &[(first, n)], &options)
+                    .map_err(|e| CoreError::from_tensogram(&e, "decode failed"))?;
+                match decoded.first() {
+                    Some(d) if d.len() == part.len() => part.copy_from_slice(d),
+                    _ => return Err(CoreError::new(Kind::Codec, "decoded range has the wrong size")),
+                }
+            }
+        }
+        add_decoded(n);
+        Ok(())
+    })?;
+    Ok(true)
+}
+
 /// The planned ranges of a packed object whose values are whole bytes: each group's szip RSI
-/// blocks are decompressed once and only the planned values are unpacked (upstream's range
+/// blocks are decompressed once, by one decoder set up once, and only the planned values are
+/// unpacked (upstream's range
 /// decode unpacks every value of the group into a fresh `Vec<f64>`, converts it to bytes, and
 /// the plan then copies out what it needs).
 fn read_packed_ranges(
@@ -241,9 +319,8 @@ fn read_packed_ranges(
         _ => Vec::new(),
     };
     let width = packed.value_bytes().expect("whole-byte values");
-    fill_groups(plan, groups, width, 8, out, |off, count| packed.packed_range(payload, &offsets, off, count), |src, dst| {
-        packed.unpack(src, dst)
-    })
+    let mut reader = packed.reader(payload, &offsets)?;
+    fill_groups(plan, groups, width, 8, out, |off, count| reader.range(off, count), |src, dst| packed.unpack(src, dst))
 }
 
 /// Fills `out` from `groups`: `group_bytes(first, count)` gives a group's stored values

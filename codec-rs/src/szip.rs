@@ -14,8 +14,8 @@
 use ciborium::Value;
 use libaec_sys::{
     aec_decode, aec_decode_count_offsets, aec_decode_enable_offsets, aec_decode_end,
-    aec_decode_get_offsets, aec_decode_init, aec_stream, AEC_DATA_3BYTE, AEC_DATA_MSB, AEC_FLUSH,
-    AEC_OK,
+    aec_decode_get_offsets, aec_decode_init, aec_decode_range, aec_stream, AEC_DATA_3BYTE, AEC_DATA_MSB,
+    AEC_FLUSH, AEC_OK,
 };
 use tensogram::DataObjectDescriptor;
 
@@ -32,9 +32,9 @@ fn param_u32(desc: &DataObjectDescriptor, key: &str) -> CoreResult<u32> {
         .ok_or_else(|| CoreError::new(Kind::Format, format!("szip parameter {key} is missing or invalid")))
 }
 
-/// The RSI block offsets (in bits from the payload's start) where libaec's decoder finds them:
-/// decodes the whole payload once.
-fn decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<Vec<u64>> {
+/// The RSI block offsets (in bits from the payload's start) where libaec's decoder finds them,
+/// and the decompressed stream they come with: decodes the whole payload once.
+fn decode_tracking(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<(Vec<u64>, Vec<u8>)> {
     let num_values: u64 = desc.shape.iter().product();
     let packed = desc.encoding == "simple_packing";
     // The sample width upstream hands libaec: packed bits, bytes after a shuffle, else the dtype.
@@ -72,11 +72,19 @@ fn decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<Ve
         strm.flags = flags;
         check(aec_decode_init(&mut strm), "aec_decode_init")?;
         let result = decode_tracking_offsets(&mut strm);
+        let short = strm.avail_out > 0;
         aec_decode_end(&mut strm);
+        if short && result.is_ok() {
+            return Err(CoreError::new(Kind::Codec, "szip stream ends before the shape's values"));
+        }
         result?
     };
     let rsi_blocks = num_values.div_ceil(rsi as u64 * block_size as u64) as usize;
-    Ok(offsets.into_iter().take(rsi_blocks).map(|o| o as u64).collect())
+    Ok((offsets.into_iter().take(rsi_blocks).map(|o| o as u64).collect(), out))
+}
+
+fn decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<Vec<u64>> {
+    Ok(decode_tracking(desc, payload)?.0)
 }
 
 fn set_offsets(desc: &mut DataObjectDescriptor, offsets: &[u64]) {
@@ -90,6 +98,15 @@ pub fn with_decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> Core
     let mut fixed = desc.clone();
     set_offsets(&mut fixed, &decoder_offsets(desc, payload)?);
     Ok(fixed)
+}
+
+/// [`with_decoder_offsets`] and the decompressed stream, from one decode: a whole read of an
+/// object whose offsets are not vouched for finds them on the way.
+pub fn decode_with_decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<(DataObjectDescriptor, Vec<u8>)> {
+    let (offsets, decoded) = decode_tracking(desc, payload)?;
+    let mut fixed = desc.clone();
+    set_offsets(&mut fixed, &offsets);
+    Ok((fixed, decoded))
 }
 
 /// Replaces the offsets in `desc` with the decoder's and marks them verified (at encode time).
@@ -127,6 +144,65 @@ fn digest(offsets: &[u64], payload_len: usize) -> String {
     let bytes: Vec<u8> =
         std::iter::once(payload_len as u64).chain(offsets.iter().copied()).flat_map(u64::to_le_bytes).collect();
     tensogram::compute_hash(&bytes)
+}
+
+/// One libaec decoder over an szip payload, set up once for any number of range decodes (the
+/// rows of a window): upstream's range decode sets a decoder up, and frees it, per range.
+pub struct RangeDecoder<'a> {
+    /// Boxed: libaec keeps the stream's address in its state.
+    strm: Box<aec_stream>,
+    offsets: Vec<usize>,
+    /// Decompressed bytes in the whole stream: ranges past it are refused.
+    total: usize,
+    _payload: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a> RangeDecoder<'a> {
+    /// A decoder of `payload` (at most `total` decompressed bytes) whose RSI blocks start at the
+    /// bit `offsets`; `flags` as libaec takes them (3-byte samples are flagged here).
+    pub fn new(payload: &'a [u8], offsets: &[u64], total: usize, bits: u32, block_size: u32, rsi: u32, flags: u32) -> CoreResult<Self> {
+        // Blocks that start past the payload are not in it (a remote read fetches some blocks).
+        let offsets: Vec<usize> =
+            offsets.iter().map_while(|&o| usize::try_from(o).ok().filter(|&o| o / 8 < payload.len())).collect();
+        let mut flags = flags;
+        if bits > 16 && bits <= 24 {
+            flags |= AEC_DATA_3BYTE;
+        }
+        // SAFETY: the stream reads `payload`, which outlives the decoder (`'a`); Drop frees it.
+        let mut strm: Box<aec_stream> = Box::new(unsafe { std::mem::zeroed() });
+        strm.next_in = payload.as_ptr();
+        strm.avail_in = payload.len();
+        strm.bits_per_sample = bits;
+        strm.block_size = block_size;
+        strm.rsi = rsi;
+        strm.flags = flags;
+        check(unsafe { aec_decode_init(&mut *strm) }, "aec_decode_init")?;
+        Ok(RangeDecoder { strm, offsets, total, _payload: std::marker::PhantomData })
+    }
+
+    /// Decompresses the bytes `pos..pos + out.len()` of the stream into `out`: from the RSI
+    /// block that holds `pos`, and no further than the range's end.
+    pub fn decode(&mut self, pos: usize, out: &mut [u8]) -> CoreResult<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        if pos.checked_add(out.len()).is_none_or(|end| end > self.total) {
+            return Err(CoreError::new(Kind::Codec, "szip range lies past the end of the object"));
+        }
+        self.strm.next_out = out.as_mut_ptr();
+        self.strm.avail_out = out.len();
+        // SAFETY: libaec writes at most `avail_out` bytes to `next_out` (`out`), reads the
+        // payload within `avail_in`, and the offsets are checked to lie inside the payload.
+        let rc = unsafe { aec_decode_range(&mut *self.strm, self.offsets.as_ptr(), self.offsets.len(), pos, out.len()) };
+        check(rc, "aec_decode_range")
+    }
+}
+
+impl Drop for RangeDecoder<'_> {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `new`, ended once.
+        unsafe { aec_decode_end(&mut *self.strm) };
+    }
 }
 
 fn check(rc: i32, what: &str) -> CoreResult<()> {

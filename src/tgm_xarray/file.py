@@ -95,15 +95,18 @@ class TgmFile:
         return layout
 
     def read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
-             verify_hash: bool = False) -> np.ndarray:
+             verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
         """Reads an object, or the part ``index`` selects (outer indexing), into ``out``.
 
         ``index`` is a slice, an int, a 1-D integer or boolean array, or a tuple of those (one per
         axis, ``...`` allowed, missing trailing axes are whole); only what it selects is decoded
         where the codec allows. ``out``, when given, must be C-contiguous and of the result's
-        shape and dtype. The whole read, index included, runs in the Rust core.
+        shape and dtype. The whole read, index included, runs in the Rust core. ``threads``: at
+        most this many threads decode one large read (szip, blosc2: whole objects and bands of
+        rows); None lets a process-wide budget of one thread per core decide
+        (docs/architecture.md).
         """
-        return self._handle.read(msg, obj, index, out, verify_hash)
+        return self._handle.read(msg, obj, index, out, verify_hash, threads)
 
     def close(self) -> None:
         """Lets go of the file: later reads and metadata raise ``ValueError`` (and ``len`` is 0).

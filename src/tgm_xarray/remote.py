@@ -303,6 +303,19 @@ class Fetcher:
         """Bytes ``[start, stop)`` of the object."""
         return self.fetch_many([(start, stop)])[0]
 
+    async def fetch_async(self, start: int, stop: int) -> bytes:
+        """``fetch`` without blocking the caller's event loop: on fsspec's async filesystems the
+        request runs on fsspec's own loop, so any number of them overlap; a failure (and any
+        other filesystem) goes to ``fetch`` in a worker thread, with its retries."""
+        if stop > start and getattr(self.fs, "async_impl", False):
+            request = self.fs._cat_file(self.path, start=start, end=stop)
+            try:
+                data = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(request, self.fs.loop))
+                return self._checked(data, start, stop)
+            except Exception:  # noqa: BLE001 - retried (and classified) by `fetch`
+                pass
+        return await asyncio.to_thread(self.fetch, start, stop)
+
     def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Several ranges at once: fetched concurrently (``CONCURRENCY`` at most in flight), each
         retried on its own, all within one deadline."""
@@ -455,6 +468,15 @@ def scan_messages(fetcher: Fetcher) -> list[MessageBytes]:
     postambles.update(zip(missing, fetcher.fetch_many([(end - tail_size, end) for end in missing])))
     return [dataclasses.replace(m, postamble=postambles[m.offset + m.length]) if m.part == "header" else m
             for m in found]
+
+
+def _selects_all(index, shape: list[int]) -> bool:
+    """Whether ``index`` is None or whole slices: a read that needs the whole frame."""
+    if index is None:
+        return True
+    items = index if isinstance(index, tuple) else (index,)
+    return len(items) <= len(shape) and all(
+        isinstance(k, slice) and k.indices(n) == (0, n, 1) for k, n in zip(items, shape))
 
 
 @dataclass
@@ -665,7 +687,7 @@ class RemoteHandle:
         return _core.frame_fingerprint(self._fetcher.fetch(start, stop))
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
-             verify_hash: bool = False) -> np.ndarray:
+             verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
         """``FileHandle.read``. Objects whose values sit at fixed places in their payload (raw,
         or whole-byte packing, uncompressed) fetch just the byte ranges a partial read needs;
         others fetch their frame (and so does ``verify_hash``, which hashes it all)."""
@@ -681,4 +703,19 @@ class RemoteHandle:
             result = _core.read_payload_ranges(cbor, length, fetch, index, out, context)
             if result is not None:
                 return result
-        return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash, context)
+        return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash, context, threads)
+
+    async def read_async(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
+                         verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
+        """``read`` for event loops: the frame's request overlaps with any others in flight and
+        the decode runs in a worker thread. Partial reads that fetch byte ranges of a payload
+        (and messages not parsed yet) run ``read`` in a worker thread."""
+        message = self._messages[self._check(msg)]
+        if message is None or not message.descriptors:  # not parsed yet: that fetches too
+            return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
+        start, stop = self._frame_range(msg, obj)
+        if message.payloads[obj] is not None and not verify_hash and not _selects_all(index, message.descriptors[obj]["shape"]):
+            return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
+        frame = await self._fetcher.fetch_async(start, stop)
+        context = f"{self.path}: message {msg}, object {obj}"
+        return await asyncio.to_thread(_core.read_frame, frame, index, out, verify_hash, context, threads)

@@ -188,6 +188,9 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     hash: bool
     chunk: str
     descriptor: str | None  # chunk "frame": the referenced objects' descriptor, as sorted JSON
+    #: Threads that decode one chunk (None: the core's process-wide budget, which leaves the
+    #: cores to zarr's own concurrency when it keeps them busy). A runtime setting: not stored.
+    threads: int | None
 
     def __init__(
         self,
@@ -212,6 +215,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         hash: bool = True,
         chunk: str = "message",
         descriptor: dict[str, JSON] | None = None,
+        threads: int | None = None,
     ) -> None:
         if _parse_choice("chunk", chunk, CHUNKS) == "frame":
             # Read-only references: the frame holds its own descriptor, which decoding follows.
@@ -260,6 +264,9 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         for name in COMPRESSION_PARAMS:
             object.__setattr__(self, name, params.get(name))
         object.__setattr__(self, "hash", hash)
+        if threads is not None:
+            threads = _parse_int("threads", threads, 1, 1024)
+        object.__setattr__(self, "threads", threads)
         object.__setattr__(self, "chunk", "message")
         object.__setattr__(self, "descriptor", None)
 
@@ -394,7 +401,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         message = chunk_bytes.as_numpy_array()
         _check_chunk(message, chunk_spec.shape, stored)
         out = _core.empty(decoded_shape, stored)
-        _core.decode_message_into(message, 0, core_selection, out)
+        _core.decode_message_into(message, 0, core_selection, out, threads=self.threads)
         result = out.reshape(result_shape) if outer is not None else out[selection]
         if result.dtype != dtype:
             result = result.astype(dtype)
