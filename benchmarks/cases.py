@@ -902,6 +902,7 @@ CASES = {
     "contention": case_contention,
     "zarr": case_zarr,
     "virtual": lambda ctx: importlib.import_module("virtual").case_virtual(ctx),  # benchmarks/virtual.py
+    "archive": lambda ctx: importlib.import_module("archive").case_archive(ctx),  # benchmarks/archive.py
 }
 
 # The cases of one field on several threads, async loads and szip windows.

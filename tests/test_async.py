@@ -17,7 +17,7 @@ from conftest import assert_same_bits
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs event loops and a server")
 
-ENGINE = "tensogram"
+ENGINE = "tgm"
 FIELDS = 48
 
 

@@ -48,7 +48,9 @@ def assert_raises_in_child(path, expected: str, contains: str = "", budget: int 
     return run
 
 
-@pytest.mark.xfail(strict=True, reason="SZ3's decoder still writes out of bounds on some corrupt streams "
+# Not strict: an out-of-bounds write crashes the child only when it hits unmapped memory, so the
+# test passes on some runs; it stays here to turn green for good once SZ3 is fixed.
+@pytest.mark.xfail(strict=False, reason="SZ3's decoder still writes out of bounds on some corrupt streams "
                    "(its exceptions and its zstd stage are contained): docs/errors.md")
 def test_corrupt_sz3_payload_without_hash_raises_codec_error(tmp_path):
     """SZ3 throws C++ exceptions on corrupt input: they must not cross into Rust (an abort)."""

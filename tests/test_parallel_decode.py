@@ -98,7 +98,7 @@ def test_many_readers_with_the_default_budget_get_the_serial_bits(ours):
 
 def test_threads_through_the_engine_and_the_zarr_codec(ours, tmp_path):
     f, obj = ours
-    with xr.open_dataset(f.path, engine="tensogram", threads=2) as ds:
+    with xr.open_dataset(f.path, engine="tgm", threads=2) as ds:
         assert_same_bits(ds["t2m"].values, f.read(0, obj, threads=1))
     codec = TensogramCodec(encoding="simple_packing", bits_per_value=24, compression="szip", szip_rsi=16,
                            threads=2)

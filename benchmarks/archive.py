@@ -1,0 +1,173 @@
+"""The ``archive`` case: opening archives of many messages and many files (metadata only).
+
+Data (written by upstream ``tensogram`` 0.24, cached under ``data/bench/archive/``): 32 x 64 float32
+fields with latitude/longitude objects and MARS keys (10 params x 5 levels x steps):
+
+- ``a10k.tgm``: 10,000 messages; ``mf40/part-NN.tgm``: the same fields in 40 files of 5 steps;
+- ``a100k.tgm``: 100,000 messages (10 params x 5 levels x 2,000 steps, 1 GB);
+- ``--quick``: 1,000 and 10,000 messages, and 4 files.
+
+Contenders, each open with the handle cache cleared (the file is mapped and scanned every time):
+``xr.open_dataset`` / ``xr.open_mfdataset(combine="by_coords")`` with our engine, and upstream
+``tensogram_xarray.open_datasets`` (per file). Peak memory is measured in a child process
+(``ru_maxrss``) that opens the largest file and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import datagen
+from cases import CaseResult, Context, Skip, Table, Target, check, optional, ours_entrypoint
+from harness import fmt_ratio, fmt_time, once_each
+
+from tgm_xarray import _core, handles
+
+PARAMS, LEVELS = 10, 5
+NY, NX = 32, 64
+
+
+def _message(tensogram, step: int, param: int, level: int, lat, lon, values) -> bytes:
+    plain = {"type": "ntensor", "dtype": "float64", "byte_order": "little", "encoding": "none",
+             "filter": "none", "compression": "none"}
+    base = {"name": f"p{param}", "units": "K", "dim_names": ["latitude", "longitude"],
+            "mars": {"class": "od", "stream": "oper", "type": "fc", "param": f"p{param}", "date": "20260404",
+                     "time": "0000", "step": step, "levtype": "pl", "levelist": 1000 - 100 * level}}
+    coords = [({"name": "latitude", "units": "degrees_north", "dim_names": ["latitude"]}, {**plain, "shape": [NY]}, lat),
+              ({"name": "longitude", "units": "degrees_east", "dim_names": ["longitude"]}, {**plain, "shape": [NX]}, lon)]
+    desc = {**plain, "dtype": "float32", "shape": [NY, NX]}
+    return tensogram.encode({"base": [base] + [b for b, _, _ in coords]},
+                            [(desc, values)] + [(d, a) for _, d, a in coords])
+
+
+def write_archive(path: Path, steps: range) -> None:
+    """Messages of ``steps`` x params x levels, step-major, written to a temporary name first."""
+    import tensogram
+
+    lat, lon = np.linspace(90, -90, NY), np.linspace(0, 360, NX, endpoint=False)
+    values = np.random.default_rng(0).standard_normal((NY, NX)).astype(np.float32)
+    tmp = datagen._atomic(path)
+    with open(tmp, "wb") as out:
+        for step in steps:
+            for param in range(PARAMS):
+                for level in range(LEVELS):
+                    out.write(_message(tensogram, step, param, level, lat, lon, values + step))
+    datagen._finish(tmp, path)
+
+
+def ensure(directory: Path, quick: bool) -> tuple[Path, list[Path], Path]:
+    """(the small single file, its fields split into files, the large single file)."""
+    per_step = PARAMS * LEVELS
+    small, large, parts = (1_000, 10_000, 4) if quick else (10_000, 100_000, 40)
+    directory.mkdir(parents=True, exist_ok=True)
+    one, big = directory / f"a{small // 1000}k.tgm", directory / f"a{large // 1000}k.tgm"
+    split = directory / f"mf{parts}-{small // 1000}k"
+    steps = small // per_step
+    files = [split / f"part-{i:02d}.tgm" for i in range(parts)]
+    for path, step_range in [(one, range(steps)), (big, range(large // per_step))] + [
+            (f, range(i * steps // parts, (i + 1) * steps // parts)) for i, f in enumerate(files)]:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            datagen.say(f"writing {path} ({len(step_range) * per_step} messages)")
+            write_archive(path, step_range)
+    return one, files, big
+
+
+def _peak_rss_mb(path: Path) -> float:
+    """Peak resident memory of a child that imports everything, then opens ``path``."""
+    code = ("import resource, sys, xarray as xr\n"
+            "from tgm_xarray.backend import TensogramBackendEntrypoint as E\n"
+            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "xr.open_dataset(sys.argv[1], engine=E).close()\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, base / 1024)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[0])
+
+
+def case_archive(ctx: Context) -> CaseResult:
+    import xarray as xr
+
+    res = CaseResult("archive", "Opening archives: 10^4-10^5 messages, tens of files", __doc__.split("\n\n", 1)[1])
+    one, files, big = ensure(ctx.data / "archive", ctx.quick)
+    ours_cls = ours_entrypoint()
+    upstream = optional("tensogram_xarray")
+
+    def ours(path):
+        def run():
+            handles.CACHE.clear()
+            xr.open_dataset(path, engine=ours_cls).close()
+        return run
+
+    def ours_mf():
+        handles.CACHE.clear()
+        xr.open_mfdataset(files, engine=ours_cls, combine="by_coords", chunks={}).close()
+
+    def upstream_open(paths):
+        def run():
+            for path in paths:
+                for ds in upstream.open_datasets(str(path)):
+                    ds.close()
+        return run
+
+    n_one, n_big = len(_core.FileHandle(str(one))), len(_core.FileHandle(str(big)))
+    contenders = {f"tgm_xarray, {one.name}": ours(one), f"tgm_xarray, {len(files)} files": ours_mf,
+                  f"tgm_xarray, {big.name}": ours(big)}
+    if upstream is not None:
+        contenders[f"upstream open_datasets, {one.name}"] = upstream_open([one])
+        contenders[f"upstream open_datasets, {len(files)} files"] = upstream_open(files)
+    else:
+        res.notes.append("upstream tensogram-xarray is not installed: its rows are skipped")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        before = _core.decoded_elements()
+        for run in (ours(one), ours_mf, ours(big)):
+            run()
+        decoded = _core.decoded_elements() - before
+        with xr.open_dataset(one, engine=ours_cls) as a, xr.open_mfdataset(files, engine=ours_cls,
+                                                                           combine="by_coords") as b:
+            res.notes.append(check(a["p0"].shape == b["p0"].shape == (n_one // (PARAMS * LEVELS), LEVELS, NY, NX),
+                                   f"{one.name} and the {len(files)} files open as the same (step, level, lat, lon)"))
+            res.notes.append(check(bool((a["p3"][-1, 2] == b["p3"][-1, 2]).all()), "same values either way"))
+        s = once_each(contenders, ctx.repeats)
+    peak = _peak_rss_mb(big)
+
+    def median(label):
+        return float(np.median(s[label].seconds))
+
+    rows = [[label, f"{fmt_time(min(sm.seconds))} / {fmt_time(median(label))}",
+             f"{median(label) / (n_big if big.name in label else n_one) * 1e6:.1f} us"] for label, sm in s.items()]
+    res.tables.append(Table("open, page cache warm (min / median), and per message",
+                            ["contender", "open", "per message"], rows))
+    res.tables.append(Table(f"peak memory of a process that opens {big.name}", ["", "MB"],
+                            [[f"ru_maxrss (imports included)", f"{peak:.0f}"]]))
+    if upstream is not None:
+        for what in (one.name, f"{len(files)} files"):
+            ratio = median(f"upstream open_datasets, {what}") / median(f"tgm_xarray, {what}")
+            res.targets.append(Target(f"archive: open {what}, speed vs upstream open_datasets", ratio, 5, ">="))
+    growth = median(f"tgm_xarray, {big.name}") / median(f"tgm_xarray, {one.name}")
+    res.targets.append(Target(f"archive: open {big.name} / open {one.name} ({n_big // n_one}x the messages)",
+                              growth, 12 * n_big / n_one / 10, "<="))
+    if not ctx.quick:
+        res.targets.append(Target(f"archive: peak memory opening {big.name}, MB", peak, 300, "<="))
+    res.targets.append(Target("archive: payload elements decoded while opening", decoded, 0, "<="))
+    res.raw = {"seconds": {k: v.seconds for k, v in s.items()}, "peak_mb": peak, "decoded": decoded}
+    return res
+
+
+if __name__ == "__main__":  # a quick look without the runner: python benchmarks/archive.py [--quick]
+    quick = "--quick" in sys.argv
+    result = case_archive(Context(quick=quick, threads=[1], repeats=3, target_s=0.1, e2e_threads=[1]))
+    for table in result.tables:
+        print(table.title)
+        for row in table.rows:
+            print("  ", " | ".join(row))
+    for t in result.targets:
+        print(f"{t.name}: {t.value:.3g} {t.op} {t.threshold:g}: {'PASS' if t.passed else 'FAIL'}")
+    print("\n".join(result.notes))
