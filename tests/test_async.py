@@ -104,5 +104,5 @@ def test_remote_fields_are_requested_at_once(members, range_server):
     assert_same_bits(one, local[0])
     assert_same_bits(every, local)
     assert in_flight >= 8, f"at most {in_flight} requests were in flight at once"
+    # How long it takes is the `async` benchmark's to say (timings in tests fail on a busy machine).
     print(f"load_async: one field {t_one:.3f} s, {FIELDS} fields {t_all:.3f} s ({t_all / t_one:.2f}x), {in_flight} requests in flight")
-    assert t_all <= 4 * t_one, f"{FIELDS} fields took {t_all:.3f} s, one {t_one:.3f} s"
