@@ -8,8 +8,9 @@ fields with latitude/longitude objects and MARS keys (10 params x 5 levels x ste
 - ``--quick``: 1,000 and 10,000 messages, and 4 files.
 
 Contenders, each open with the handle cache cleared (the file is mapped and scanned every time):
-``xr.open_dataset`` / ``xr.open_mfdataset(combine="by_coords")`` with our engine, and upstream
-``tensogram_xarray.open_datasets`` (per file). Peak memory is measured in a child process
+``xr.open_dataset(path)`` and ``xr.open_dataset([paths])`` (the files planned as one Dataset) with
+our engine, ``xr.open_mfdataset(combine="by_coords")`` for reference (a Dataset per file, then
+xarray's combine), and upstream ``tensogram_xarray.open_datasets`` (per file). Peak memory is measured in a child process
 (``ru_maxrss``) that opens the largest file and nothing else.
 """
 
@@ -108,6 +109,10 @@ def case_archive(ctx: Context) -> CaseResult:
         handles.CACHE.clear()
         xr.open_mfdataset(files, engine=ours_cls, combine="by_coords", chunks={}).close()
 
+    def ours_list():
+        handles.CACHE.clear()
+        xr.open_dataset(files, engine=ours_cls).close()
+
     def upstream_open(paths):
         def run():
             for path in paths:
@@ -116,8 +121,8 @@ def case_archive(ctx: Context) -> CaseResult:
         return run
 
     n_one, n_big = len(_core.FileHandle(str(one))), len(_core.FileHandle(str(big)))
-    contenders = {f"tgm_xarray, {one.name}": ours(one), f"tgm_xarray, {len(files)} files": ours_mf,
-                  f"tgm_xarray, {big.name}": ours(big)}
+    contenders = {f"tgm_xarray, {one.name}": ours(one), f"tgm_xarray, {len(files)} files": ours_list,
+                  f"tgm_xarray open_mfdataset, {len(files)} files": ours_mf, f"tgm_xarray, {big.name}": ours(big)}
     if upstream is not None:
         contenders[f"upstream open_datasets, {one.name}"] = upstream_open([one])
         contenders[f"upstream open_datasets, {len(files)} files"] = upstream_open(files)
@@ -127,11 +132,11 @@ def case_archive(ctx: Context) -> CaseResult:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         before = _core.decoded_elements()
-        for run in (ours(one), ours_mf, ours(big)):
+        for run in (ours(one), ours_list, ours(big)):
             run()
-        decoded = _core.decoded_elements() - before
-        with xr.open_dataset(one, engine=ours_cls) as a, xr.open_mfdataset(files, engine=ours_cls,
-                                                                           combine="by_coords") as b:
+        # xarray loads the dimension coordinates it indexes (latitude, longitude): nothing else.
+        decoded = _core.decoded_elements() - before - 3 * (NY + NX)
+        with xr.open_dataset(one, engine=ours_cls) as a, xr.open_dataset(files, engine=ours_cls) as b:
             res.notes.append(check(a["p0"].shape == b["p0"].shape == (n_one // (PARAMS * LEVELS), LEVELS, NY, NX),
                                    f"{one.name} and the {len(files)} files open as the same (step, level, lat, lon)"))
             res.notes.append(check(bool((a["p3"][-1, 2] == b["p3"][-1, 2]).all()), "same values either way"))
@@ -156,7 +161,7 @@ def case_archive(ctx: Context) -> CaseResult:
                               growth, 12 * n_big / n_one / 10, "<="))
     if not ctx.quick:
         res.targets.append(Target(f"archive: peak memory opening {big.name}, MB", peak, 300, "<="))
-    res.targets.append(Target("archive: payload elements decoded while opening", decoded, 0, "<="))
+    res.targets.append(Target("archive: field elements decoded while opening (beyond lat/lon)", decoded, 0, "<="))
     res.raw = {"seconds": {k: v.seconds for k, v in s.items()}, "peak_mb": peak, "decoded": decoded}
     return res
 

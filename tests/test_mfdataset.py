@@ -67,3 +67,48 @@ def test_open_mfdataset_under_distributed(forecast, step_files):
             means = ds.mean(("latitude", "longitude")).compute()
     xr.testing.assert_allclose(means.t.drop_vars("valid_time"), forecast.t.mean(("latitude", "longitude")))
     xr.testing.assert_allclose(means.q.drop_vars("valid_time"), forecast.q.mean(("latitude", "longitude")))
+
+
+# -- a list of files planned as one Dataset --------------------------------------------------
+
+
+def test_a_list_of_files_opens_as_one_forecast(forecast, step_files):
+    """``open_dataset([paths])`` plans the messages of every file together: the steps combine by
+    their metadata, whatever order the files come in, with no ``preprocess`` or ``combine``."""
+    for paths in (step_files, step_files[::-1]):
+        with xr.open_dataset(paths, engine=ENGINE, chunks={}) as ds:
+            assert ds.t.data.chunksize == (1, 1, 7, 12)
+            xr.testing.assert_equal(ds.t.compute().drop_vars("valid_time"), forecast.t)
+            xr.testing.assert_equal(ds.q.compute().drop_vars("valid_time"), forecast.q)
+
+
+def test_a_list_of_files_equals_one_file_of_the_same_fields(forecast, step_files, tmp_path):
+    whole = tmp_path / "whole.tgm"
+    tgm_xarray.to_tgm(forecast, whole)
+    with xr.open_dataset(whole, engine=ENGINE) as one, xr.open_dataset(step_files, engine=ENGINE) as many:
+        xr.testing.assert_identical(one.drop_encoding(), many.drop_encoding())
+        assert many.t.encoding["source"].endswith(f"(and {len(step_files) - 1} more files)")
+
+
+@pytest.mark.thread_unsafe(reason="starts a cluster of worker processes")
+def test_a_list_of_files_reads_on_distributed_workers(forecast, step_files):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        with xr.open_dataset(step_files, engine=ENGINE, chunks={}) as ds:
+            means = ds.t.mean(("latitude", "longitude")).compute()
+    xr.testing.assert_allclose(means.drop_vars("valid_time"), forecast.t.mean(("latitude", "longitude")))
+
+
+def test_a_bad_message_in_a_later_file_is_named_by_that_file(step_files, tmp_path):
+    broken = tmp_path / "broken.tgm"
+    data = bytearray(open(step_files[1], "rb").read())
+    data[40:48] = b"\xff" * 8  # inside the first message's metadata frame
+    broken.write_bytes(bytes(data))
+    with pytest.raises(tgm_xarray.TgmError, match=f"{broken}: message 0"):
+        xr.open_dataset([step_files[0], str(broken)], engine=ENGINE)
+
+
+def test_an_empty_list_of_files_is_an_error():
+    with pytest.raises(ValueError, match="empty list"):
+        xr.open_dataset([], engine=ENGINE)

@@ -105,6 +105,19 @@ impl FileHandle {
         Ok(FileHandle { path: path.to_owned(), map, spans, parsed })
     }
 
+    pub(crate) fn path_str(&self) -> &str {
+        &self.path
+    }
+
+    pub(crate) fn message_count(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// `(offset, bytes)` of every message, in file order.
+    pub(crate) fn messages(&self) -> impl Iterator<Item = (usize, &[u8])> + Send + '_ {
+        self.spans.iter().map(|&(offset, length)| (offset, &self.map[offset..offset + length]))
+    }
+
     /// Message `msg` as an index, or an error naming the file (negative indices included).
     fn check_message(&self, msg: i64) -> CoreResult<usize> {
         usize::try_from(msg).ok().filter(|&m| m < self.spans.len()).ok_or_else(|| {
@@ -236,13 +249,6 @@ impl FileHandle {
     /// `(offset, length)` of message `msg` in the file.
     fn message_span(&self, msg: i64) -> PyResult<(usize, usize)> {
         Ok(self.spans[self.check_message(msg)?])
-    }
-
-    /// Every message's metadata as columns (`MetadataTable.from_core`), scanned with the
-    /// interpreter released and without touching a payload.
-    fn table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let messages = self.spans.iter().map(|&(offset, length)| (offset, &self.map[offset..offset + length]));
-        crate::table::to_py_dict(py, &crate::table::scan(py, &self.path, messages)?)
     }
 
     /// `(offset, length)` in the file of each object's data-object frame in message `msg`: the

@@ -7,17 +7,17 @@ use tgm_core::table::{Column, Table};
 
 use crate::cbor::to_py;
 use crate::errors::{CoreError, Kind};
-use crate::file::descriptor_to_py;
+use crate::file::{descriptor_to_py, FileHandle};
 
-/// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released.
+/// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released;
+/// `where_(i)` names message `i` in an error.
 pub fn scan<'a>(
     py: Python<'_>,
-    source: &str,
     messages: impl IntoIterator<Item = (usize, &'a [u8])> + Send,
+    where_: impl Fn(usize) -> String,
 ) -> PyResult<Table> {
-    py.detach(|| tgm_core::table::scan(messages)).map_err(|e| {
-        CoreError::new(Kind::Format, format!("{source}: message {}: {}", e.message, e.error)).into()
-    })
+    py.detach(|| tgm_core::table::scan(messages))
+        .map_err(|e| CoreError::new(Kind::Format, format!("{}: {}", where_(e.message), e.error)).into())
 }
 
 fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
@@ -77,6 +77,24 @@ pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict
 /// messages, in file order.
 #[pyfunction]
 pub fn scan_table<'py>(py: Python<'py>, source: &str, messages: Vec<(usize, Vec<u8>)>) -> PyResult<Bound<'py, PyDict>> {
-    let table = scan(py, source, messages.iter().map(|(o, b)| (*o, b.as_slice())))?;
+    let table = scan(py, messages.iter().map(|(o, b)| (*o, b.as_slice())), |m| format!("{source}: message {m}"))?;
+    to_py_dict(py, &table)
+}
+
+/// One table over several mapped files, in the order given: messages are numbered on from one
+/// file to the next; byte ranges stay within each message's own file.
+#[pyfunction]
+pub fn scan_files<'py>(py: Python<'py>, handles: Vec<PyRef<'py, FileHandle>>) -> PyResult<Bound<'py, PyDict>> {
+    let files: Vec<&FileHandle> = handles.iter().map(|h| &**h).collect();
+    let where_ = |mut m: usize| {
+        for f in &files {
+            if m < f.message_count() {
+                return format!("{}: message {m}", f.path_str());
+            }
+            m -= f.message_count();
+        }
+        format!("message {m}")
+    };
+    let table = scan(py, files.iter().flat_map(|f| f.messages()), where_)?;
     to_py_dict(py, &table)
 }

@@ -84,3 +84,10 @@ def read_payload_ranges(
     cbor: bytes, payload_len: int, fetch: Callable[[list[tuple[int, int]]], list[bytes]], index: Any = None,
     out: np.ndarray | None = None, context: str = "",
 ) -> np.ndarray | None: ...
+
+# Metadata tables (`tgm_xarray.hypercube.table.MetadataTable.from_core`)
+def scan_files(handles: list[FileHandle]) -> dict[str, Any]:
+    """One table over several mapped files: messages numbered on from one file to the next."""
+
+def scan_table(source: str, messages: list[tuple[int, bytes]]) -> dict[str, Any]:
+    """The table of whole messages fetched from a remote file: ``(offset, bytes)`` each."""

@@ -71,6 +71,57 @@ class FileRef:
         return (FileRef, (self.path, None, self.storage_options, self.version))
 
 
+class FileSetRef:
+    """References to several files read as one Dataset (``open_dataset([paths...])``): message
+    numbers run on from one file to the next, in the order given."""
+
+    def __init__(self, refs: list[FileRef]):
+        self.refs = refs
+        self.path = refs[0].path if len(refs) == 1 else f"{refs[0].path} (and {len(refs) - 1} more files)"
+        self._files: FileSet | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def file(self) -> FileSet:
+        with self._lock:
+            if self._files is None:
+                self._files = FileSet([ref.file for ref in self.refs])
+            return self._files
+
+    def close(self) -> None:
+        for ref in self.refs:
+            ref.close()
+        self._files = None
+
+    def __reduce__(self):
+        return (FileSetRef, (self.refs,))
+
+
+class FileSet:
+    """``TgmFile``'s reads over several files, by message number across them."""
+
+    def __init__(self, files: list[TgmFile]):
+        self.files = files
+        self.starts = np.cumsum([0] + [len(f) for f in files])
+        self.handle = self  # what the planner asks for fingerprints
+
+    def _locate(self, msg: int) -> tuple[TgmFile, int]:
+        i = int(np.searchsorted(self.starts, msg, side="right")) - 1
+        return self.files[i], msg - int(self.starts[i])
+
+    def read(self, msg: int, obj: int, *args, **kwargs):
+        file, msg = self._locate(msg)
+        return file.read(msg, obj, *args, **kwargs)
+
+    def layout(self, msg: int, obj: int):
+        file, msg = self._locate(msg)
+        return file.layout(msg, obj)
+
+    def fingerprint(self, msg: int, obj: int):
+        file, msg = self._locate(msg)
+        return file.handle.fingerprint(msg, obj)
+
+
 def _fill_value(dtype: np.dtype):
     return np.nan if dtype.kind in "fc" else 0
 
@@ -182,7 +233,7 @@ def _preferred_chunks(plan: VariablePlan) -> dict[str, int]:
 class TensogramDataStore(AbstractDataStore):
     """A ``.tgm`` file as xarray variables, laid out by ``hypercube.build_hypercube``."""
 
-    def __init__(self, ref: FileRef, plan: HypercubePlan, lock=None, verify_hash: bool = False,
+    def __init__(self, ref: FileRef | FileSetRef, plan: HypercubePlan, lock=None, verify_hash: bool = False,
                  threads: int | None = None):
         self.ref = ref
         self.plan = plan
@@ -191,12 +242,15 @@ class TensogramDataStore(AbstractDataStore):
         self.threads = threads
 
     @classmethod
-    def open(cls, path: str, *, lock=None, verify_hash: bool = False, storage_options: dict | None = None,
-             threads: int | None = None, **mapping_options) -> TensogramDataStore:
-        file = TgmFile(path, storage_options)
-        return cls(FileRef(path, file, storage_options), build_hypercube(metadata_table(file), source=path,
-                                                        fingerprint=file.handle.fingerprint,
-                                                        **mapping_options), lock, verify_hash, threads)
+    def open(cls, path: str | list[str], *, lock=None, verify_hash: bool = False,
+             storage_options: dict | None = None, threads: int | None = None,
+             **mapping_options) -> TensogramDataStore:
+        """The store of one file, or of several planned as one (a list of paths)."""
+        ref = _ref(path, storage_options)
+        files = ref.file
+        plan = build_hypercube(metadata_table(files), source=ref.path, fingerprint=files.handle.fingerprint,
+                               **mapping_options)
+        return cls(ref, plan, lock, verify_hash, threads)
 
     def _variable(self, plan: VariablePlan) -> Variable:
         array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads)
@@ -233,13 +287,21 @@ class TensogramDataStore(AbstractDataStore):
         self.ref.close()
 
 
-def metadata_table(file: TgmFile) -> MetadataTable:
-    """Every message's metadata as columns: one core call for a local file (interpreter
-    released, no payload read); a remote file's handle gives its messages' dicts."""
-    handle = file.handle
-    if isinstance(handle, _core.FileHandle):
-        return MetadataTable.from_core(handle.table())
-    return MetadataTable.from_messages([(handle.metadata(i), handle.descriptors(i)) for i in range(len(handle))])
+def _ref(path: str | list[str], storage_options: dict | None) -> FileRef | FileSetRef:
+    if isinstance(path, str):
+        return FileRef(path, TgmFile(path, storage_options), storage_options)
+    if not path:
+        raise ValueError("open_dataset was given an empty list of files")
+    return FileSetRef([FileRef(p, TgmFile(p, storage_options), storage_options) for p in path])
+
+
+def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
+    """Every message's metadata as columns: one core call for local files (interpreter
+    released, no payload read); remote files' handles give their messages' dicts."""
+    handles = [f.handle for f in (file.files if isinstance(file, FileSet) else [file])]
+    if all(isinstance(h, _core.FileHandle) for h in handles):
+        return MetadataTable.from_core(_core.scan_files(handles))
+    return MetadataTable.from_messages([(h.metadata(i), h.descriptors(i)) for h in handles for i in range(len(h))])
 
 
 def _is_tgm(filename_or_obj: Any) -> bool:
@@ -311,7 +373,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         # compatibility: every read here decodes only what it needs.
         del range_threshold
         store = TensogramDataStore.open(
-            _path(filename_or_obj), lock=lock, verify_hash=verify_hash, storage_options=storage_options,
+            _paths(filename_or_obj), lock=lock, verify_hash=verify_hash, storage_options=storage_options,
             threads=threads, variable_key=variable_key,
             dim_names=dim_names, filter_by_keys=filter_by_keys, duplicates=duplicates,
             merge_objects=merge_objects, message_index=message_index,
@@ -341,10 +403,9 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         threads: int | None = None,
     ):
         """One Dataset per consistent group of messages (by level type and grid)."""
-        path = _path(filename_or_obj)
-        file = TgmFile(path, storage_options)
-        ref = FileRef(path, file, storage_options)
-        groups = split_groups(metadata_table(file), source=path, fingerprint=file.handle.fingerprint,
+        ref = _ref(_paths(filename_or_obj), storage_options)
+        files = ref.file
+        groups = split_groups(metadata_table(files), source=ref.path, fingerprint=files.handle.fingerprint,
                               variable_key=variable_key, dim_names=dim_names,
                               filter_by_keys=filter_by_keys, duplicates=duplicates,
                               merge_objects=merge_objects)
@@ -396,6 +457,13 @@ def _path(filename_or_obj) -> str:
         return _contents_path(data)
     raise TypeError(f"engine='tensogram' opens paths, URLs, bytes and binary file objects, "
                     f"not {type(filename_or_obj).__name__}")
+
+
+def _paths(filename_or_obj) -> str | list[str]:
+    """``_path``, or a list of them: several files planned as one Dataset."""
+    if isinstance(filename_or_obj, (list, tuple)):
+        return [_path(item) for item in filename_or_obj]
+    return _path(filename_or_obj)
 
 
 def _contents_path(data: bytes) -> str:
