@@ -96,5 +96,6 @@ pub fn scan_files<'py>(py: Python<'py>, handles: Vec<PyRef<'py, FileHandle>>) ->
         format!("message {m}")
     };
     let table = scan(py, files.iter().flat_map(|f| f.messages()), where_)?;
+    files.iter().for_each(|f| f.release_all());
     to_py_dict(py, &table)
 }
