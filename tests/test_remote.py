@@ -778,3 +778,16 @@ def test_scan_gives_each_message_its_metadata_bytes(range_server, archive, ifs_f
             assert m.part == part
             assert data[m.offset : m.offset + len(m.data)] == m.data
             assert len(m.data) == m.length if part == "whole" else len(m.data) < m.length // 100
+
+
+def test_a_list_of_urls_opens_as_one_dataset(range_server, tmp_path, ifs_file):
+    """Several remote files plan as one Dataset, as local ones do: here the fixture's messages
+    split over two files, which give the Dataset of the whole file."""
+    data = ifs_file.read_bytes()
+    spans = [tgm_xarray.open_file(ifs_file).handle.message_span(i) for i in range(2)]
+    first, second = tmp_path / "first.tgm", tmp_path / "second.tgm"
+    first.write_bytes(data[: spans[1][0]])
+    second.write_bytes(data[spans[1][0]:])
+    urls = [serve(range_server, p)[0] for p in (first, second)]
+    with xr.open_dataset(ifs_file, engine="tgm") as whole, xr.open_dataset(urls, engine="tgm") as split:
+        xr.testing.assert_identical(whole.drop_encoding(), split.drop_encoding())
