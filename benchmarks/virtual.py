@@ -6,7 +6,7 @@ into references with ``tgm_xarray.virtual.TensogramParser`` and committed to an 
 repository. Measured in the same run: building the references (parse every file, concatenate,
 commit), reopening the committed store, and the end-to-end reduction (open lazily + the global
 mean of every field with dask's threaded scheduler) through ``xr.open_zarr`` on the repository
-against ``xr.open_mfdataset(..., engine="tensogram")`` on the same files.
+against ``xr.open_mfdataset(..., engine="tgm")`` on the same files.
 """
 
 from __future__ import annotations
@@ -53,18 +53,6 @@ def _archive(root: Path, files: int) -> list[Path]:
     return paths
 
 
-def _repository(repo_dir: Path, archive: Path):
-    import icechunk
-
-    prefix = archive.resolve().as_uri() + "/"
-    config = icechunk.RepositoryConfig.default()
-    config.set_virtual_chunk_container(
-        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(archive.resolve()))))
-    credentials = icechunk.containers_credentials({prefix: None})
-    storage = icechunk.local_filesystem_storage(str(repo_dir))
-    return icechunk.Repository.open_or_create(storage, config, authorize_virtual_chunk_access=credentials)
-
-
 def case_virtual(ctx: Context) -> CaseResult:
     if optional("virtualizarr") is None or optional("icechunk") is None or optional("obstore") is None:
         raise Skip("virtualizarr, icechunk or obstore is not installed in this interpreter "
@@ -76,7 +64,7 @@ def case_virtual(ctx: Context) -> CaseResult:
     from virtualizarr import open_virtual_mfdataset
 
     from cases import ours_entrypoint
-    from tgm_xarray.virtual import TensogramParser
+    from tgm_xarray.virtual import TensogramParser, local_repository
 
     files = QUICK_FILES if ctx.quick else FILES
     root = ctx.data / f"virtual-{files}"
@@ -93,7 +81,7 @@ def case_virtual(ctx: Context) -> CaseResult:
         shutil.rmtree(repo_dir, ignore_errors=True)
         vds = open_virtual_mfdataset(urls, registry=registry, parser=TensogramParser(), combine="nested",
                                      concat_dim="step", coords="minimal", compat="override")
-        repo = _repository(repo_dir, root / "archive")
+        repo = local_repository(repo_dir, root / "archive")
         session = repo.writable_session("main")
         vds.vz.to_icechunk(session.store)
         session.commit("archive")
@@ -103,7 +91,7 @@ def case_virtual(ctx: Context) -> CaseResult:
         t0 = time.perf_counter()
         build()
         build_s.append(time.perf_counter() - t0)
-    repo = _repository(repo_dir, root / "archive")
+    repo = local_repository(repo_dir, root / "archive")
     reopen_s = []
     for _ in range(repeats + 2):
         t0 = time.perf_counter()
@@ -123,7 +111,7 @@ def case_virtual(ctx: Context) -> CaseResult:
 
     def virtual_open(chunks):
         def open_():
-            return xr.open_zarr(_repository(repo_dir, root / "archive").readonly_session("main").store,
+            return xr.open_zarr(local_repository(repo_dir, root / "archive").readonly_session("main").store,
                                 consolidated=False, zarr_format=3, chunks=chunks)
         return open_
 

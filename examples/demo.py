@@ -85,7 +85,7 @@ def main() -> None:
     print(f"  {path}: {path.stat().st_size / 1e6:.1f} MB ({ds.nbytes / path.stat().st_size:.1f}x smaller)")
 
     print("\nReading it back:")
-    lazy = timed("xr.open_dataset(engine='tensogram', chunks={})",
+    lazy = timed("xr.open_dataset(engine='tgm', chunks={})",
                  lambda: xr.open_dataset(path, engine="tgm", chunks={}))
     print()
     print(lazy)

@@ -4,7 +4,7 @@ Writes a small archive (one `.tgm` file per forecast step, as an operational sui
 every file into virtual Zarr references with `tgm_xarray.virtual.TensogramParser` and
 VirtualiZarr, commits them to an Icechunk repository (the first file, then one commit per
 appended step), reopens the repository lazily with `xr.open_zarr` — zarr and the `tensogram`
-codec alone — checks the values against `engine="tensogram"`, and plots one field. No byte of
+codec alone — checks the values against `engine="tgm"`, and plots one field. No byte of
 the archive is copied: the repository holds references to each object's bytes. See
 docs/virtual.md. Needs `pip install 'tgm-xarray[virtual]' matplotlib`.
 
@@ -22,13 +22,12 @@ import numpy as np
 import xarray as xr
 from write_tgm import forecast  # the synthetic forecast of examples/write_tgm.py
 
-import icechunk
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset
 
 import tgm_xarray
-from tgm_xarray.virtual import TensogramParser
+from tgm_xarray.virtual import TensogramParser, local_repository
 
 
 def write_archive(archive: Path, steps: list[int]) -> list[Path]:
@@ -40,17 +39,6 @@ def write_archive(archive: Path, steps: list[int]) -> list[Path]:
         tgm_xarray.to_tgm(forecast([step]), path, encoding={"2t": {"bits": 16}, "t": {"bits": 16}})
         paths.append(path)
     return paths
-
-
-def repository(repo_dir: Path, archive: Path) -> icechunk.Repository:
-    """An Icechunk repository on disk whose virtual chunks may be read from `archive`."""
-    prefix = archive.resolve().as_uri() + "/"
-    config = icechunk.RepositoryConfig.default()
-    config.set_virtual_chunk_container(
-        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(archive.resolve()))))
-    credentials = icechunk.containers_credentials({prefix: None})
-    storage = icechunk.local_filesystem_storage(str(repo_dir))
-    return icechunk.Repository.open_or_create(storage, config, authorize_virtual_chunk_access=credentials)
 
 
 def main() -> None:
@@ -65,7 +53,7 @@ def main() -> None:
     print(f"archive: {len(paths)} files, {sum(p.stat().st_size for p in paths):,} bytes in {archive}")
 
     registry = ObjectStoreRegistry({"file://": LocalStore()})
-    repo = repository(repo_dir, archive)
+    repo = local_repository(repo_dir, archive)
     t0 = time.perf_counter()
     for i, path in enumerate(paths):
         vds = open_virtual_dataset(path.resolve().as_uri(), registry=registry, parser=TensogramParser(),
@@ -82,10 +70,10 @@ def main() -> None:
     print(f"reopened lazily in {time.perf_counter() - t0:.3f} s: {dict(ds.sizes)}; "
           f"2t chunks {ds['2t'].data.chunksize}")
 
-    with xr.open_mfdataset(paths, engine="tensogram", combine="nested", concat_dim="step",
+    with xr.open_mfdataset(paths, engine="tgm", combine="nested", concat_dim="step",
                            drop_variables=["valid_time"]) as direct:
         same = all(np.array_equal(ds[name].values, direct[name].values, equal_nan=True) for name in direct.data_vars)
-    print(f"identical to engine='tensogram': {same}")
+    print(f"identical to engine='tgm': {same}")
 
     import matplotlib
 

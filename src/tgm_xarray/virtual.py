@@ -40,7 +40,7 @@ from tgm_xarray.hypercube import HypercubePlan, VariablePlan, build_hypercube, s
 from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.zarr_codec import TensogramCodec
 
-__all__ = ["TensogramParser", "TensogramManifestStore"]
+__all__ = ["TensogramParser", "TensogramManifestStore", "local_repository"]
 
 #: Descriptor parameters computed per field (simple packing's range): left out of the codec's
 #: configuration, which must be the same for every field of an array.
@@ -51,10 +51,10 @@ class TensogramParser:
     """A VirtualiZarr parser for Tensogram files: ``open_virtual_dataset(url, registry=...,
     parser=TensogramParser(...))``.
 
-    Keywords are the engine's (``xr.open_dataset(path, engine="tensogram", ...)``):
+    Keywords are the engine's (``xr.open_dataset(path, engine="tgm", ...)``):
     ``variable_key``, ``dim_names``, ``filter_by_keys``, ``duplicates``, ``merge_objects``,
     ``message_index``; ``group`` picks one group of ``xr.open_datatree(path,
-    engine="tensogram")`` (``"pl_721x1440"``). ``hash=False`` skips the check of each frame's
+    engine="tgm")`` (``"pl_721x1440"``). ``hash=False`` skips the check of each frame's
     stored hash when a chunk is read (on by default: wrong bytes then fail instead of decoding).
     """
 
@@ -135,6 +135,23 @@ class _Infos:
 
     def __init__(self, handle):
         self.handle = handle
+
+
+def local_repository(repo_dir, archive):
+    """An Icechunk repository in the folder ``repo_dir`` whose virtual chunks may be read from the
+    local folder ``archive`` (the ``.tgm`` files the references point into)."""
+    import pathlib
+
+    import icechunk
+
+    archive = pathlib.Path(archive).resolve()
+    prefix = archive.as_uri() + "/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(archive))))
+    credentials = icechunk.containers_credentials({prefix: None})
+    storage = icechunk.local_filesystem_storage(str(repo_dir))
+    return icechunk.Repository.open_or_create(storage, config, authorize_virtual_chunk_access=credentials)
 
 
 def _open_handle(url: str, registry):
