@@ -92,13 +92,10 @@ def swap_payload(message: bytearray, payload: bytes, obj: int = 0) -> None:
     message[start:end] = payload
 
 
-# A read in a child process. It sets RLIMIT_AS to its address space after the imports plus a
-# budget, reads, and prints one JSON line: the outcome and how much its peak RSS grew.
-CHILD = textwrap.dedent("""
-    import json, resource, sys
-    import numpy as np, tgm_xarray
-    path, budget = sys.argv[1], int(sys.argv[2])
-    keys = json.loads(sys.argv[3])
+# Limits a child to its address space after its imports plus `budget` bytes (a Python prelude;
+# `budget` must be defined): `rss0` is its peak RSS before the work.
+MEMORY_LIMIT = textwrap.dedent("""
+    import resource
     def vm_size():
         for line in open("/proc/self/status"):
             if line.startswith("VmSize:"):
@@ -106,6 +103,16 @@ CHILD = textwrap.dedent("""
     limit = vm_size() + budget
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+""")
+
+# A read in a child process. It sets RLIMIT_AS to its address space after the imports plus a
+# budget, reads, and prints one JSON line: the outcome and how much its peak RSS grew.
+CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np, tgm_xarray
+    path, budget = sys.argv[1], int(sys.argv[2])
+    keys = json.loads(sys.argv[3])
+""") + MEMORY_LIMIT + textwrap.dedent("""
     outcomes = []
     f = tgm_xarray.open_file(path)
     for key in keys:

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from conftest import MATRIX_SPECS, REAL, encode_message
-from hostile import FRAME_HEADER, data_frames
+from hostile import FRAME_HEADER, MEMORY_LIMIT, data_frames
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs subprocesses")
 
@@ -39,16 +39,10 @@ RSS_BOUND = 256 << 20
 BATCH_TIMEOUT = 120
 
 CHILD = textwrap.dedent("""
-    import json, os, resource, sys
+    import json, os, sys
     import tgm_xarray
     folder, budget, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    def vm_size():
-        for line in open("/proc/self/status"):
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    limit = vm_size() + budget
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+""") + MEMORY_LIMIT + textwrap.dedent("""
     def outcome(call):
         try:
             call()
