@@ -19,8 +19,10 @@ demo: setup
 
 test: test-rust test-py test-ft
 
-# Without maturin, pyo3 links the test binary against libpython: point the loader at it.
+# tgm-core needs no Python. Without maturin, pyo3 links the binding's test binary against
+# libpython: point the loader at it.
 test-rust: setup
+	cargo test --release -p tgm-core
 	LD_LIBRARY_PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" \
 	PYO3_PYTHON=$(PY) cargo test --release -p tgm-codec --lib
 
