@@ -301,6 +301,9 @@ def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
     handles = [f.handle for f in (file.files if isinstance(file, FileSet) else [file])]
     if all(isinstance(h, _core.FileHandle) for h in handles):
         return MetadataTable.from_core(_core.scan_files(handles))
+    scanned = handles[0].table() if len(handles) == 1 and hasattr(handles[0], "table") else None
+    if scanned is not None:  # a remote file whose messages all came whole
+        return MetadataTable.from_core(scanned)
     return MetadataTable.from_messages([(h.metadata(i), h.descriptors(i)) for h in handles for i in range(len(h))])
 
 

@@ -531,10 +531,28 @@ class RemoteHandle:
         if self._fetcher.size == 0:
             raise TgmFormatError(f"{url}: the file is empty")
         try:
-            self._messages = [self._parse(m) for m in scan_messages(self._fetcher)]
+            found = scan_messages(self._fetcher)
         except TgmFormatError as err:
             raise TgmFormatError(f"{url}: {err}") from None
+        self._messages = [self._parse(m) for m in found]
+        self._table = self._scan_table(url, found)
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _scan_table(url: str, found: list[MessageBytes]) -> dict | None:
+        """The metadata table (``_core.scan_files``'s) when every message came whole, as those of
+        small-message archives do; ``None`` otherwise (or when one is corrupt: its own reads
+        report it), and the table is built from the messages' dicts."""
+        if not all(m.part == "whole" for m in found):
+            return None
+        try:
+            return _core.scan_table(url, [(m.offset, m.data) for m in found])
+        except TgmFormatError:
+            return None
+
+    def table(self) -> dict | None:
+        """The metadata table of the messages, if the scan could build it (see ``_scan_table``)."""
+        return self._table
 
     @property
     def file_size(self) -> int:
