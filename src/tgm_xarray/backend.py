@@ -27,6 +27,7 @@ from xarray.core import indexing
 from xarray.core.variable import Variable
 
 from tgm_xarray import _core
+from tgm_xarray import index as tgm_index
 from tgm_xarray.file import TgmFile
 from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
@@ -192,11 +193,9 @@ class TensogramDataStore(AbstractDataStore):
 
     @classmethod
     def open(cls, path: str, *, lock=None, verify_hash: bool = False, storage_options: dict | None = None,
-             threads: int | None = None, **mapping_options) -> TensogramDataStore:
-        file = TgmFile(path, storage_options)
-        return cls(FileRef(path, file, storage_options), build_hypercube(metadata_table(file), source=path,
-                                                        fingerprint=file.handle.fingerprint,
-                                                        **mapping_options), lock, verify_hash, threads)
+             threads: int | None = None, index: str | bool = "auto", **mapping_options) -> TensogramDataStore:
+        ref, plans = planned(path, storage_options, index, mapping_options, groups=False)
+        return cls(ref, plans[""], lock, verify_hash, threads)
 
     def _variable(self, plan: VariablePlan) -> Variable:
         array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads)
@@ -231,6 +230,42 @@ class TensogramDataStore(AbstractDataStore):
 
     def close(self) -> None:
         self.ref.close()
+
+
+def planned(path: str, storage_options: dict | None, index: str | bool, options: Mapping, *,
+            groups: bool) -> tuple[FileRef, dict[str, HypercubePlan]]:
+    """The file's reference and its plans (``split_groups``'s with ``groups``, else one under
+    ``""``), from a fresh index where there is one (docs/archives.md): then the data file is
+    neither scanned nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a
+    cold open), ``"beside"`` (write beside the data instead), ``False`` (neither)."""
+    if index not in tgm_index.MODES:
+        raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
+
+    def plan(table: MetadataTable, fingerprint) -> dict[str, HypercubePlan]:
+        if groups:
+            return split_groups(table, source=path, fingerprint=fingerprint, **options)
+        return {"": build_hypercube(table, source=path, fingerprint=fingerprint, **options)}
+
+    if index is False:
+        file = TgmFile(path, storage_options)
+        return FileRef(path, file, storage_options), plan(metadata_table(file), file.handle.fingerprint)
+    found = tgm_index.find(path, storage_options)
+    key = tgm_index.plan_key(path, {**options, "groups": groups})
+    if found.index is not None:
+        ref = FileRef(path, None, storage_options, found.identity.version)
+        plans = found.index.plans(key)
+        if plans is not None:
+            return ref, plans
+        table = found.index.table()
+        plans = plan(table, lambda msg, obj: ref.file.handle.fingerprint(msg, obj))
+    else:
+        file = TgmFile(path, storage_options, found.identity.version if found.identity else None)
+        ref = FileRef(path, file, storage_options)
+        table = metadata_table(file)
+        plans = plan(table, file.handle.fingerprint)
+    tgm_index.save(path, found, ref.file.handle if found.identity is None else None, table, key, plans,
+                   to_beside=index == "beside")
+    return ref, plans
 
 
 def metadata_table(file: TgmFile) -> MetadataTable:
@@ -278,7 +313,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
         "filter_by_keys", "duplicates", "merge_objects", "message_index", "range_threshold",
-        "verify_hash", "storage_options", "threads",
+        "verify_hash", "storage_options", "threads", "index",
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -306,13 +341,14 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         verify_hash: bool = False,
         storage_options: dict | None = None,
         threads: int | None = None,
+        index: str | bool = "auto",
     ):
         # `range_threshold` (upstream's switch between full and range reads) is accepted for
         # compatibility: every read here decodes only what it needs.
         del range_threshold
         store = TensogramDataStore.open(
             _path(filename_or_obj), lock=lock, verify_hash=verify_hash, storage_options=storage_options,
-            threads=threads, variable_key=variable_key,
+            threads=threads, index=index, variable_key=variable_key,
             dim_names=dim_names, filter_by_keys=filter_by_keys, duplicates=duplicates,
             merge_objects=merge_objects, message_index=message_index,
         )
@@ -339,15 +375,13 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         verify_hash: bool = False,
         storage_options: dict | None = None,
         threads: int | None = None,
+        index: str | bool = "auto",
     ):
         """One Dataset per consistent group of messages (by level type and grid)."""
-        path = _path(filename_or_obj)
-        file = TgmFile(path, storage_options)
-        ref = FileRef(path, file, storage_options)
-        groups = split_groups(metadata_table(file), source=path, fingerprint=file.handle.fingerprint,
-                              variable_key=variable_key, dim_names=dim_names,
-                              filter_by_keys=filter_by_keys, duplicates=duplicates,
-                              merge_objects=merge_objects)
+        ref, groups = planned(_path(filename_or_obj), storage_options, index,
+                              {"variable_key": variable_key, "dim_names": dim_names,
+                               "filter_by_keys": filter_by_keys, "duplicates": duplicates,
+                               "merge_objects": merge_objects}, groups=True)
         result = {}
         for name, plan in groups.items():
             store = TensogramDataStore(ref, plan, lock, verify_hash, threads)
