@@ -28,6 +28,7 @@ from xarray.core.variable import Variable
 
 from tgm_xarray import _core
 from tgm_xarray import index as tgm_index
+from tgm_xarray.errors import TgmError
 from tgm_xarray.file import TgmFile
 from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
@@ -184,9 +185,11 @@ class TensogramDataStore(AbstractDataStore):
     """A ``.tgm`` file as xarray variables, laid out by ``hypercube.build_hypercube``."""
 
     def __init__(self, ref: FileRef, plan: HypercubePlan, lock=None, verify_hash: bool = False,
-                 threads: int | None = None):
+                 threads: int | None = None, values: Mapping[str, np.ndarray] | None = None):
         self.ref = ref
         self.plan = plan
+        # Variables whose values an index holds (dimension coordinates): not read from the file.
+        self.values = {} if verify_hash or values is None else values
         self.lock = lock
         self.verify_hash = verify_hash
         self.threads = threads
@@ -194,15 +197,16 @@ class TensogramDataStore(AbstractDataStore):
     @classmethod
     def open(cls, path: str, *, lock=None, verify_hash: bool = False, storage_options: dict | None = None,
              threads: int | None = None, index: str | bool = "auto", **mapping_options) -> TensogramDataStore:
-        ref, plans = planned(path, storage_options, index, mapping_options, groups=False)
-        return cls(ref, plans[""], lock, verify_hash, threads)
+        ref, plans, values = planned(path, storage_options, index, mapping_options, groups=False)
+        return cls(ref, plans[""], lock, verify_hash, threads, values[""])
 
     def _variable(self, plan: VariablePlan) -> Variable:
         array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads)
         encoding = dict(plan.encoding)
         encoding["preferred_chunks"] = _preferred_chunks(plan)
         encoding.setdefault("source", self.ref.path)
-        return Variable(plan.dims, indexing.LazilyIndexedArray(array), dict(plan.attrs), encoding)
+        data = self.values[plan.name] if plan.name in self.values else indexing.LazilyIndexedArray(array)
+        return Variable(plan.dims, data, dict(plan.attrs), encoding)
 
     def get_variables(self) -> dict[str, Variable]:
         variables = {name: Variable(dims, values, dict(attrs))
@@ -233,11 +237,12 @@ class TensogramDataStore(AbstractDataStore):
 
 
 def planned(path: str, storage_options: dict | None, index: str | bool, options: Mapping, *,
-            groups: bool) -> tuple[FileRef, dict[str, HypercubePlan]]:
-    """The file's reference and its plans (``split_groups``'s with ``groups``, else one under
-    ``""``), from a fresh index where there is one (docs/archives.md): then the data file is
-    neither scanned nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a
-    cold open), ``"beside"`` (write beside the data instead), ``False`` (neither)."""
+            groups: bool) -> tuple[FileRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]]]:
+    """The file's reference, its plans (``split_groups``'s with ``groups``, else one under
+    ``""``) and the values of their dimension coordinates where an index holds them, from a
+    fresh index where there is one (docs/archives.md): then the data file is neither scanned
+    nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a cold open),
+    ``"beside"`` (write beside the data instead), ``False`` (neither)."""
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
 
@@ -248,14 +253,15 @@ def planned(path: str, storage_options: dict | None, index: str | bool, options:
 
     if index is False:
         file = TgmFile(path, storage_options)
-        return FileRef(path, file, storage_options), plan(metadata_table(file), file.handle.fingerprint)
+        plans = plan(metadata_table(file), file.handle.fingerprint)
+        return FileRef(path, file, storage_options), plans, {name: {} for name in plans}
     found = tgm_index.find(path, storage_options)
-    key = tgm_index.plan_key(path, {**options, "groups": groups})
+    key = tgm_index.plan_key({**options, "groups": groups})
     if found.index is not None:
         ref = FileRef(path, None, storage_options, found.identity.version)
-        plans = found.index.plans(key)
-        if plans is not None:
-            return ref, plans
+        stored = found.index.plans(key, path)
+        if stored is not None:
+            return ref, *stored
         table = found.index.table()
         plans = plan(table, lambda msg, obj: ref.file.handle.fingerprint(msg, obj))
     else:
@@ -263,9 +269,25 @@ def planned(path: str, storage_options: dict | None, index: str | bool, options:
         ref = FileRef(path, file, storage_options)
         table = metadata_table(file)
         plans = plan(table, file.handle.fingerprint)
+    values = {name: _dimension_coords(p, ref.file) for name, p in plans.items()}
     tgm_index.save(path, found, ref.file.handle if found.identity is None else None, table, key, plans,
-                   to_beside=index == "beside")
-    return ref, plans
+                   values, to_beside=index == "beside")
+    return ref, plans, values
+
+
+def _dimension_coords(plan: HypercubePlan, file: TgmFile) -> dict[str, np.ndarray]:
+    """The values of the plan's dimension coordinates read from objects: xarray reads them at
+    every open (they become indexes), so an index keeps them. One that cannot be read is left
+    out (and read, and fails, as without an index)."""
+    values = {}
+    for name in plan.coord_names:
+        var = plan.variables[name]
+        if var.dims == (name,) and len(var.refs) == 1:
+            try:
+                values[name] = np.asarray(file.read(*var.refs[0])).astype(var.dtype, copy=False)
+            except TgmError:
+                continue
+    return values
 
 
 def metadata_table(file: TgmFile) -> MetadataTable:
@@ -378,13 +400,13 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         index: str | bool = "auto",
     ):
         """One Dataset per consistent group of messages (by level type and grid)."""
-        ref, groups = planned(_path(filename_or_obj), storage_options, index,
+        ref, groups, values = planned(_path(filename_or_obj), storage_options, index,
                               {"variable_key": variable_key, "dim_names": dim_names,
                                "filter_by_keys": filter_by_keys, "duplicates": duplicates,
                                "merge_objects": merge_objects}, groups=True)
         result = {}
         for name, plan in groups.items():
-            store = TensogramDataStore(ref, plan, lock, verify_hash, threads)
+            store = TensogramDataStore(ref, plan, lock, verify_hash, threads, values[name])
             result[name if name.startswith("/") else f"/{name}"] = _decode(
                 store, mask_and_scale, decode_times, concat_characters, decode_coords,
                 drop_variables, use_cftime, decode_timedelta)

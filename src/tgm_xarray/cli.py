@@ -507,10 +507,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 # --------------------------------------------------------------------------------------------
 # index
 # --------------------------------------------------------------------------------------------
@@ -536,9 +532,9 @@ def _index(args: argparse.Namespace) -> int:
             # The plan open_dataset's defaults give, or, for a file that needs groups,
             # open_datatree's: the table alone serves any other keywords.
             try:
-                ref, plans = planned(path, None, mode, {}, groups=False)
+                planned(path, None, mode, {}, groups=False)
             except TgmConflictError:
-                ref, plans = planned(path, None, mode, {}, groups=True)
+                planned(path, None, mode, {}, groups=True)
             where = index.beside(path) if args.beside else index.cached(path)
             print(f"{path}: indexed in {where}")
             if bar is not None:
@@ -547,3 +543,7 @@ def _index(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

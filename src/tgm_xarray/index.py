@@ -241,12 +241,12 @@ def _planner_defaults() -> dict:
             if p.default is not inspect.Parameter.empty}
 
 
-def plan_key(source: str, options: Mapping) -> str:
-    """The canonical form of the planner's keywords (those left at their defaults dropped) and
-    the source path its plans name: which stored plans an open may use."""
+def plan_key(options: Mapping) -> str:
+    """The canonical form of the planner's keywords (those left at their defaults dropped):
+    which stored plans an open may use."""
     defaults = _planner_defaults()
     given = {k: v for k, v in sorted(options.items()) if not (k in defaults and _same(v, defaults[k]))}
-    return json.dumps(Packer().pack({"source": source, **given}), sort_keys=True)
+    return json.dumps(Packer().pack(given), sort_keys=True)
 
 
 def _same(a, b) -> bool:
@@ -280,9 +280,13 @@ def _pack_plan(plan: HypercubePlan, packer: Packer) -> dict:
         "coord_names": plan.coord_names, "index_coords": plan.index_coords, "attrs": plan.attrs})
 
 
-def _unpack_plan(stored: Any, read) -> HypercubePlan:
+def _unpack_plan(stored: Any, read, source: str) -> HypercubePlan:
+    """A stored plan, its variables' ``source`` encoding the path opened now (a plan names the
+    path it was made for there only: an index copied with its file, or read beside a URL,
+    serves the new path)."""
     plan = unpack(stored, read)
-    variables = {name: VariablePlan(**v) for name, v in plan["variables"].items()}
+    variables = {name: VariablePlan(**{**v, "encoding": {**v["encoding"], "source": source}})
+                 for name, v in plan["variables"].items()}
     return HypercubePlan(variables, plan["coord_names"], plan["index_coords"], plan["attrs"])
 
 
@@ -316,12 +320,15 @@ class Index:
     def table(self) -> MetadataTable:
         return _unpack_table(self._table, self._reader(0))
 
-    def plans(self, key: str) -> dict[str, HypercubePlan] | None:
+    def plans(self, key: str, source: str) -> tuple[dict[str, HypercubePlan], dict[str, dict]] | None:
+        """The plans stored for ``key`` (for the file at ``source``) and, per plan, the values
+        of its dimension coordinates (see :func:`encode`); ``None`` if there are none."""
         msg = self.keys.get(key)
         if msg is None:
             return None
-        stored = self._contents(msg)["plans"]
-        return {name: _unpack_plan(p, self._reader(msg)) for name, p in stored.items()}
+        contents, read = self._contents(msg), self._reader(msg)
+        plans = {name: _unpack_plan(p, read, source) for name, p in contents["plans"].items()}
+        return plans, unpack(contents["values"], read)
 
     def plan_messages(self) -> dict[str, bytes]:
         """Each stored plan message's bytes, by key (kept when the index is rewritten)."""
@@ -341,17 +348,20 @@ def _message(contents: dict, packer: Packer) -> bytes:
 
 
 def encode(identity: Identity, table: MetadataTable, plans: Mapping[str, Mapping[str, HypercubePlan]],
+           values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]],
            kept: Mapping[str, bytes] | None = None) -> bytes:
-    """An index's bytes: the header and table, then one message per plan key (``kept``: already
-    encoded plan messages, by key, that ``plans`` does not replace)."""
+    """An index's bytes: the header and table, then one message per plan key, with ``values``
+    (per key, per plan: the values of its dimension coordinates, which xarray reads at every
+    open to build indexes; kept so that a warm open reads nothing from the data file). ``kept``:
+    already encoded plan messages, by key, that ``plans`` does not replace."""
     packer = Packer()
     header = {"format": FORMAT, "version": VERSION, "source": identity.stored(),
               "table": _pack_table(table, packer)}
     out = [_message(header, packer)]
     for key, group in plans.items():
         packer = Packer()
-        out.append(_message({"plan": key, "plans": {name: _pack_plan(p, packer) for name, p in group.items()}},
-                            packer))
+        out.append(_message({"plan": key, "plans": {name: _pack_plan(p, packer) for name, p in group.items()},
+                             "values": packer.pack(values[key])}, packer))
     out.extend(data for key, data in (kept or {}).items() if key not in plans)
     return b"".join(out)
 
@@ -442,7 +452,8 @@ def find(path: str, storage_options: dict | None) -> Found:
 
 
 def save(path: str, found: Found, handle, table: MetadataTable, key: str,
-         plans: Mapping[str, HypercubePlan], *, to_beside: bool = False) -> None:
+         plans: Mapping[str, HypercubePlan], values: Mapping[str, Mapping[str, np.ndarray]], *,
+         to_beside: bool = False) -> None:
     """Adds ``plans`` (and the table) to the index of ``path``: in the cache, or beside a local
     file with ``to_beside``. Plans already in that index are kept. ``handle``: the data file's,
     for a remote object's identity when :func:`find` did not need it. A failure to write is a
@@ -461,6 +472,6 @@ def save(path: str, found: Found, handle, table: MetadataTable, key: str,
         kept = {}
         if found.index is not None and os.path.abspath(found.index.path) == os.path.abspath(target):
             kept = found.index.plan_messages()
-        write(target, encode(identity, table, {key: plans}, kept))
+        write(target, encode(identity, table, {key: plans}, {key: values}, kept))
     except OSError as err:
         warnings.warn(f"{target}: the index could not be written ({err})", TgmIndexWarning, stacklevel=3)
