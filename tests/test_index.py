@@ -116,15 +116,9 @@ def test_each_set_of_keywords_gets_its_plan(archive, tmp_path):
         assert set(default.data_vars) > {"t"}
 
 
-def test_datatree_opens_warm_as_cold(tmp_path):
-    from conftest import GOLDEN, require_shared
-
-    source = require_shared(GOLDEN / "mixed_levtypes.tgm") if (GOLDEN / "mixed_levtypes.tgm").exists() \
-        else None
-    if source is None:
-        pytest.skip("no heterogeneous fixture")
-    path = tmp_path / "mixed.tgm"
-    shutil.copyfile(source, path)
+def test_datatree_opens_warm_as_cold(tmp_path, ifs_file):
+    path = tmp_path / "ifs.tgm"
+    shutil.copyfile(ifs_file, path)
     cold = xr.open_datatree(path, engine=ENGINE, index=False)
     xr.open_datatree(path, engine=ENGINE).close()
     handles.CACHE.clear()
@@ -281,3 +275,18 @@ def test_a_remote_open_without_an_index_scans_then_caches(range_server, archive,
     with open_quietly(url) as ds:
         assert range_server.count() <= 2
         xr.testing.assert_identical(ds.load(), cold)
+
+
+def test_a_damaged_column_in_an_index_is_caught_by_its_hash(archive, tmp_path):
+    open_quietly(archive).close()
+    target = Path(index.cached(str(archive)))
+    stored = index.Index(str(target))
+    start, length = stored.handle.frame_spans(1)[0]  # the first array of the plan's message
+    del stored
+    data = bytearray(target.read_bytes())
+    data[start + length // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
+    handles.CACHE.clear()
+    with pytest.warns(TgmIndexWarning, match=rf"{target.name}: index not used: it is corrupt"):
+        with xr.open_dataset(archive, engine=ENGINE) as ds:
+            xr.testing.assert_identical(ds.load(), open_cold(archive))

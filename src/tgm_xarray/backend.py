@@ -257,12 +257,18 @@ def planned(path: str, storage_options: dict | None, index: str | bool, options:
         return FileRef(path, file, storage_options), plans, {name: {} for name in plans}
     found = tgm_index.find(path, storage_options)
     key = tgm_index.plan_key({**options, "groups": groups})
+    stored = table = None
+    if found.index is not None:
+        try:
+            stored = found.index.plans(key, path)
+            table = found.index.table() if stored is None else None
+        except Exception as err:  # noqa: BLE001 - a damaged index is not used, whatever broke
+            tgm_index.warn(found.index.path, f"it is corrupt ({err})")
+            found = tgm_index.Found(found.identity, None)
     if found.index is not None:
         ref = FileRef(path, None, storage_options, found.identity.version)
-        stored = found.index.plans(key, path)
         if stored is not None:
             return ref, *stored
-        table = found.index.table()
         plans = plan(table, lambda msg, obj: ref.file.handle.fingerprint(msg, obj))
     else:
         file = TgmFile(path, storage_options, found.identity.version if found.identity else None)

@@ -315,7 +315,8 @@ class Index:
         return contents
 
     def _reader(self, msg: int):
-        return lambda obj: self.handle.read(msg, obj)
+        # Hashes checked: a damaged column must fail here, never become a wrong plan.
+        return lambda obj: self.handle.read(msg, obj, None, None, True)
 
     def table(self) -> MetadataTable:
         return _unpack_table(self._table, self._reader(0))
