@@ -264,17 +264,24 @@ def test_a_remote_open_uses_the_index_beside_the_url(range_server, archive, tmp_
         xr.testing.assert_identical(ds.load(), open_cold(archive))
 
 
-def test_a_remote_open_without_an_index_scans_then_caches(range_server, archive, tmp_path):
+def test_a_remote_open_without_an_index_scans_and_the_command_caches_one(range_server, archive, tmp_path):
     shutil.copyfile(archive, range_server.root / "archive.tgm")
     url = range_server.url("archive.tgm")
     with open_quietly(url) as ds:
         cold = ds.load()
     assert range_server.count(f"/archive.tgm{index.SUFFIX}") == 1  # asked once: absent
+    assert not (tmp_path / "cache").exists()  # no identity paid for, no index written
+    result = subprocess.run([*CLI, "index", "--no-progress", url], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, index.CACHE_DIR_ENV: str(tmp_path / "cache")})
+    assert result.returncode == 0, result.stderr
     handles.CACHE.clear()
     range_server.reset()
     with open_quietly(url) as ds:
-        assert range_server.count() <= 2
+        assert range_server.count() <= 2  # the data file's two ends
         xr.testing.assert_identical(ds.load(), cold)
+    result = subprocess.run([*CLI, "index", "--beside", url], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert result.stderr.startswith("tgm-xarray: error: --beside writes next to local files only")
 
 
 def test_a_damaged_column_in_an_index_is_caught_by_its_hash(archive, tmp_path):

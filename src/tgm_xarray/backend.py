@@ -200,12 +200,19 @@ class TensogramDataStore(AbstractDataStore):
         ref, plans, values = planned(path, storage_options, index, mapping_options, groups=False)
         return cls(ref, plans[""], lock, verify_hash, threads, values[""])
 
+    def __getstate__(self) -> dict:
+        # A Dataset pickles its store (its close): the index's values are its variables already.
+        return {**self.__dict__, "values": {}}
+
     def _variable(self, plan: VariablePlan) -> Variable:
         array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads)
         encoding = dict(plan.encoding)
         encoding["preferred_chunks"] = _preferred_chunks(plan)
         encoding.setdefault("source", self.ref.path)
-        data = self.values[plan.name] if plan.name in self.values else indexing.LazilyIndexedArray(array)
+        # Wrapped as a read would be: xarray then shares one pandas index between the
+        # coordinate and the Dataset's indexes (a plain array gets two, pickled twice).
+        data = indexing.LazilyIndexedArray(
+            indexing.NumpyIndexingAdapter(self.values[plan.name]) if plan.name in self.values else array)
         return Variable(plan.dims, data, dict(plan.attrs), encoding)
 
     def get_variables(self) -> dict[str, Variable]:
@@ -237,12 +244,13 @@ class TensogramDataStore(AbstractDataStore):
 
 
 def planned(path: str, storage_options: dict | None, index: str | bool, options: Mapping, *,
-            groups: bool) -> tuple[FileRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]]]:
+            groups: bool, identify: bool = False) -> tuple[FileRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]]]:
     """The file's reference, its plans (``split_groups``'s with ``groups``, else one under
     ``""``) and the values of their dimension coordinates where an index holds them, from a
     fresh index where there is one (docs/archives.md): then the data file is neither scanned
     nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a cold open),
-    ``"beside"`` (write beside the data instead), ``False`` (neither)."""
+    ``"beside"`` (write beside the data instead), ``False`` (neither). ``identify``: index a
+    remote object opened cold too (``tgm_xarray.index.find``)."""
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
 
@@ -255,7 +263,7 @@ def planned(path: str, storage_options: dict | None, index: str | bool, options:
         file = TgmFile(path, storage_options)
         plans = plan(metadata_table(file), file.handle.fingerprint)
         return FileRef(path, file, storage_options), plans, {name: {} for name in plans}
-    found = tgm_index.find(path, storage_options)
+    found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
     key = tgm_index.plan_key({**options, "groups": groups})
     stored = table = None
     if found.index is not None:
@@ -275,9 +283,10 @@ def planned(path: str, storage_options: dict | None, index: str | bool, options:
         ref = FileRef(path, file, storage_options)
         table = metadata_table(file)
         plans = plan(table, file.handle.fingerprint)
+    if found.identity is None:  # a remote object without any index: none is written
+        return ref, plans, {name: {} for name in plans}
     values = {name: _dimension_coords(p, ref.file) for name, p in plans.items()}
-    tgm_index.save(path, found, ref.file.handle if found.identity is None else None, table, key, plans,
-                   values, to_beside=index == "beside")
+    tgm_index.save(path, found, table, key, plans, values, to_beside=index == "beside")
     return ref, plans, values
 
 

@@ -532,9 +532,9 @@ def _index(args: argparse.Namespace) -> int:
             # The plan open_dataset's defaults give, or, for a file that needs groups,
             # open_datatree's: the table alone serves any other keywords.
             try:
-                planned(path, None, mode, {}, groups=False)
+                planned(path, None, mode, {}, groups=False, identify=True)
             except TgmConflictError:
-                planned(path, None, mode, {}, groups=True)
+                planned(path, None, mode, {}, groups=True, identify=True)
             where = index.beside(path) if args.beside else index.cached(path)
             print(f"{path}: indexed in {where}")
             if bar is not None:

@@ -430,10 +430,16 @@ class Found:
     index: Index | None
 
 
-def find(path: str, storage_options: dict | None) -> Found:
+def find(path: str, storage_options: dict | None, *, to_beside: bool = False, identify: bool = False) -> Found:
     """A fresh index of ``path``: beside a local file, else in the cache; for a URL, in the
-    cache, else beside the URL (one request, copied into the cache)."""
+    cache, else beside the URL (one request, copied into the cache). ``to_beside``: the open
+    will write beside the file (refused for a URL, before anything is read). A URL without an
+    index gets no identity (and so no index written), unless ``identify``: it costs a request
+    and 64 KiB that a cold open does not otherwise pay."""
     if is_url(path):
+        if to_beside:
+            raise ValueError(f"{path}: index='beside' writes beside local files only; use index='auto' "
+                             "(the cache), or `tgm-xarray index --beside` where the file is")
         copy = cached(path)
         try:
             present = os.path.exists(copy) or fetch_beside(path, storage_options, copy)
@@ -441,7 +447,7 @@ def find(path: str, storage_options: dict | None) -> Found:
             warn(beside(path), f"it could not be read ({err})")
             present = False
         if not present:
-            return Found(None, None)
+            return Found(Identity.of_url(path, storage_options) if identify else None, None)
         identity = Identity.of_url(path, storage_options)
         return Found(identity, load(copy, identity))
     identity = Identity.of_file(path)
@@ -452,24 +458,14 @@ def find(path: str, storage_options: dict | None) -> Found:
     return Found(identity, None)
 
 
-def save(path: str, found: Found, handle, table: MetadataTable, key: str,
-         plans: Mapping[str, HypercubePlan], values: Mapping[str, Mapping[str, np.ndarray]], *,
-         to_beside: bool = False) -> None:
+def save(path: str, found: Found, table: MetadataTable, key: str, plans: Mapping[str, HypercubePlan],
+         values: Mapping[str, Mapping[str, np.ndarray]], *, to_beside: bool = False) -> None:
     """Adds ``plans`` (and the table) to the index of ``path``: in the cache, or beside a local
-    file with ``to_beside``. Plans already in that index are kept. ``handle``: the data file's,
-    for a remote object's identity when :func:`find` did not need it. A failure to write is a
-    warning: the open itself succeeded."""
+    file with ``to_beside``, for the identity :func:`find` checked. Plans already in that index
+    are kept. A failure to write is a warning: the open itself succeeded."""
     identity = found.identity
-    if to_beside and is_url(path):
-        raise ValueError(f"{path}: an index is written beside local files only; use index='auto' "
-                         "(the cache) or build it with `tgm-xarray index` where the file is")
     target = beside(path) if to_beside else cached(path)
     try:
-        if identity is None:
-            fetcher = getattr(handle, "_fetcher", None)
-            if fetcher is None:
-                return
-            identity = Identity.of_fetcher(fetcher)
         kept = {}
         if found.index is not None and os.path.abspath(found.index.path) == os.path.abspath(target):
             kept = found.index.plan_messages()
