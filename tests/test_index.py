@@ -288,7 +288,7 @@ def test_a_damaged_column_in_an_index_is_caught_by_its_hash(archive, tmp_path):
     open_quietly(archive).close()
     target = Path(index.cached(str(archive)))
     stored = index.Index(str(target))
-    start, length = stored.handle.frame_spans(1)[0]  # the first array of the plan's message
+    start, length = stored.handle.frame_spans(2)[0]  # the first array of the plan's message
     del stored
     data = bytearray(target.read_bytes())
     data[start + length // 2] ^= 0xFF

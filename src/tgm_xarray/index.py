@@ -275,9 +275,12 @@ def _unpack_table(stored: Mapping, read) -> MetadataTable:
 
 
 def _pack_plan(plan: HypercubePlan, packer: Packer) -> dict:
-    return packer.pack({
-        "variables": {name: dataclasses.asdict(v) for name, v in plan.variables.items()},
-        "coord_names": plan.coord_names, "index_coords": plan.index_coords, "attrs": plan.attrs})
+    # A variable's refs (one (message, object) per field) as an array: one object, not a
+    # tagged pair per field.
+    variables = {name: {**dataclasses.asdict(v), "refs": np.array(v.refs, dtype=np.int64).reshape(-1, 2)}
+                 for name, v in plan.variables.items()}
+    return packer.pack({"variables": variables, "coord_names": plan.coord_names,
+                        "index_coords": plan.index_coords, "attrs": plan.attrs})
 
 
 def _unpack_plan(stored: Any, read, source: str) -> HypercubePlan:
@@ -285,7 +288,8 @@ def _unpack_plan(stored: Any, read, source: str) -> HypercubePlan:
     path it was made for there only: an index copied with its file, or read beside a URL,
     serves the new path)."""
     plan = unpack(stored, read)
-    variables = {name: VariablePlan(**{**v, "encoding": {**v["encoding"], "source": source}})
+    variables = {name: VariablePlan(**{**v, "refs": tuple(zip(v["refs"][:, 0].tolist(), v["refs"][:, 1].tolist())),
+                                       "encoding": {**v["encoding"], "source": source}})
                  for name, v in plan["variables"].items()}
     return HypercubePlan(variables, plan["coord_names"], plan["index_coords"], plan["attrs"])
 
@@ -305,8 +309,9 @@ class Index:
         if header.get("version") != VERSION:
             raise ValueError(f"index format version {header.get('version')!r}, this tgm-xarray reads {VERSION}")
         self.source: dict = header["source"]
-        self._table = header["table"]
-        self.keys = {self._contents(m)["plan"]: m for m in range(1, len(self.handle))}
+        self.keys: dict[str, int] = dict(header["plans"])
+        if len(self.handle) != 2 + len(self.keys) or sorted(self.keys.values()) != list(range(2, len(self.handle))):
+            raise ValueError(f"{len(self.handle)} messages for {len(self.keys)} plans")
 
     def _contents(self, msg: int) -> dict:
         contents = (self.handle.metadata(msg).get("_extra_") or {}).get(KEY)
@@ -319,7 +324,7 @@ class Index:
         return lambda obj: self.handle.read(msg, obj, None, None, True)
 
     def table(self) -> MetadataTable:
-        return _unpack_table(self._table, self._reader(0))
+        return _unpack_table(self._contents(1)["table"], self._reader(1))
 
     def plans(self, key: str, source: str) -> tuple[dict[str, HypercubePlan], dict[str, dict]] | None:
         """The plans stored for ``key`` (for the file at ``source``) and, per plan, the values
@@ -356,15 +361,17 @@ def encode(identity: Identity, table: MetadataTable, plans: Mapping[str, Mapping
     open to build indexes; kept so that a warm open reads nothing from the data file). ``kept``:
     already encoded plan messages, by key, that ``plans`` does not replace."""
     packer = Packer()
-    header = {"format": FORMAT, "version": VERSION, "source": identity.stored(),
-              "table": _pack_table(table, packer)}
-    out = [_message(header, packer)]
+    messages = [_message({"table": _pack_table(table, packer)}, packer)]
     for key, group in plans.items():
         packer = Packer()
-        out.append(_message({"plan": key, "plans": {name: _pack_plan(p, packer) for name, p in group.items()},
-                             "values": packer.pack(values[key])}, packer))
-    out.extend(data for key, data in (kept or {}).items() if key not in plans)
-    return b"".join(out)
+        messages.append(_message({"plan": key, "plans": {name: _pack_plan(p, packer) for name, p in group.items()},
+                                  "values": packer.pack(values[key])}, packer))
+    kept = {key: data for key, data in (kept or {}).items() if key not in plans}
+    keys = [*plans, *kept]
+    messages.extend(kept.values())
+    header = {"format": FORMAT, "version": VERSION, "source": identity.stored(),
+              "plans": [[key, 2 + i] for i, key in enumerate(keys)]}
+    return b"".join([_message(header, Packer()), *messages])
 
 
 def write(path: str, data: bytes) -> None:
