@@ -14,8 +14,11 @@ so tests can parametrize over it; the fixture maps each id to its ``MatrixObject
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +34,11 @@ GOLDEN = FIXTURES / "upstream" / "golden"
 REMOTE_PARITY = FIXTURES / "upstream" / "remote-parity"
 NETCDF = FIXTURES / "upstream" / "netcdf"
 SHARED_MISSING = f"the shared fixtures are not at {SHARED} (expected at <repo>/../shared)"
+
+# Opens write indexes to the cache directory (docs/archives.md): this session's own, never the
+# user's, inherited by the processes tests start.
+os.environ["TGM_XARRAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="tgm-xarray-test-cache-")
+atexit.register(shutil.rmtree, os.environ["TGM_XARRAY_CACHE_DIR"], ignore_errors=True)
 
 # The backend class rather than its name: while another installed package also registers an
 # xarray engine called "tensogram", the name may resolve to it (test_backend checks the name).

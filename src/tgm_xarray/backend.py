@@ -27,6 +27,8 @@ from xarray.core import indexing
 from xarray.core.variable import Variable
 
 from tgm_xarray import _core
+from tgm_xarray import index as tgm_index
+from tgm_xarray.errors import TgmError
 from tgm_xarray.file import TgmFile
 from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
@@ -234,30 +236,38 @@ class TensogramDataStore(AbstractDataStore):
     """A ``.tgm`` file as xarray variables, laid out by ``hypercube.build_hypercube``."""
 
     def __init__(self, ref: FileRef | FileSetRef, plan: HypercubePlan, lock=None, verify_hash: bool = False,
-                 threads: int | None = None):
+                 threads: int | None = None, values: Mapping[str, np.ndarray] | None = None):
         self.ref = ref
         self.plan = plan
+        # Variables whose values an index holds (dimension coordinates): not read from the file.
+        self.values = {} if verify_hash or values is None else values
         self.lock = lock
         self.verify_hash = verify_hash
         self.threads = threads
 
     @classmethod
     def open(cls, path: str | list[str], *, lock=None, verify_hash: bool = False,
-             storage_options: dict | None = None, threads: int | None = None,
+             storage_options: dict | None = None, threads: int | None = None, index: str | bool = "auto",
              **mapping_options) -> TensogramDataStore:
-        """The store of one file, or of several planned as one (a list of paths)."""
-        ref = _ref(path, storage_options)
-        files = ref.file
-        plan = build_hypercube(metadata_table(files), source=ref.path, fingerprint=files.handle.fingerprint,
-                               **mapping_options)
-        return cls(ref, plan, lock, verify_hash, threads)
+        """The store of one file (through its index where there is one), or of several planned as
+        one (a list of paths)."""
+        ref, plans, values = planned(path, storage_options, index, mapping_options, groups=False)
+        return cls(ref, plans[""], lock, verify_hash, threads, values[""])
+
+    def __getstate__(self) -> dict:
+        # A Dataset pickles its store (its close): the index's values are its variables already.
+        return {**self.__dict__, "values": {}}
 
     def _variable(self, plan: VariablePlan) -> Variable:
         array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads)
         encoding = dict(plan.encoding)
         encoding["preferred_chunks"] = _preferred_chunks(plan)
         encoding.setdefault("source", self.ref.path)
-        return Variable(plan.dims, indexing.LazilyIndexedArray(array), dict(plan.attrs), encoding)
+        # Wrapped as a read would be: xarray then shares one pandas index between the
+        # coordinate and the Dataset's indexes (a plain array gets two, pickled twice).
+        data = indexing.LazilyIndexedArray(
+            indexing.NumpyIndexingAdapter(self.values[plan.name]) if plan.name in self.values else array)
+        return Variable(plan.dims, data, dict(plan.attrs), encoding)
 
     def get_variables(self) -> dict[str, Variable]:
         variables = {name: Variable(dims, values, dict(attrs))
@@ -307,6 +317,75 @@ def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
     return MetadataTable.from_messages([(h.metadata(i), h.descriptors(i)) for h in handles for i in range(len(h))])
 
 
+def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: Mapping, *,
+            groups: bool, identify: bool = False,
+            ) -> tuple[FileRef | FileSetRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]]]:
+    """The file's reference, its plans (``split_groups``'s with ``groups``, else one under
+    ``""``) and the values of their dimension coordinates where an index holds them, from a
+    fresh index where there is one (docs/archives.md): then the data file is neither scanned
+    nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a cold open),
+    ``"beside"`` (write beside the data instead), ``False`` (neither). ``identify``: index a
+    remote object opened cold too (``tgm_xarray.index.find``). A list of paths is planned as one,
+    without an index."""
+    if index not in tgm_index.MODES:
+        raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
+
+    def plan(table: MetadataTable, fingerprint, source: str = path) -> dict[str, HypercubePlan]:
+        if groups:
+            return split_groups(table, source=source, fingerprint=fingerprint, **options)
+        return {"": build_hypercube(table, source=source, fingerprint=fingerprint, **options)}
+
+    if not isinstance(path, str):
+        ref = _ref(path, storage_options)
+        files = ref.file
+        plans = plan(metadata_table(files), files.handle.fingerprint, ref.path)
+        return ref, plans, {name: {} for name in plans}
+    if index is False:
+        file = TgmFile(path, storage_options)
+        plans = plan(metadata_table(file), file.handle.fingerprint)
+        return FileRef(path, file, storage_options), plans, {name: {} for name in plans}
+    found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
+    key = tgm_index.plan_key({**options, "groups": groups})
+    stored = table = None
+    if found.index is not None:
+        try:
+            stored = found.index.plans(key, path)
+            table = found.index.table() if stored is None else None
+        except Exception as err:  # noqa: BLE001 - a damaged index is not used, whatever broke
+            tgm_index.warn(found.index.path, f"it is corrupt ({err})")
+            found = tgm_index.Found(found.identity, None)
+    if found.index is not None:
+        ref = FileRef(path, None, storage_options, found.identity.version)
+        if stored is not None:
+            return ref, *stored
+        plans = plan(table, lambda msg, obj: ref.file.handle.fingerprint(msg, obj))
+    else:
+        file = TgmFile(path, storage_options, found.identity.version if found.identity else None)
+        ref = FileRef(path, file, storage_options)
+        table = metadata_table(file)
+        plans = plan(table, file.handle.fingerprint)
+    if found.identity is None:  # a remote object without any index: none is written
+        return ref, plans, {name: {} for name in plans}
+    values = {name: _dimension_coords(p, ref.file) for name, p in plans.items()}
+    tgm_index.save(path, found, table, key, plans, values, to_beside=index == "beside")
+    return ref, plans, values
+
+
+def _dimension_coords(plan: HypercubePlan, file: TgmFile) -> dict[str, np.ndarray]:
+    """The values of the plan's dimension coordinates read from objects: xarray reads them at
+    every open (they become indexes), so an index keeps them. One that cannot be read is left
+    out (and read, and fails, as without an index)."""
+    values = {}
+    for name in plan.coord_names:
+        var = plan.variables[name]
+        if var.dims == (name,) and len(var.refs) == 1:
+            try:
+                values[name] = np.asarray(file.read(*var.refs[0])).astype(var.dtype, copy=False)
+            except TgmError:
+                continue
+    return values
+
+
 def _is_tgm(filename_or_obj: Any) -> bool:
     if isinstance(filename_or_obj, (str, os.PathLike)):
         path = _local_path(filename_or_obj)
@@ -343,7 +422,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
         "filter_by_keys", "duplicates", "merge_objects", "message_index", "range_threshold",
-        "verify_hash", "storage_options", "threads",
+        "verify_hash", "storage_options", "threads", "index",
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -371,13 +450,14 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         verify_hash: bool = False,
         storage_options: dict | None = None,
         threads: int | None = None,
+        index: str | bool = "auto",
     ):
         # `range_threshold` (upstream's switch between full and range reads) is accepted for
         # compatibility: every read here decodes only what it needs.
         del range_threshold
         store = TensogramDataStore.open(
             _paths(filename_or_obj), lock=lock, verify_hash=verify_hash, storage_options=storage_options,
-            threads=threads, variable_key=variable_key,
+            threads=threads, index=index, variable_key=variable_key,
             dim_names=dim_names, filter_by_keys=filter_by_keys, duplicates=duplicates,
             merge_objects=merge_objects, message_index=message_index,
         )
@@ -404,17 +484,16 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         verify_hash: bool = False,
         storage_options: dict | None = None,
         threads: int | None = None,
+        index: str | bool = "auto",
     ):
         """One Dataset per consistent group of messages (by level type and grid)."""
-        ref = _ref(_paths(filename_or_obj), storage_options)
-        files = ref.file
-        groups = split_groups(metadata_table(files), source=ref.path, fingerprint=files.handle.fingerprint,
-                              variable_key=variable_key, dim_names=dim_names,
-                              filter_by_keys=filter_by_keys, duplicates=duplicates,
-                              merge_objects=merge_objects)
+        ref, groups, values = planned(_paths(filename_or_obj), storage_options, index,
+                                      {"variable_key": variable_key, "dim_names": dim_names,
+                                       "filter_by_keys": filter_by_keys, "duplicates": duplicates,
+                                       "merge_objects": merge_objects}, groups=True)
         result = {}
         for name, plan in groups.items():
-            store = TensogramDataStore(ref, plan, lock, verify_hash, threads)
+            store = TensogramDataStore(ref, plan, lock, verify_hash, threads, values[name])
             result[name if name.startswith("/") else f"/{name}"] = _decode(
                 store, mask_and_scale, decode_times, concat_characters, decode_coords,
                 drop_variables, use_cftime, decode_timedelta)

@@ -6,6 +6,7 @@
     tgm-xarray convert era5.nc era5.tgm --variables t2m,msl --chunks time=1
     tgm-xarray info forecast.tgm
     tgm-xarray dump https://example.org/forecast.tgm --message 0
+    tgm-xarray index archive/*.tgm --beside
 
 ``docs/cli.md`` describes every option. The command never destroys an input: ``convert`` writes
 only ``.tgm`` files and refuses to replace an input or a file that is not a Tensogram file unless
@@ -152,6 +153,21 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("file", help=".tgm path or URL (https://, s3://)")
     dump.add_argument("--message", type=int, help="only this message")
     dump.set_defaults(run=_dump)
+
+    index = commands.add_parser(
+        "index", help="build the index of .tgm files, so that opening them reads one small file",
+        description="Scan every PATH once and store its metadata and the Dataset's plan in an "
+                    "index (docs/archives.md): in the user cache directory, or beside the file "
+                    "with --beside. A fresh index is left as it is.")
+    index.add_argument("paths", nargs="+", metavar="PATH", help=".tgm path or URL (https://, s3://)")
+    index.add_argument("--beside", action="store_true",
+                       help="write PATH.tgmidx next to each local PATH (default: the cache directory)")
+    progress = index.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_const", const=True,
+                          help="always show a progress bar")
+    progress.add_argument("--no-progress", dest="progress", action="store_const", const=False,
+                          help="never show one (default: only when stderr is a terminal)")
+    index.set_defaults(run=_index, progress=None)
     return parser
 
 
@@ -489,6 +505,44 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return value
+
+
+# --------------------------------------------------------------------------------------------
+# index
+# --------------------------------------------------------------------------------------------
+
+
+def _index(args: argparse.Namespace) -> int:
+    from tgm_xarray import index
+    from tgm_xarray.backend import planned
+
+    paths = [p if is_url(p) else os.path.abspath(os.path.expanduser(p)) for p in args.paths]
+    if args.beside and any(is_url(p) for p in paths):
+        raise ValueError("--beside writes next to local files only: index URLs into the cache, "
+                         "or run the command where the files are")
+    progress = _progress(args.progress)
+    bar = None
+    if progress is not False:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(paths), unit="file", desc="indexing", disable=None if progress is None else False)
+    try:
+        for path in paths:
+            mode = "beside" if args.beside else "auto"
+            # The plan open_dataset's defaults give, or, for a file that needs groups,
+            # open_datatree's: the table alone serves any other keywords.
+            try:
+                planned(path, None, mode, {}, groups=False, identify=True)
+            except TgmConflictError:
+                planned(path, None, mode, {}, groups=True, identify=True)
+            where = index.beside(path) if args.beside else index.cached(path)
+            print(f"{path}: indexed in {where}")
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return 0
 
 
 if __name__ == "__main__":

@@ -78,3 +78,11 @@ class RemoteRedirectError(RemoteError):
 class RemoteRangeError(RemoteError):
     """The server answered a range request with other bytes than asked, or without range support
     for an object too large to read whole."""
+
+
+# Persistent indexes (index.py, docs/archives.md).
+
+
+class TgmIndexWarning(UserWarning):
+    """An index was not used (stale, corrupt, foreign, or not writable): the file is opened
+    without it, as if it did not exist. The message names the index and why."""
