@@ -277,7 +277,9 @@ def _unpack_table(stored: Mapping, read) -> MetadataTable:
 def _pack_plan(plan: HypercubePlan, packer: Packer) -> dict:
     # A variable's refs (one (message, object) per field) as an array: one object, not a
     # tagged pair per field.
-    variables = {name: {**dataclasses.asdict(v), "refs": np.array(v.refs, dtype=np.int64).reshape(-1, 2)}
+    # (Its fields as they are: dataclasses.asdict would deep-copy every ref first.)
+    variables = {name: {**{f.name: getattr(v, f.name) for f in dataclasses.fields(v)},
+                        "refs": np.array(v.refs, dtype=np.int64).reshape(-1, 2)}
                  for name, v in plan.variables.items()}
     return packer.pack({"variables": variables, "coord_names": plan.coord_names,
                         "index_coords": plan.index_coords, "attrs": plan.attrs})
