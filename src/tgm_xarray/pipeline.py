@@ -292,6 +292,7 @@ def resolve(name: str, dtype: np.dtype, options: Mapping[str, Any] | None, *,
     Traceback (most recent call last):
     ...
     tgm_xarray.errors.TgmCodecError: encoding 'simple_packing' is lossy and needs floating-point values; got int32
+    in the encoding of variable 'n'
     """
     try:
         pipeline = Pipeline.from_options(options, compression="none" if coordinate else "blosc2")
