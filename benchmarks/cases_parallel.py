@@ -198,12 +198,12 @@ def case_window_default(ctx: Context) -> CaseResult:
     import zarr
 
     from tgm_xarray import to_tgm
-    from tgm_xarray.encoding import DEFAULT_SZIP
+    from tgm_xarray.pipeline import Pipeline
     from tgm_xarray.zarr_codec import TensogramCodec
 
     res = CaseResult("window-default", "A 1/4 x 1/4 box of the 2 m temperature field as our writer stores it",
                      "One thread. `to_tgm(..., encoding={'t2m': {'bits': 24, 'compression': 'szip'}})` with "
-                     f"the writer's default szip parameters ({DEFAULT_SZIP}) and with the old default "
+                     f"the writer's default szip parameters ({Pipeline.from_options({'compression': 'szip'}).params}) and with the old default "
                      "(RSI 128 blocks): a box of rows 180:360 and columns 360:720 (1/16 of the points) "
                      "against a full decode of the same file, and the files' sizes. Then the zarr codec "
                      "(sp24 + szip, chunks of 361 x 720): a 90 x 180 box of a chunk (1/16) through "

@@ -17,7 +17,7 @@ import xarray as xr
 
 import tgm_xarray
 from tgm_xarray import _core, mars
-from tgm_xarray.encoding import SZIP_PACKED_BITS
+from tgm_xarray.pipeline import SZIP_PACKED_BITS
 from tgm_xarray.errors import TgmCodecError, TgmFormatError
 from tgm_xarray.writer import TgmWriter, to_tgm
 
@@ -404,7 +404,7 @@ def test_lossy_float_compressors(tmp_path, options, bound):
     {"compression": "zstd", "zstd_level": 9},
     {"compression": "lz4"},
     {"compression": "blosc2", "blosc2_codec": "lz4hc", "blosc2_clevel": 9},
-    {"compression": "szip"},  # adds the shuffle 8-byte samples need
+    {"compression": "szip", "filter": "shuffle"},  # 8-byte samples need the shuffle
     {"filter": "shuffle", "compression": "zstd"},
     {"filter": "shuffle", "compression": "szip", "szip_rsi": 32, "szip_block_size": 16},
 ])
@@ -420,23 +420,23 @@ def test_lossless_encodings(tmp_path, options, dtype):
 
 
 @pytest.mark.parametrize("dtype, options, message", [
-    ("int32", {"bits": 16}, r"variable 'v': bits=16 \(simple packing\) needs floating-point values, but 'v' is int32"),
+    ("int32", {"bits": 16}, r"encoding 'simple_packing' is lossy and needs floating-point values; got int32"),
     ("complex64", {"bits": 16}, "needs floating-point values"),
     ("int16", {"compression": "zfp", "zfp_mode": "fixed_rate", "zfp_rate": 8},
-     "compression='zfp' needs floating-point values"),
-    ("float64", {"compression": "szip", "filter": "none"}, "add filter='shuffle'"),
-    ("float64", {"bits": 12, "compression": "szip"}, r"szip stores packed values of \[8, 16, 24, 32\] bits only"),
-    ("float64", {"bits": 0}, "bits must be an integer from 1 to 64"),
-    ("float64", {"bits": 16, "filter": "shuffle"}, "filter='shuffle' applies to raw values"),
+     "compression 'zfp' is lossy and needs floating-point values"),
+    ("float64", {"compression": "szip", "filter": "none"}, "need filter 'shuffle'"),
+    ("float64", {"bits": 12, "compression": "szip"}, r"bits_per_value must be one of \(8, 16, 24, 32\)"),
+    ("float64", {"bits": 0}, "bits_per_value must be an integer from 1 to 64"),
+    ("float64", {"bits": 12, "filter": "shuffle"}, "a multiple of 8 with filter 'shuffle'"),
     ("float64", {"bits": 16, "compression": "sz3", "sz3_error_bound_mode": "abs", "sz3_error_bound": 1},
-     "cannot be combined"),
-    ("float64", {"compression": "gzip"}, r"compression='gzip' is not one of"),
+     "needs encoding 'none' and filter 'none'"),
+    ("float64", {"compression": "gzip"}, r"compression must be one of"),
     ("float64", {"compresion": "zstd"}, "unknown encoding option 'compresion'"),
-    ("float64", {"compression": "lz4", "zstd_level": 3}, "option 'zstd_level' does not apply to compression='lz4'"),
-    ("float64", {"compression": "zstd", "zstd_level": 99}, "zstd_level must be an integer from -7 to 22"),
-    ("float64", {"compression": "zfp", "zfp_mode": "fixed_rate"}, "takes exactly zfp_rate"),
-    ("float64", {"compression": "sz3", "sz3_error_bound_mode": "abs"}, "needs sz3_error_bound"),
-    ("float64", {"sp_decimal_scale_factor": 2}, "needs bits"),
+    ("float64", {"compression": "lz4", "zstd_level": 3}, "zstd_level is a parameter of compression 'zstd', not of 'lz4'"),
+    ("float64", {"compression": "zstd", "zstd_level": 99}, "zstd_level must be an integer from -131072 to 22"),
+    ("float64", {"compression": "zfp", "zfp_mode": "fixed_accuracy"}, "zfp_tolerance is required"),
+    ("float64", {"compression": "sz3", "sz3_error_bound": 0}, "sz3_error_bound must be a finite number > 0"),
+    ("float64", {"sp_decimal_scale_factor": 2}, "decimal_scale_factor applies to encoding 'simple_packing'"),
 ])
 def test_invalid_encodings_fail_before_writing(tmp_path, dtype, options, message):
     path = tmp_path / "bad.tgm"

@@ -249,17 +249,6 @@ pub fn decode_message_into(
     Ok(())
 }
 
-/// Descriptors of the objects of an in-memory message.
-#[pyfunction]
-pub fn message_descriptors<'py>(py: Python<'py>, buf: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyList>> {
-    let parsed = parse(buf.as_bytes())?;
-    let list = PyList::empty(py);
-    for entry in &parsed.objects {
-        list.append(crate::file::descriptor_to_py(py, &entry.descriptor)?)?;
-    }
-    Ok(list)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,7 +44,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(buffers::buffer_pool, m)?,
         wrap_pyfunction!(codec::encode_message, m)?,
         wrap_pyfunction!(codec::decode_message_into, m)?,
-        wrap_pyfunction!(codec::message_descriptors, m)?,
         wrap_pyfunction!(frames::parse_preamble, m)?,
         wrap_pyfunction!(frames::parse_postamble, m)?,
         wrap_pyfunction!(frames::parse_frames, m)?,

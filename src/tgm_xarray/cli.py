@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray.encoding import COMPRESSIONS, OPTIONS
+from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, canonical
 from tgm_xarray.errors import TgmConflictError
 from tgm_xarray.file import open_file
 from tgm_xarray.remote import is_url
@@ -86,6 +86,7 @@ def error_line(error: BaseException) -> str:
         text = str(error)
     else:
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    text += "".join(f" ({note})" for note in getattr(error, "__notes__", ()))  # e.g. the variable
     return " ".join(text.split())  # messages from libraries may span lines
 
 
@@ -118,13 +119,16 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--force", action="store_true",
                          help="write OUTPUT even if it is an input, an existing file that is not "
                               "a Tensogram file, or a name without .tgm")
-    convert.add_argument("--bits", type=int, help="simple packing with this many bits per value "
-                         "(floating-point variables; lossy, max error < (max-min)/(2**bits-1))")
+    # The encoding options are the writer's and the zarr codec's (pipeline.TABLE).
+    convert.add_argument("--bits-per-value", "--bits", dest="bits_per_value", type=int,
+                         help="simple packing with this many bits per value (floating-point "
+                              "variables; lossy, max error < (max-min)/(2**bits-1))")
     convert.add_argument("--compression", choices=COMPRESSIONS,
-                         help="compression of every variable (zfp and sz3: floating point only)")
-    parameters = ", ".join(sorted(OPTIONS - {"bits", "compression"}))
+                         help="compression of every variable (zfp and sz3: floating point only; "
+                              f"default: {OPTIONS['compression'].default})")
+    parameters = ", ".join(sorted(set(NAMES) - {"bits", "bits_per_value", "compression"}))
     convert.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                         help=f"codec parameter, e.g. zstd_level=9 (any of: {parameters})")
+                         help=f"encoding option, e.g. zstd_level=9 (any of: {parameters})")
     convert.add_argument("--variables", metavar="A,B", help="only these data variables")
     convert.add_argument("--chunks", metavar="SPEC",
                          help="dask chunks to open inputs with: 'auto', '{}' (the file's own), "
@@ -193,7 +197,7 @@ def _convert(args: argparse.Namespace) -> int:
         datasets = [ds[[v for v in wanted if v in ds.data_vars]] for ds in datasets]
         datasets = [ds for ds in datasets if ds.data_vars]
     # Plan everything first: a bad option fails before the output is touched.
-    plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits, args.compression, options),
+    plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits_per_value, args.compression, options),
                         layout=args.layout) for ds in datasets])
     mode = "a" if args.append else "w"
     with TgmWriter(args.output, mode, hash=args.hash, threads=args.threads,
@@ -320,13 +324,13 @@ def cli_encoding(ds, bits: int | None, compression: str | None, options: dict) -
     >>> import xarray as xr, numpy as np
     >>> ds = xr.Dataset({"t": ("x", np.zeros(2)), "n": ("x", np.zeros(2, "int8"))})
     >>> cli_encoding(ds, 16, "szip", {})
-    {'t': {'bits': 16, 'compression': 'szip'}, 'n': {'compression': 'szip'}}
+    {'t': {'bits_per_value': 16, 'compression': 'szip'}, 'n': {'compression': 'szip'}}
     """
-    settings = {k: v for k, v in (("bits", bits), ("compression", compression)) if v is not None}
+    settings = {k: v for k, v in (("bits_per_value", bits), ("compression", compression)) if v is not None}
     settings.update(options)
     lossy_codec = compression in ("zfp", "sz3")
-    lossless = {k: v for k, v in settings.items()
-                if not lossy_codec and k != "bits" and not k.startswith("sp_")}
+    lossless = {k: v for k, v in settings.items() if not lossy_codec
+                and (k not in NAMES or NAMES[k].stage != "simple_packing" and k != "encoding")}
     encoding = {}
     for name, var in ds.data_vars.items():
         chosen = settings if var.dtype.kind == "f" else lossless
@@ -339,8 +343,9 @@ def _options(items: list[str]) -> dict:
     options = {}
     for item in items:
         key, sep, text = item.partition("=")
-        if not sep or key not in OPTIONS:
-            raise ValueError(f"--option {item!r}: expected KEY=VALUE with KEY one of {sorted(OPTIONS)}")
+        if not sep:
+            raise ValueError(f"--option {item!r}: expected KEY=VALUE")
+        canonical(key)  # an unknown KEY fails at once, as in to_tgm
         options[key] = _number(text)
     return options
 

@@ -45,7 +45,7 @@ from xarray import conventions
 
 from tgm_xarray import mars
 from tgm_xarray.attrs import COORDINATE_ATTRS_KEY
-from tgm_xarray.encoding import Codec, reader_options, resolve
+from tgm_xarray.pipeline import Codec, reader_options, resolve
 from tgm_xarray.errors import TgmCodecError
 
 LAYOUTS = ("field", "variable")

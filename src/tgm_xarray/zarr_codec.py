@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import operator
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +23,8 @@ from zarr.abc.codec import ArrayBytesCodec, ArrayBytesCodecPartialDecodeMixin
 from zarr.core.common import JSON, parse_named_configuration
 
 from tgm_xarray import _core
-from tgm_xarray.encoding import packing_params
 from tgm_xarray.errors import TgmCodecError
+from tgm_xarray.pipeline import COMPRESSIONS, TABLE, Pipeline
 
 if TYPE_CHECKING:
     from typing import Self
@@ -38,105 +36,18 @@ if TYPE_CHECKING:
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
     from zarr.core.indexing import SelectorTuple
 
-ENCODINGS = ("none", "simple_packing")
-FILTERS = ("none", "shuffle")
-# Each compression's parameters, named as in Tensogram's descriptors, with their defaults
-# (upstream's own: tensogram's `DataPipeline`). zfp's parameter depends on its mode, see ZFP_MODES.
-COMPRESSIONS: dict[str, dict[str, JSON]] = {
-    "none": {},
-    "szip": {"szip_rsi": 128, "szip_block_size": 16, "szip_flags": 8},
-    "zstd": {"zstd_level": 3},
-    "lz4": {},
-    "blosc2": {"blosc2_codec": "lz4", "blosc2_clevel": 5},
-    "zfp": {"zfp_mode": "fixed_precision"},
-    "sz3": {"sz3_error_bound_mode": "rel", "sz3_error_bound": 1e-4},
-}
-# zfp mode -> (its parameter, default or None when the user must choose: a tolerance has units).
-ZFP_MODES: dict[str, tuple[str, float | int | None]] = {
-    "fixed_rate": ("zfp_rate", 16.0),
-    "fixed_precision": ("zfp_precision", 32),
-    "fixed_accuracy": ("zfp_tolerance", None),
-}
-COMPRESSION_PARAMS = (
-    "szip_rsi", "szip_block_size", "szip_flags", "zstd_level", "blosc2_codec", "blosc2_clevel",
-    "zfp_mode", "zfp_rate", "zfp_precision", "zfp_tolerance", "sz3_error_bound_mode",
-    "sz3_error_bound",
-)  # fmt: skip
-# Upstream 0.24 packs `bits_per_value`-bit samples densely, but hands szip byte-sized samples:
-# only these widths survive simple_packing + szip (others fail or decode to wrong values).
-SZIP_PACKING_BITS = (8, 16, 24, 32)
-# Compressions that reinterpret the payload as float64 whatever the dtype (upstream 0.24).
-FLOAT64_ONLY = ("zfp", "sz3")
+# The stored options, as in the pipeline's table (the codec adds `hash`).
+COMPRESSION_PARAMS = tuple(o.name for o in TABLE if o.stage in COMPRESSIONS)
 # What a chunk's bytes are: a whole single-object message (what the codec writes), or one
 # data-object frame of a message in a .tgm file (the chunks of virtual references, virtual.py).
 CHUNKS = ("message", "frame")
 
 
-def _parse_choice(name: str, value: object, choices: tuple | dict) -> Any:
-    # Same type too: 16.0 is no szip block size, nor is true one.
+def _parse_choice(name: str, value: object, choices: tuple) -> Any:
+    # Same type too: true is no chunk kind.
     if not any(type(value) is type(c) and value == c for c in choices):
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
-
-
-def _parse_int(name: str, value: object, lo: int, hi: int) -> int:
-    # bool is an int subclass, and `true` in JSON is never meant as a number here.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer; got {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}]; got {value}")
-    return value
-
-
-def _parse_positive_float(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number; got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0; got {value}")
-    return float(value)
-
-
-# One parser per compression parameter: (name, value) -> the validated value.
-_PARAM_PARSERS: dict[str, Any] = {
-    "szip_rsi": lambda n, v: _parse_int(n, v, 1, 4096),
-    "szip_block_size": lambda n, v: _parse_choice(n, v, (8, 16, 32, 64)),
-    "szip_flags": lambda n, v: _parse_int(n, v, 0, 127),
-    "zstd_level": lambda n, v: _parse_int(n, v, -131072, 22),
-    "blosc2_codec": lambda n, v: _parse_choice(n, v, ("blosclz", "lz4", "lz4hc", "zlib", "zstd")),
-    "blosc2_clevel": lambda n, v: _parse_int(n, v, 0, 9),
-    "zfp_mode": lambda n, v: _parse_choice(n, v, tuple(ZFP_MODES)),
-    "zfp_rate": lambda n, v: _parse_positive_float(n, v),
-    "zfp_precision": lambda n, v: _parse_int(n, v, 1, 64),
-    "zfp_tolerance": lambda n, v: _parse_positive_float(n, v),
-    "sz3_error_bound_mode": lambda n, v: _parse_choice(n, v, ("abs", "rel", "psnr")),
-    "sz3_error_bound": lambda n, v: _parse_positive_float(n, v),
-}
-
-
-def _parse_compression_params(compression: str, given: dict[str, object]) -> dict[str, JSON]:
-    """The parameters of `compression`: the `given` ones validated, defaults for the others."""
-    allowed = dict(COMPRESSIONS[compression])
-    if compression == "zfp":
-        mode = _PARAM_PARSERS["zfp_mode"]("zfp_mode", given.get("zfp_mode", allowed["zfp_mode"]))
-        key, default = ZFP_MODES[mode]
-        allowed = {"zfp_mode": mode, key: default}
-    for name in given:
-        if name not in allowed:
-            owner = next((c for c in COMPRESSIONS if name.startswith(c + "_")), "?")
-            raise ValueError(
-                f"{name} is a parameter of compression {owner!r}, not of {compression!r}"
-                if owner != compression
-                else f"{name} does not apply to zfp_mode {allowed['zfp_mode']!r}"
-            )
-    params: dict[str, JSON] = {}
-    for name, default in allowed.items():
-        value = given.get(name)
-        if value is None:
-            if default is None:
-                raise ValueError(f"{name} is required with compression {compression!r}")
-            value = default
-        params[name] = _PARAM_PARSERS[name](name, value)
-    return params
 
 
 @dataclass(frozen=True)
@@ -147,8 +58,10 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     lossy quantisation to ``bits_per_value`` bits, floats only), a ``filter`` (``"none"`` or
     byte ``"shuffle"``), then a ``compression`` (``"none"``, ``"szip"``, ``"zstd"``, ``"lz4"``,
     ``"blosc2"``, and the lossy ``"zfp"`` and ``"sz3"``), whose parameters keep Tensogram's names
-    (``szip_rsi``, ``zstd_level``, ...) and default to upstream's values. ``hash`` stores an xxh3
-    hash of each chunk's payload. NaN and infinities are preserved with every configuration.
+    (``szip_rsi``, ``zstd_level``, ...). The options, their aliases and defaults are those of
+    ``to_tgm``'s ``encoding=`` (:data:`tgm_xarray.pipeline.TABLE`), so the same options store the
+    same objects. ``hash`` stores an xxh3 hash of each chunk's payload. NaN and infinities are
+    preserved with every configuration.
 
     Use it as the array's only codec (``compressors=None``): the chunk is already compressed, and
     reads of part of a chunk then decode only that part where the encoding allows it. With simple
@@ -163,7 +76,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     >>> bool(abs(z[10, 20] - (250.0 + 60.0 * 2020 / 19_999)) < 1e-5)
     True
     >>> codec.to_dict()["configuration"]["szip_block_size"]
-    16
+    32
     """
 
     is_fixed_size = False
@@ -195,77 +108,36 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     def __init__(
         self,
         *,
-        encoding: str = "none",
-        bits_per_value: int | None = None,
-        decimal_scale_factor: int | None = None,
-        filter: str = "none",
-        compression: str = "none",
-        szip_rsi: int | None = None,
-        szip_block_size: int | None = None,
-        szip_flags: int | None = None,
-        zstd_level: int | None = None,
-        blosc2_codec: str | None = None,
-        blosc2_clevel: int | None = None,
-        zfp_mode: str | None = None,
-        zfp_rate: float | None = None,
-        zfp_precision: int | None = None,
-        zfp_tolerance: float | None = None,
-        sz3_error_bound_mode: str | None = None,
-        sz3_error_bound: float | None = None,
         hash: bool = True,
         chunk: str = "message",
         descriptor: dict[str, JSON] | None = None,
         threads: int | None = None,
+        **options: Any,
     ) -> None:
         if _parse_choice("chunk", chunk, CHUNKS) == "frame":
             # Read-only references: the frame holds its own descriptor, which decoding follows.
             # `descriptor` says what the objects are (their shape is checked on every decode).
+            if options:
+                raise ValueError(f"chunk 'frame' takes no pipeline options; got {sorted(options)}")
             self._init_frame(descriptor, hash)
             return
         if descriptor is not None:
             raise ValueError("descriptor applies to chunk 'frame', not 'message'")
-        encoding = _parse_choice("encoding", encoding, ENCODINGS)
-        filter = _parse_choice("filter", filter, FILTERS)
-        compression = _parse_choice("compression", compression, COMPRESSIONS)
-        if encoding == "simple_packing":
-            if bits_per_value is None:
-                raise ValueError("bits_per_value is required with encoding 'simple_packing'")
-            bits_per_value = _parse_int("bits_per_value", bits_per_value, 1, 64)
-            if decimal_scale_factor is None:
-                decimal_scale_factor = 0
-            decimal_scale_factor = _parse_int("decimal_scale_factor", decimal_scale_factor, -308, 308)
-            if compression == "szip" and bits_per_value not in SZIP_PACKING_BITS:
-                raise ValueError(
-                    f"bits_per_value must be one of {SZIP_PACKING_BITS} with simple_packing + szip "
-                    f"(tensogram 0.24 decodes other widths wrongly); got {bits_per_value}"
-                )
-            if filter == "shuffle" and bits_per_value % 8:
-                raise ValueError(
-                    f"bits_per_value must be a multiple of 8 with filter 'shuffle'; got {bits_per_value}"
-                )
-        else:
-            packing = {"bits_per_value": bits_per_value, "decimal_scale_factor": decimal_scale_factor}
-            for name, value in packing.items():
-                if value is not None:
-                    raise ValueError(f"{name} applies to encoding 'simple_packing', not {encoding!r}")
-        if compression in FLOAT64_ONLY and (encoding, filter) != ("none", "none"):
-            raise ValueError(f"compression {compression!r} needs encoding 'none' and filter 'none'")
         if not isinstance(hash, bool):
             raise TypeError(f"hash must be true or false; got {hash!r}")
-        arguments = locals()
-        given = {name: arguments[name] for name in COMPRESSION_PARAMS if arguments[name] is not None}
-        params = _parse_compression_params(compression, given)
-
-        object.__setattr__(self, "encoding", encoding)
-        object.__setattr__(self, "bits_per_value", bits_per_value)
-        object.__setattr__(self, "decimal_scale_factor", decimal_scale_factor)
-        object.__setattr__(self, "filter", filter)
-        object.__setattr__(self, "compression", compression)
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or not 1 <= threads <= 1024):
+            raise ValueError(f"threads must be an integer from 1 to 1024; got {threads!r}")
+        pipeline = Pipeline.from_options(options)
+        object.__setattr__(self, "_pipeline", pipeline)
+        object.__setattr__(self, "encoding", pipeline.encoding)
+        object.__setattr__(self, "bits_per_value", pipeline.bits_per_value)
+        object.__setattr__(self, "decimal_scale_factor", pipeline.decimal_scale_factor)
+        object.__setattr__(self, "filter", pipeline.filter)
+        object.__setattr__(self, "compression", pipeline.compression)
         for name in COMPRESSION_PARAMS:
-            object.__setattr__(self, name, params.get(name))
+            object.__setattr__(self, name, pipeline.params.get(name))
         object.__setattr__(self, "hash", hash)
-        if threads is not None:
-            threads = _parse_int("threads", threads, 1, 1024)
         object.__setattr__(self, "threads", threads)
         object.__setattr__(self, "chunk", "message")
         object.__setattr__(self, "descriptor", None)
@@ -302,25 +174,14 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             configuration = {"chunk": "frame", "descriptor": json.loads(self.descriptor), "hash": self.hash}
             return {"name": "tensogram", "configuration": configuration}
         # Only the parameters of the chosen stages, all of them, in a fixed order.
-        configuration: dict[str, JSON] = {"encoding": self.encoding}
-        if self.encoding == "simple_packing":
-            configuration["bits_per_value"] = self.bits_per_value
-            configuration["decimal_scale_factor"] = self.decimal_scale_factor
-        configuration["filter"] = self.filter
-        configuration["compression"] = self.compression
-        configuration.update(self._compression_params)
+        configuration: dict[str, JSON] = self._pipeline.options()
         configuration["hash"] = self.hash
         return {"name": "tensogram", "configuration": configuration}
 
     @property
-    def _compression_params(self) -> dict[str, JSON]:
-        params = {name: getattr(self, name) for name in COMPRESSION_PARAMS}
-        return {name: value for name, value in params.items() if value is not None}
-
-    @property
     def _float64_payload(self) -> bool:
         """Whether chunks travel as float64 (upstream 0.24 packs and runs zfp/sz3 on float64 only)."""
-        return self.encoding == "simple_packing" or self.compression in FLOAT64_ONLY
+        return self._pipeline.float64_only
 
     def validate(
         self,
@@ -333,46 +194,16 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             return  # decoding follows each frame's descriptor and casts to the array's dtype
         self._check_dtype(dtype.to_native_dtype())
 
-    def _check_dtype(self, dtype: np.dtype) -> None:
-        if dtype.kind not in "iufc" or (dtype.kind == "f" and dtype.itemsize not in (2, 4, 8)):
-            raise ValueError(f"the tensogram codec stores integers, floats and complex numbers, not {dtype}")
-        if self._float64_payload and dtype.kind != "f":
-            what = "simple_packing" if self.encoding == "simple_packing" else self.compression
-            raise ValueError(f"{what} is lossy and needs a floating-point dtype; got {dtype}")
-        if (self.compression, self.encoding, self.filter) == ("szip", "none", "none") and dtype.itemsize > 4:
-            raise ValueError(
-                f"compression 'szip' takes samples of at most 32 bits; dtype {dtype} needs "
-                "filter 'shuffle' (or encoding 'simple_packing' for floats)"
-            )
-
-    def _descriptor(self, data: np.ndarray) -> dict[str, Any]:
-        descriptor: dict[str, Any] = {
-            "type": "ntensor",
-            "shape": list(data.shape),
-            "dtype": data.dtype.name,
-            "byte_order": {"<": "little", ">": "big"}.get(data.dtype.byteorder, sys.byteorder),
-            "encoding": self.encoding,
-            "filter": self.filter,
-            "compression": self.compression,
-            **self._compression_params,
-        }
-        if self.encoding == "simple_packing":
-            descriptor["sp_bits_per_value"] = self.bits_per_value
-            descriptor.update(packing_params(data, self.bits_per_value, self.decimal_scale_factor))
-        if self.filter == "shuffle":
-            # Shuffle runs after the encoding: it moves bytes of packed samples, or of values.
-            width = -(-self.bits_per_value // 8) if self.encoding == "simple_packing" else data.dtype.itemsize
-            descriptor["shuffle_element_size"] = width
-        return descriptor
+    def _check_dtype(self, dtype: np.dtype) -> np.dtype:
+        """The dtype chunks of ``dtype`` are stored as; raises for dtypes the pipeline refuses."""
+        return self._pipeline.stored_dtype(dtype)
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         if self.chunk == "frame":
             raise TgmCodecError("chunk 'frame' arrays are read-only references into .tgm files")
         data = chunk_array.as_numpy_array().reshape(chunk_spec.shape)
-        self._check_dtype(data.dtype)
-        data = np.asarray(data, dtype=np.float64 if self._float64_payload else None, order="C")
         # NaN and infinities become Tensogram masks (restored on decode) instead of failing.
-        message = _core.encode_message({}, [(self._descriptor(data), data)], hash=self.hash,
+        message = _core.encode_message({}, [self._pipeline.prepare(data)], hash=self.hash,
                                        allow_nan=True, allow_inf=True)
         return chunk_spec.prototype.buffer.from_bytes(message)
 
@@ -454,8 +285,8 @@ def _check_chunk(message: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -
     The decoder checks only the size of what it fills: a chunk of another shape or dtype of the
     same size and item size would decode into wrong values (int64 7 read as float64 3.5e-323).
     """
-    descriptors = _core.message_descriptors(_whole_bytes(message))
-    found = [(tuple(d["shape"]), d["dtype"]) for d in descriptors]
+    _, objects = _core.parse_message(_whole_bytes(message))
+    found = [(tuple(d["shape"]), d["dtype"]) for d, _, _ in objects]
     if found != [(tuple(shape), dtype.name)]:
         what = ", ".join(f"shape {s} {t}" for s, t in found) or "no object"
         raise TgmCodecError(f"tensogram codec: the chunk holds {what}, not one object of shape "

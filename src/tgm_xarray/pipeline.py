@@ -1,0 +1,388 @@
+"""The Tensogram pipeline that stores an array: one table of options, their validation, the
+packing parameters and the descriptor.
+
+This is the one home of the encoding vocabulary: the writer's ``encoding=`` (through
+:func:`resolve`), ``tgm-xarray convert``'s flags and the zarr ``TensogramCodec`` all parse their
+options with :meth:`Pipeline.from_options`, so the same options give the same objects, and a bad
+option fails with the same :class:`~tgm_xarray.errors.TgmCodecError` and message everywhere.
+:data:`TABLE` lists every option with its values, default and aliases; ``docs/writer.md`` and
+``docs/zarr.md`` show :func:`markdown_table` (a test keeps them equal).
+
+>>> p = Pipeline.from_options({"bits": 16, "compression": "szip"})
+>>> p.encoding, p.bits_per_value, p.filter, p.params
+('simple_packing', 16, 'none', {'szip_rsi': 16, 'szip_block_size': 32, 'szip_flags': 8})
+>>> Pipeline.from_options({}).options()
+{'encoding': 'none', 'filter': 'none', 'compression': 'blosc2', 'blosc2_codec': 'zstd', 'blosc2_clevel': 3}
+>>> Pipeline.from_options({"zstd_level": 30})
+Traceback (most recent call last):
+...
+tgm_xarray.errors.TgmCodecError: zstd_level must be an integer from -131072 to 22; got 30
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tgm_xarray.errors import TgmCodecError
+
+ENCODINGS = ("none", "simple_packing")
+FILTERS = ("none", "shuffle")
+COMPRESSIONS = ("none", "zstd", "lz4", "blosc2", "szip", "zfp", "sz3")
+#: zfp mode -> the one parameter it takes.
+ZFP_MODES = {"fixed_rate": "zfp_rate", "fixed_precision": "zfp_precision", "fixed_accuracy": "zfp_tolerance"}
+#: Packed widths szip stores correctly: upstream 0.24 hands szip a bit stream it reads as
+#: byte-aligned samples, so other widths fail or silently decode wrong values.
+SZIP_PACKED_BITS = (8, 16, 24, 32)
+#: Compressions that read the payload as float64 whatever the dtype (upstream 0.24).
+FLOAT64_ONLY = ("zfp", "sz3")
+#: The largest binary scale factor (in magnitude) of simple packing that tensogram 0.24 encodes.
+MAX_BINARY_SCALE = 256
+
+
+def _choice(*choices: Any) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> Any:
+        # Same type too: 16.0 is no szip block size, nor is True one.
+        if not any(type(value) is type(c) and value == c for c in choices):
+            raise TgmCodecError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        return value
+    check.values = ", ".join(f"`{c}`" for c in choices)  # type: ignore[attr-defined]
+    return check
+
+
+def _integer(low: int, high: int) -> Callable[[str, Any], int]:
+    def check(name: str, value: Any) -> int:
+        # bool is an int subclass, and `true` in JSON is never meant as a number here.
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or not low <= value <= high:
+            raise TgmCodecError(f"{name} must be an integer from {low} to {high}; got {value!r}")
+        return int(value)
+    check.values = f"{low} to {high}"  # type: ignore[attr-defined]
+    return check
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number) or \
+            not math.isfinite(value) or value <= 0:
+        raise TgmCodecError(f"{name} must be a finite number > 0; got {value!r}")
+    return float(value)
+
+
+_positive.values = "> 0"  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: ``stage`` is what it configures (``"pipeline"`` for the stages' choices,
+    ``"simple_packing"``, or a compression); ``default`` is None where there is none or it
+    depends on other options (``doc`` says how)."""
+
+    name: str
+    stage: str
+    default: Any
+    check: Callable[[str, Any], Any]
+    aliases: tuple[str, ...] = ()
+    doc: str = ""
+
+
+TABLE = (
+    Option("encoding", "pipeline", None, _choice(*ENCODINGS),
+           doc="`simple_packing` when `bits_per_value` is given, else `none`"),
+    Option("bits_per_value", "simple_packing", None, _integer(1, 64), ("bits",),
+           doc="simple packing (GRIB's quantisation; lossy, floats only); 8, 16, 24 or 32 with "
+               "szip, a multiple of 8 with shuffle"),
+    Option("decimal_scale_factor", "simple_packing", 0, _integer(-308, 308), ("sp_decimal_scale_factor",),
+           doc="values are scaled by 10^D before packing, as in GRIB"),
+    Option("filter", "pipeline", "none", _choice(*FILTERS),
+           doc="`shuffle` moves the encoded samples' bytes (szip on raw 8-byte values needs it: `to_tgm` adds it there unless a filter is given)"),
+    Option("compression", "pipeline", "blosc2", _choice(*COMPRESSIONS),
+           doc="the writer stores coordinates with `none`; a compression's parameter alone "
+               "chooses it (`zstd_level=9`: zstd)"),
+    Option("szip_rsi", "szip", 16, _integer(1, 4096),
+           doc="blocks per reference sample interval: 16 x 32 = 512 values keeps windows cheap"),
+    Option("szip_block_size", "szip", 32, _choice(8, 16, 32, 64), doc="as GRIB 2's CCSDS packing"),
+    Option("szip_flags", "szip", 8, _integer(0, 127), doc="libaec flags; 8 is `AEC_DATA_PREPROCESS`"),
+    Option("zstd_level", "zstd", 3, _integer(-131072, 22)),
+    Option("blosc2_codec", "blosc2", "zstd", _choice("blosclz", "lz4", "lz4hc", "zlib", "zstd")),
+    Option("blosc2_clevel", "blosc2", 3, _integer(0, 9)),
+    Option("zfp_mode", "zfp", "fixed_precision", _choice(*ZFP_MODES), doc="lossy, floats only"),
+    Option("zfp_rate", "zfp", 16.0, _positive, doc="with `fixed_rate` only"),
+    Option("zfp_precision", "zfp", 32, _integer(1, 64), doc="with `fixed_precision` only"),
+    Option("zfp_tolerance", "zfp", None, _positive, doc="with `fixed_accuracy` only; required (it has units)"),
+    Option("sz3_error_bound_mode", "sz3", "rel", _choice("abs", "rel", "psnr"), doc="lossy, floats only"),
+    Option("sz3_error_bound", "sz3", 1e-4, _positive),
+)
+OPTIONS = {option.name: option for option in TABLE}
+#: Every accepted spelling -> its option.
+NAMES = OPTIONS | {alias: option for option in TABLE for alias in option.aliases}
+
+
+def canonical(name: str) -> str:
+    """The table's name of option ``name`` (itself, or the option it is an alias of)."""
+    if name not in NAMES:
+        raise TgmCodecError(f"unknown encoding option {name!r}; valid options are {sorted(NAMES)}")
+    return NAMES[name].name
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A valid pipeline: encoding, filter, compression and the compression's ``params``."""
+
+    encoding: str
+    bits_per_value: int | None
+    decimal_scale_factor: int | None
+    filter: str
+    compression: str
+    params: Mapping[str, Any]
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None, *,
+                     compression: str = OPTIONS["compression"].default) -> Pipeline:
+        """The pipeline ``options`` name (table names or aliases; None values count as not
+        given), defaults filled in; ``compression`` is the default compression.
+
+        Raises ``TgmCodecError`` for an unknown option, a bad value, an option of a stage not
+        chosen, or a combination upstream tensogram 0.24 cannot store.
+        """
+        given: dict[str, Any] = {}
+        for name, value in (options or {}).items():
+            key = canonical(name)
+            if key in given:
+                raise TgmCodecError(f"{name!r} and {key!r} are the same option; give one")
+            if value is not None:
+                given[key] = OPTIONS[key].check(key, value)
+        params = {k: v for k, v in given.items() if OPTIONS[k].stage in COMPRESSIONS}
+        # a compression's parameters alone choose it
+        compression = given.get("compression") or next(
+            (OPTIONS[k].stage for k in params), OPTIONS["compression"].check("compression", compression))
+        bits = given.get("bits_per_value")
+        encoding = given.get("encoding", "simple_packing" if bits is not None else "none")
+        decimal = given.get("decimal_scale_factor")
+        if encoding == "simple_packing":
+            if bits is None:
+                raise TgmCodecError("bits_per_value is required with encoding 'simple_packing'")
+            decimal = decimal or 0
+        else:
+            for name, value in (("bits_per_value", bits), ("decimal_scale_factor", decimal)):
+                if value is not None:
+                    raise TgmCodecError(f"{name} applies to encoding 'simple_packing', not {encoding!r}")
+        filter_ = given.get("filter", "none")  # none: szip and blosc2 windows decode alone
+        if compression in FLOAT64_ONLY and (encoding, filter_) != ("none", "none"):
+            raise TgmCodecError(f"compression {compression!r} needs encoding 'none' and filter 'none'")
+        if encoding == "simple_packing":
+            if compression == "szip" and bits not in SZIP_PACKED_BITS:
+                raise TgmCodecError(
+                    f"bits_per_value must be one of {SZIP_PACKED_BITS} with simple_packing + szip "
+                    f"(tensogram 0.24 decodes other widths wrongly); got {bits}")
+            if filter_ == "shuffle" and bits % 8:
+                raise TgmCodecError(f"bits_per_value must be a multiple of 8 with filter 'shuffle'; got {bits}")
+        return cls(encoding, bits, decimal, filter_, compression, _compression_params(compression, params))
+
+    def options(self) -> dict[str, Any]:
+        """The options that give this pipeline, all of them, by their table names."""
+        options: dict[str, Any] = {"encoding": self.encoding}
+        if self.encoding == "simple_packing":
+            options |= {"bits_per_value": self.bits_per_value, "decimal_scale_factor": self.decimal_scale_factor}
+        return options | {"filter": self.filter, "compression": self.compression, **self.params}
+
+    @property
+    def float64_only(self) -> bool:
+        """Whether values are stored as float64 (upstream 0.24 packs, zfps and sz3s float64 only)."""
+        return self.encoding == "simple_packing" or self.compression in FLOAT64_ONLY
+
+    def stored_dtype(self, dtype: np.dtype) -> np.dtype:
+        """The dtype values of ``dtype`` are stored as (native byte order); raises
+        ``TgmCodecError`` for values this pipeline cannot store."""
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "iufc" or (dtype.kind == "f" and dtype.itemsize not in (2, 4, 8)):
+            raise TgmCodecError(f"Tensogram stores integers, floats and complex numbers, not {dtype} values")
+        if self.float64_only:
+            if dtype.kind != "f":
+                what = ("encoding 'simple_packing'" if self.encoding == "simple_packing"
+                        else f"compression {self.compression!r}")
+                raise TgmCodecError(f"{what} is lossy and needs floating-point values; got {dtype}")
+            return np.dtype("float64")
+        if (self.compression, self.encoding, self.filter) == ("szip", "none", "none") and dtype.itemsize > 4:
+            raise TgmCodecError(
+                f"compression 'szip' takes samples of at most 32 bits; {dtype} values need "
+                "filter 'shuffle' (or encoding 'simple_packing' for floats)")
+        return dtype.newbyteorder("=")
+
+    def descriptor(self, array: np.ndarray) -> dict[str, Any]:
+        """The descriptor of ``array``, already in :meth:`stored_dtype` and C order.
+
+        Packing parameters are computed here from the finite values, so fields with NaN or
+        infinities pack too (upstream's own computation rejects them); the encoder stores the
+        non-finite points as masks.
+        """
+        descriptor = {
+            "type": "ntensor", "shape": list(array.shape), "dtype": array.dtype.name,
+            "byte_order": sys.byteorder, "encoding": self.encoding, "filter": self.filter,
+            "compression": self.compression, **self.params,
+        }
+        if self.encoding == "simple_packing":
+            descriptor["sp_bits_per_value"] = self.bits_per_value
+            descriptor |= packing_params(array, self.bits_per_value, self.decimal_scale_factor)
+        if self.filter == "shuffle":
+            # Shuffle runs after the encoding: it moves bytes of packed samples, or of values.
+            descriptor["shuffle_element_size"] = (-(-self.bits_per_value // 8) if self.encoding == "simple_packing"
+                                                  else array.dtype.itemsize)
+        return descriptor
+
+    def prepare(self, values: np.ndarray) -> tuple[dict, np.ndarray]:
+        """The descriptor and the stored (C-contiguous, native-order) array of ``values``.
+
+        >>> d, a = Pipeline.from_options({"bits": 8}).prepare(np.array([0.0, np.nan, 255.0]))
+        >>> d["sp_reference_value"], d["sp_binary_scale_factor"], a.dtype
+        (0.0, 0, dtype('float64'))
+        """
+        # (np.asarray, not np.ascontiguousarray, which turns 0-d arrays into 1-d ones)
+        array = np.asarray(values, dtype=self.stored_dtype(values.dtype), order="C")
+        return self.descriptor(array), array
+
+
+def _compression_params(compression: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of ``compression``: the ``given`` ones, defaults for the others."""
+    names = [o.name for o in TABLE if o.stage == compression]
+    if compression == "zfp":
+        mode = given.get("zfp_mode", OPTIONS["zfp_mode"].default)
+        names = ["zfp_mode", ZFP_MODES[mode]]
+    for name in given:
+        if name not in names:
+            owner = OPTIONS[name].stage
+            raise TgmCodecError(f"{name} is a parameter of compression {owner!r}, not of {compression!r}"
+                                if owner != compression else f"{name} does not apply to zfp_mode {mode!r}")
+    params = {}
+    for name in names:
+        value = given.get(name, OPTIONS[name].default)
+        if value is None:
+            raise TgmCodecError(f"{name} is required with compression {compression!r}"
+                                + (f" and zfp_mode {mode!r}" if compression == "zfp" else ""))
+        params[name] = value
+    return params
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How one variable of the writer is stored: its pipeline and its values' stored dtype."""
+
+    pipeline: Pipeline
+    dtype: np.dtype
+
+    def prepare(self, values: np.ndarray) -> tuple[dict, np.ndarray]:
+        """:meth:`Pipeline.prepare` of one field of the variable."""
+        array = np.asarray(values, dtype=self.dtype, order="C")  # self.dtype is native: no check
+        return self.pipeline.descriptor(array), array
+
+
+def resolve(name: str, dtype: np.dtype, options: Mapping[str, Any] | None, *,
+            coordinate: bool = False) -> Codec:
+    """The writer's :class:`Codec` of variable ``name`` with numpy ``dtype``, from its encoding
+    options: coordinates are stored uncompressed by default (small, and any part reads
+    without decoding the rest). Errors are the pipeline's, with a note naming the variable.
+
+    >>> c = resolve("t2m", np.dtype("float32"), {"bits": 12})
+    >>> c.dtype, c.pipeline.encoding, c.pipeline.compression
+    (dtype('float64'), 'simple_packing', 'blosc2')
+    >>> resolve("n", np.dtype("int32"), {"bits": 8})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tgm_xarray.errors.TgmCodecError: encoding 'simple_packing' is lossy and needs floating-point values; got int32
+    in the encoding of variable 'n'
+    """
+    try:
+        pipeline = Pipeline.from_options(options, compression="none" if coordinate else "blosc2")
+        if (pipeline.compression, pipeline.encoding, pipeline.filter) == ("szip", "none", "none") \
+                and "filter" not in {canonical(k) for k in options or {}} and np.dtype(dtype).itemsize > 4:
+            # szip codes samples of at most 32 bits: wider raw values get the byte shuffle they
+            # need unless a filter was asked for (the writer's rule since its first version).
+            pipeline = dataclasses.replace(pipeline, filter="shuffle")
+        return Codec(pipeline, pipeline.stored_dtype(dtype))
+    except TgmCodecError as error:
+        error.add_note(f"in the encoding of variable {name!r}")
+        raise
+
+
+def reader_options(encoding: Mapping[str, Any]) -> dict | None:
+    """Options that store a variable the way the file it was read from did, from the
+    ``tensogram_*`` entries the reader puts in ``Variable.encoding``; ``None`` without them.
+
+    >>> reader_options({"tensogram_encoding": "simple_packing", "tensogram_filter": "none",
+    ...                 "tensogram_compression": "szip", "tensogram_params": {
+    ...                     "sp_bits_per_value": 24, "sp_reference_value": 212.8,
+    ...                     "szip_rsi": 128, "szip_block_size": 32, "szip_flags": 8}})
+    {'encoding': 'simple_packing', 'bits_per_value': 24, 'filter': 'none', 'compression': 'szip', 'szip_rsi': 128, 'szip_block_size': 32, 'szip_flags': 8}
+    """
+    if "tensogram_compression" not in encoding or "tensogram_encoding" not in encoding:
+        return None  # fields stored differently: no common pipeline to repeat
+    params = encoding.get("tensogram_params") or {}
+    options: dict[str, Any] = {"encoding": encoding["tensogram_encoding"]}
+    if options["encoding"] == "simple_packing":
+        options["bits_per_value"] = params.get("sp_bits_per_value")
+        if params.get("sp_decimal_scale_factor"):
+            options["decimal_scale_factor"] = params["sp_decimal_scale_factor"]
+    options |= {"filter": encoding.get("tensogram_filter", "none"),
+                "compression": encoding["tensogram_compression"]}
+    return options | {k: v for k, v in params.items() if k in OPTIONS and OPTIONS[k].stage in COMPRESSIONS}
+
+
+def packing_params(values: np.ndarray, bits: int, decimal_scale_factor: int = 0) -> dict:
+    """Reference value and binary scale factor of simple packing, from the finite values.
+
+    The same rule as upstream's (and GRIB's): the reference is the minimum, and ``2**E`` the
+    smallest power of two with ``(max - min) * 10**D <= 2**E * (2**bits - 1)``. The largest
+    error is therefore ``2**E / 2 / 10**D``, below ``(max - min) / (2**bits - 1)``.
+
+    >>> packing_params(np.array([200.0, 300.0]), 16)
+    {'sp_reference_value': 200.0, 'sp_binary_scale_factor': -9, 'sp_decimal_scale_factor': 0}
+    """
+    low, high = _finite_range(values)
+    return {"sp_reference_value": low,
+            "sp_binary_scale_factor": _binary_scale(low, high, bits, decimal_scale_factor),
+            "sp_decimal_scale_factor": decimal_scale_factor}
+
+
+def _binary_scale(low: float, high: float, bits: int, decimal_scale_factor: int) -> int:
+    if low == high or bits == 0:
+        return 0
+    try:
+        spread = (high - low) * 10.0**decimal_scale_factor
+        scale = math.ceil(math.log2(spread / float(2**bits - 1)))
+    except (OverflowError, ValueError):  # a spread beyond float64, or one that underflows to 0
+        scale = None
+    if scale is None or abs(scale) > MAX_BINARY_SCALE:
+        decimal = f" with decimal_scale_factor={decimal_scale_factor}" if decimal_scale_factor else ""
+        needed = "outside float64's range" if scale is None else f"2**{scale}"
+        raise TgmCodecError(
+            f"simple packing to {bits} bits cannot hold values from {low!r} to {high!r}{decimal}: "
+            f"the packing step would be {needed}, and tensogram encodes steps from "
+            f"2**-{MAX_BINARY_SCALE} to 2**{MAX_BINARY_SCALE} only; store them unpacked (drop "
+            "bits_per_value) or rescale them")
+    return scale
+
+
+def _finite_range(values: np.ndarray) -> tuple[float, float]:
+    if values.size == 0:
+        return 0.0, 0.0
+    with np.errstate(invalid="ignore"):
+        low, high = float(np.nanmin(values)), float(np.nanmax(values))
+    if math.isfinite(low) and math.isfinite(high):
+        return low, high
+    finite = values[np.isfinite(values)]  # infinities (or only NaN): rarely taken, copies
+    return (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+
+
+def markdown_table() -> str:
+    """The option table of the docs, from :data:`TABLE`."""
+    rows = ["| option | values | default | notes |", "|---|---|---|---|"]
+    for o in TABLE:
+        name = " / ".join(f"`{n}`" for n in (o.name, *o.aliases))
+        stage = "" if o.stage in ("pipeline", "simple_packing") or o.name == "zfp_mode" else f"{o.stage}: "
+        default = "see notes" if o.default is None else f"`{o.default}`"
+        rows.append(f"| {name} | {o.check.values} | {default} | {stage}{o.doc} |".replace(":  |", " |"))
+    return "\n".join(rows)

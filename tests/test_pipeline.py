@@ -1,0 +1,198 @@
+"""The pipeline's option table is the one vocabulary of ``to_tgm(encoding=...)``, ``tgm-xarray
+convert`` and ``TensogramCodec``: the same options store byte-identical objects through all three,
+and a bad option fails with the same error and message from each."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from tgm_xarray import _core, to_tgm
+from tgm_xarray.cli import main
+from tgm_xarray.errors import TgmCodecError
+from tgm_xarray.pipeline import (COMPRESSIONS, ENCODINGS, FILTERS, NAMES, OPTIONS, TABLE, ZFP_MODES,
+                                 Pipeline, markdown_table, reader_options)
+from tgm_xarray.zarr_codec import TensogramCodec
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+# Every encoding x filter x compression (16 bits: a width szip and shuffle both take).
+STAGES = [{"encoding": e, "filter": f, "compression": c, **({"bits_per_value": 16} if e != "none" else {})}
+          for e, f, c in itertools.product(ENCODINGS, FILTERS, COMPRESSIONS)]
+# Every option of the table with a value other than its default, and the aliases.
+PARAMETERS = [
+    {"bits": 24, "compression": "szip", "szip_rsi": 4, "szip_block_size": 16, "szip_flags": 0},
+    {"bits_per_value": 12, "sp_decimal_scale_factor": 2},
+    {"bits_per_value": 10, "decimal_scale_factor": -1, "compression": "lz4"},
+    {"zstd_level": -5},
+    {"zstd_level": 22, "filter": "shuffle"},
+    {"compression": "blosc2", "blosc2_codec": "lz4hc", "blosc2_clevel": 9},
+    *({"zfp_mode": mode, key: value} for (mode, key), value in zip(ZFP_MODES.items(), (8.0, 20, 0.01))),
+    *({"sz3_error_bound_mode": mode, "sz3_error_bound": 0.01} for mode in ("abs", "rel", "psnr")),
+    {},
+]
+INVALID = [
+    {"bits": 0}, {"bits": 16.0}, {"bits": 12, "compression": "szip"}, {"bits": 12, "filter": "shuffle"},
+    {"bits": 16, "compression": "zfp"}, {"compression": "sz3", "filter": "shuffle"},
+    {"encoding": "simple_packing"}, {"encoding": "none", "bits": 8}, {"decimal_scale_factor": 1},
+    {"compression": "gzip"}, {"zstd_level": 23}, {"compression": "lz4", "zstd_level": 1},
+    {"zfp_mode": "fixed_accuracy"}, {"zfp_mode": "fixed_rate", "zfp_precision": 3},
+    {"szip_block_size": 12}, {"blosc2_codec": "snappy"}, {"sz3_error_bound": -1.0},
+    {"bits": 8, "bits_per_value": 8}, {"level": 3},
+]
+
+
+def _values() -> np.ndarray:
+    rng = np.random.default_rng(7)
+    return (250.0 + 40.0 * rng.random((32, 48))).astype(np.float32)
+
+
+def _frame(message: bytes, obj: int = 0) -> bytes:
+    _, objects = _core.parse_message(message)
+    _, start, length = objects[obj]
+    return message[start:start + length]
+
+
+def _writer_frame(tmp_path: Path, options: dict) -> bytes:
+    path = tmp_path / "writer.tgm"
+    to_tgm(xr.Dataset({"v": (("y", "x"), _values())}), path, encoding={"v": options})
+    return _frame(path.read_bytes())
+
+
+def _cli_args(options: dict) -> list[str]:
+    return [arg for key, value in options.items() for arg in ("--option", f"{key}={value}")]
+
+
+def _cli_frame(tmp_path: Path, options: dict) -> bytes:
+    source, path = tmp_path / "in.nc", tmp_path / "cli.tgm"
+    if not source.exists():
+        xr.Dataset({"v": (("y", "x"), _values())}).to_netcdf(source)
+    assert main(["convert", str(source), str(path), "--force", "--no-progress", *_cli_args(options)]) == 0
+    return _frame(path.read_bytes())
+
+
+def _codec_frame(options: dict) -> bytes:
+    store = zarr.storage.MemoryStore()
+    array = zarr.create_array(store, shape=(32, 48), chunks=(32, 48), dtype="float32",
+                              serializer=TensogramCodec(**options), compressors=None)
+    array[:] = _values()
+    chunk = store._store_dict["c/0/0"].to_bytes()
+    return _frame(chunk)
+
+
+def _error(call) -> TgmCodecError:
+    with pytest.raises(TgmCodecError) as info:
+        call()
+    return info.value
+
+
+@pytest.mark.parametrize("options", STAGES + PARAMETERS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_same_options_same_object_everywhere(tmp_path, options, capsys):
+    """to_tgm, convert and the zarr codec store the same object (descriptor, payload, hash)
+    from the same options, or refuse them with the same error and message."""
+    try:
+        Pipeline.from_options(options)
+    except TgmCodecError:  # e.g. packing with zfp
+        _assert_same_error(tmp_path, options, capsys)
+        return
+    written = _writer_frame(tmp_path, options)
+    assert _cli_frame(tmp_path, options) == written
+    assert _codec_frame(options) == written
+    # and the object decodes to the values within the pipeline's bounds
+    decoded = _core.read_frame(written, None, None, True, "test")
+    assert decoded.shape == (32, 48)
+
+
+@pytest.mark.parametrize("options", INVALID, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_invalid_option_same_error_everywhere(tmp_path, options, capsys):
+    _assert_same_error(tmp_path, options, capsys)
+
+
+def _assert_same_error(tmp_path: Path, options: dict, capsys) -> None:
+    message = str(_error(lambda: Pipeline.from_options(options)))
+    writer = _error(lambda: _writer_frame(tmp_path, options))
+    assert str(writer) == message
+    assert writer.__notes__ == ["in the encoding of variable 'v'"]
+    assert str(_error(lambda: TensogramCodec(**options))) == message
+    xr.Dataset({"v": (("y", "x"), _values())}).to_netcdf(tmp_path / "in.nc")
+    capsys.readouterr()
+    assert main(["convert", str(tmp_path / "in.nc"), str(tmp_path / "cli.tgm"), "--no-progress",
+                 *_cli_args(options)]) == 1
+    # (an unknown --option KEY fails before any variable is planned: no note then)
+    assert capsys.readouterr().err in (f"tgm-xarray: error: {' '.join(message.split())}{note}\n"
+                                       for note in (" (in the encoding of variable 'v')", ""))
+    assert not (tmp_path / "cli.tgm").exists()
+
+
+def test_dtype_errors_same_in_writer_and_codec():
+    """What depends on the values' dtype fails alike in the writer and the codec."""
+    ints = np.arange(6, dtype="int64").reshape(2, 3)
+    for options in ({"bits": 8}, {"compression": "zfp"}, {"compression": "szip", "filter": "none"}):
+        message = str(_error(lambda: Pipeline.from_options(options).stored_dtype(ints.dtype)))
+        assert str(_error(lambda: to_tgm(xr.Dataset({"n": (("y", "x"), ints)}), {}, encoding={"n": options}))) \
+            == message
+        codec = TensogramCodec(**options)
+        assert str(_error(lambda: zarr.create_array({}, shape=(2, 3), dtype="int64", serializer=codec,
+                                                    compressors=None))) == message
+
+
+def test_aliases_name_the_table_option():
+    assert Pipeline.from_options({"bits": 16, "sp_decimal_scale_factor": 1}) == \
+        Pipeline.from_options({"bits_per_value": 16, "decimal_scale_factor": 1})
+    assert TensogramCodec(bits=16).to_dict()["configuration"]["bits_per_value"] == 16
+    assert TensogramCodec(bits=16) == TensogramCodec(bits_per_value=16, encoding="simple_packing")
+    assert set(NAMES) == set(OPTIONS) | {"bits", "sp_decimal_scale_factor"}
+
+
+def test_codec_configuration_round_trips_and_is_complete():
+    """to_dict names every option of the chosen stages by its table name; from_dict reads it back."""
+    for options in STAGES + PARAMETERS:
+        try:
+            codec = TensogramCodec(**options)
+        except TgmCodecError:
+            continue
+        configuration = codec.to_dict()["configuration"]
+        assert set(configuration) - {"hash"} <= set(OPTIONS)
+        assert TensogramCodec.from_dict(codec.to_dict()) == codec
+        assert Pipeline.from_options({k: v for k, v in configuration.items() if k != "hash"}) == codec._pipeline
+
+
+def test_defaults_are_the_tables():
+    p = Pipeline.from_options({"compression": "szip"})
+    assert p.filter == "none"  # raw 8-byte values then need filter="shuffle" (stored_dtype says so)
+    assert p.params == {"szip_rsi": 16, "szip_block_size": 32, "szip_flags": 8}  # 512-value RSI
+    assert Pipeline.from_options({}).params == {"blosc2_codec": "zstd", "blosc2_clevel": 3}
+    assert Pipeline.from_options({"zstd_level": 9}).compression == "zstd"
+    assert Pipeline.from_options({"compression": "zfp"}).params == {"zfp_mode": "fixed_precision", "zfp_precision": 32}
+    for option in TABLE:
+        if option.default is not None:
+            assert option.check(option.name, option.default) == option.default
+
+
+def test_reader_options_repeat_the_stored_pipeline(tmp_path):
+    """A .tgm read back and written again keeps its pipeline, through the table's names."""
+    options = {"bits": 24, "compression": "szip", "szip_rsi": 4}
+    to_tgm(xr.Dataset({"v": (("y", "x"), _values())}), tmp_path / "a.tgm", encoding={"v": options})
+    with xr.open_dataset(tmp_path / "a.tgm", engine="tgm") as ds:
+        reused = reader_options(ds["v"].encoding)
+        assert Pipeline.from_options(reused) == Pipeline.from_options(options)
+        to_tgm(ds, tmp_path / "b.tgm")
+    assert _frame((tmp_path / "b.tgm").read_bytes()) == _frame((tmp_path / "a.tgm").read_bytes())
+
+
+@pytest.mark.parametrize("page", ["writer.md", "zarr.md"])
+def test_docs_show_the_table(page):
+    """The docs' option tables are the table's (regenerate with pipeline.markdown_table())."""
+    text = (DOCS / page).read_text()
+    assert markdown_table() in text, f"docs/{page}: the option table differs from pipeline.markdown_table()"
+
+
+def test_table_covers_every_compression_and_stage():
+    stages = {o.stage for o in TABLE}
+    assert stages <= {"pipeline", "simple_packing", *COMPRESSIONS}
+    assert set(FILTERS) == {"none", "shuffle"}
