@@ -15,6 +15,7 @@ import pytest
 import xarray as xr
 
 from conftest import require_shared
+from tgm_xarray import handles
 from tgm_xarray.backend import TensogramBackendEntrypoint as Ours
 from tgm_xarray.errors import TgmHashMismatchError, TgmIndexError
 
@@ -164,17 +165,19 @@ def s3_bucket(monkeypatch, ifs_file):
     endpoint = f"http://{host}:{port}"
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(key, raising=False)
-    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing")
-    fs.mkdir("forecasts")
-    fs.put(str(ifs_file), "forecasts/ifs.tgm")
+    handles.CACHE.clear()  # a URL of an earlier server (the same bucket and path) is not reused
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing", skip_instance_cache=True)
+    fs.makedirs("compat", exist_ok=True)  # moto's buckets outlive its servers in one process
+    fs.put(str(ifs_file), "compat/ifs.tgm")
     yield endpoint
+    handles.CACHE.clear()
     server.stop()
 
 
 def test_storage_options_in_object_store_spelling_over_s3(s3_bucket, ifs_file):
     options = {"aws_endpoint": s3_bucket, "allow_http": "true", "aws_access_key_id": "testing",
                "aws_secret_access_key": "testing", "aws_region": "us-east-1"}
-    with xr.open_dataset("s3://forecasts/ifs.tgm", engine=Ours, storage_options=options) as remote, \
+    with xr.open_dataset("s3://compat/ifs.tgm", engine=Ours, storage_options=options) as remote, \
             xr.open_dataset(ifs_file, engine=Ours) as local:
         xr.testing.assert_identical(remote.load(), local.load())
 

@@ -274,8 +274,7 @@ class Objects:
                 reasons.append(f"no data object has a key {key!r}"
                                + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
                 continue
-            wanted_list = wanted if isinstance(wanted, (list, tuple, set, frozenset)) else [wanted]
-            close = sorted({c for w in wanted_list for c in vocabulary.close_matches(w, present)})
+            close = sorted({c for w in _accepted(wanted) for c in vocabulary.close_matches(w, present)})
             shown = sorted({str(v) for v in present})
             reasons.append(f"{key!r} is {wanted!r} in no data object; its values are "
                            f"{', '.join(map(repr, shown[:10]))}{', ...' if len(shown) > 10 else ''}"
@@ -406,8 +405,12 @@ def _matches(keys: Mapping[str, Any], filter_by_keys: Mapping | None) -> bool:
 
 
 def _item_matches(keys: Mapping[str, Any], key: str, wanted: Any) -> bool:
-    accepted = wanted if isinstance(wanted, (list, tuple, set, frozenset)) else [wanted]
-    return any(_same(value, want) for value in vocabulary.values(keys, key) for want in accepted)
+    return any(_same(value, want) for value in vocabulary.values(keys, key) for want in _accepted(wanted))
+
+
+def _accepted(wanted: Any) -> list | tuple | set | frozenset:
+    """The values a filter item accepts: any of a list/tuple/set, else the one value."""
+    return wanted if isinstance(wanted, (list, tuple, set, frozenset)) else [wanted]
 
 
 def _same(value: Any, wanted: Any) -> bool:
