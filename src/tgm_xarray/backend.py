@@ -576,5 +576,30 @@ def _decode(store, mask_and_scale, decode_times, concat_characters, decode_coord
         concat_characters=concat_characters, decode_coords=decode_coords,
         drop_variables=drop_variables, use_cftime=use_cftime, decode_timedelta=decode_timedelta,
     )
+    ds = _raw_times(ds, store.plan.index_coords, decode_times,
+                    decode_times if decode_timedelta is None else decode_timedelta)
     ds.set_close(store.close)
     return ds
+
+
+#: Units of the raw times, as cfgrib gives them with ``decode_times=False`` / ``decode_timedelta=False``.
+RAW_TIME_ATTRS = {"units": "seconds since 1970-01-01T00:00:00", "calendar": "proleptic_gregorian"}
+RAW_TIMEDELTA_ATTRS = {"units": "hours"}
+
+
+def _raw_times(ds, index_coords: Mapping, decode_times, decode_timedelta):
+    """The coordinates the planner decoded from metadata (``time``, ``step``, ``valid_time``, ISO
+    date-time keys) as cfgrib's raw values when decoding is off: seconds since 1970 (int64) and
+    hours (float64), with their units. Coordinates stored as objects are xarray's to decode."""
+    raw = {}
+    for name in index_coords:
+        var = ds.variables.get(name)
+        if var is None:
+            continue
+        if var.dtype.kind == "M" and not decode_times:
+            seconds = (var.values - np.datetime64(0, "s")) // np.timedelta64(1, "s")
+            raw[name] = Variable(var.dims, seconds.astype(np.int64), {**var.attrs, **RAW_TIME_ATTRS})
+        elif var.dtype.kind == "m" and not decode_timedelta:
+            hours = var.values / np.timedelta64(1, "h")
+            raw[name] = Variable(var.dims, hours.astype(np.float64), {**var.attrs, **RAW_TIMEDELTA_ATTRS})
+    return ds.assign_coords(raw) if raw else ds

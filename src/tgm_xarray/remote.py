@@ -71,6 +71,45 @@ def is_url(path: Any) -> bool:
     return isinstance(path, str) and "://" in path and not path.startswith("file://")
 
 
+#: object_store's option names (what upstream tensogram-xarray takes) -> fsspec/s3fs's.
+_OBJECT_STORE_S3 = {
+    "aws_access_key_id": "key", "access_key_id": "key",
+    "aws_secret_access_key": "secret", "secret_access_key": "secret",
+    "aws_session_token": "token", "session_token": "token",
+    "aws_endpoint": "endpoint_url", "aws_endpoint_url": "endpoint_url", "endpoint": "endpoint_url",
+    "aws_skip_signature": "anon", "skip_signature": "anon",
+}
+_OBJECT_STORE_REGION = ("aws_region", "region")
+#: object_store switches with no fsspec counterpart: fsspec reads ``http://`` (and an ``http://``
+#: endpoint) as given, so ``allow_http`` is already the case.
+_OBJECT_STORE_IGNORED = ("allow_http",)
+
+
+def fsspec_options(url: str, storage_options: dict | None) -> dict:
+    """``storage_options`` for fsspec: upstream's object_store spellings (``allow_http``,
+    ``aws_access_key_id``, ``aws_endpoint``, ``aws_region``, ...) read as fsspec's (``key``,
+    ``endpoint_url``, ``client_kwargs.region_name``); fsspec's own pass as they are and win."""
+    options = dict(storage_options or {})
+    for key in _OBJECT_STORE_IGNORED:
+        options.pop(key, None)
+    if url.startswith(("s3://", "s3a://")):
+        for key, name in _OBJECT_STORE_S3.items():
+            if key in options:
+                value = options.pop(key)
+                options.setdefault(name, _flag(value) if name == "anon" else value)
+        for key in _OBJECT_STORE_REGION:
+            if key in options:
+                client_kwargs = dict(options.get("client_kwargs") or {})
+                client_kwargs.setdefault("region_name", options.pop(key))
+                options["client_kwargs"] = client_kwargs
+    return options
+
+
+def _flag(value: Any) -> bool:
+    # object_store takes its switches as strings too ("true").
+    return value.strip().lower() in ("1", "true", "yes") if isinstance(value, str) else bool(value)
+
+
 class ShortReadError(OSError):
     """The server sent fewer bytes than the range asked for."""
 
@@ -179,7 +218,7 @@ class Fetcher:
         except ImportError:
             raise ImportError(f"reading {url} needs fsspec: pip install 'tgm-xarray[remote]'") from None
         self.url = url
-        self.fs, self.path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        self.fs, self.path = fsspec.core.url_to_fs(url, **fsspec_options(url, storage_options))
         self.deadline = _setting(DEADLINE_ENV, DEADLINE, float)
         self.max_whole_body = _setting(MAX_WHOLE_BODY_ENV, MAX_WHOLE_BODY, int)
         async_fs = getattr(self.fs, "async_impl", False)

@@ -10,6 +10,7 @@ so that a filter or ``message_index`` never changes what a key means.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tgm_xarray import vocabulary
 from tgm_xarray.attrs import freeze, is_scalar
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
 from tgm_xarray.hypercube.columns import KeyColumn, Keys, factorize
@@ -246,15 +248,41 @@ class Objects:
         return Selection(passed, coords[kept[t.msg[coords]]], np.flatnonzero(kept))
 
     def _matching(self, rows: np.ndarray, filter_by_keys: Mapping) -> np.ndarray:
-        """Which ``rows`` match the filter (:func:`_matches` once per distinct view)."""
-        keys = sorted({k for key in filter_by_keys for k in ([key] if "." in key
-                                                             else [key, f"mars.{key}"])})
+        """Which ``rows`` match the filter (:func:`_matches` once per distinct view); a filter
+        that matches none of them warns, naming the items that matched nothing."""
+        keys = sorted({k for key in filter_by_keys for k in vocabulary.stored_keys(key)})
         keys = [k for k in keys if k in self.table.own or k in self.table.extra]
         inverse, maps, _ = self.keys.dicts(keys, rows, view=True)
         if not len(rows):
             return np.zeros(0, dtype=bool)
-        return np.array([_matches(m, filter_by_keys) for m in maps], dtype=bool)[inverse]
+        matched = np.array([_matches(m, filter_by_keys) for m in maps], dtype=bool)
+        if not matched.any():
+            warnings.warn(self._no_match(filter_by_keys, maps), UserWarning, stacklevel=2)
+        return matched[inverse]
 
+    def _no_match(self, filter_by_keys: Mapping, maps: list[Mapping]) -> str:
+        """Why a filter matched no data object: each item that matches nothing by itself, with
+        the keys or values of the file spelled like it."""
+        known = set(self.table.own) | set(self.table.extra) | set(vocabulary.CFGRIB_KEYS)
+        reasons = []
+        for key, wanted in filter_by_keys.items():
+            if any(_item_matches(m, key, wanted) for m in maps):
+                continue
+            present = [v for m in maps for v in vocabulary.values(m, key)]
+            if not present:
+                close = vocabulary.close_matches(key, known | {k.split(".", 1)[-1] for k in known})
+                reasons.append(f"no data object has a key {key!r}"
+                               + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
+                continue
+            close = sorted({c for w in _accepted(wanted) for c in vocabulary.close_matches(w, present)})
+            shown = sorted({str(v) for v in present})
+            reasons.append(f"{key!r} is {wanted!r} in no data object; its values are "
+                           f"{', '.join(map(repr, shown[:10]))}{', ...' if len(shown) > 10 else ''}"
+                           + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
+        if not reasons:
+            reasons.append("each item matches some data object, but no data object matches them all")
+        return (f"{self.options.source}: filter_by_keys={dict(filter_by_keys)!r} matches no data "
+                f"object, so the Dataset is empty: " + "; ".join(reasons))
 
 
 def identity_keys(table: MetadataTable) -> frozenset[str]:
@@ -371,14 +399,18 @@ def dtype_family(dtype: np.dtype) -> str:
 
 
 def _matches(keys: Mapping[str, Any], filter_by_keys: Mapping | None) -> bool:
-    """cfgrib-style filter: every item must match; a plain key also matches ``mars.<key>``."""
-    for key, wanted in (filter_by_keys or {}).items():
-        accepted = wanted if isinstance(wanted, (list, tuple, set, frozenset)) else [wanted]
-        candidates = [key] if "." in key else [key, f"mars.{key}"]
-        values = [keys[k] for k in candidates if k in keys]
-        if not any(_same(value, want) for value in values for want in accepted):
-            return False
-    return True
+    """cfgrib-style filter: every item must match; plain keys are also looked up as ``mars.<key>``
+    and ``grib.<key>``, and cfgrib's own keys through the MARS keys (:mod:`tgm_xarray.vocabulary`)."""
+    return all(_item_matches(keys, key, wanted) for key, wanted in (filter_by_keys or {}).items())
+
+
+def _item_matches(keys: Mapping[str, Any], key: str, wanted: Any) -> bool:
+    return any(_same(value, want) for value in vocabulary.values(keys, key) for want in _accepted(wanted))
+
+
+def _accepted(wanted: Any) -> list | tuple | set | frozenset:
+    """The values a filter item accepts: any of a list/tuple/set, else the one value."""
+    return wanted if isinstance(wanted, (list, tuple, set, frozenset)) else [wanted]
 
 
 def _same(value: Any, wanted: Any) -> bool:

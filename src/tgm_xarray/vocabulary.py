@@ -1,0 +1,100 @@
+"""cfgrib's vocabulary for ``filter_by_keys``: ecCodes key names read from the keys we store.
+
+cfgrib users filter with ecCodes keys (``shortName``, ``paramId``, ``typeOfLevel``, ``level``,
+``dataType``, ``stepType``, ...). Tensogram files carry the MARS request of each field
+(``mars.param``, ``mars.levtype``, ``mars.levelist``, ``mars.type``, ``mars.step``, ...) and,
+when converted from GRIB by upstream's converter, the ecCodes keys themselves under ``grib.``.
+This module is the one table between the two: :func:`values` gives a filter key's values for
+one object in cfgrib's spelling (``mars.levtype: pl`` is ``typeOfLevel: isobaricInhPa``).
+
+>>> values({"mars.levtype": "pl", "mars.levelist": 500}, "typeOfLevel")
+['isobaricInhPa']
+>>> values({"grib.typeOfLevel": "heightAboveGround", "mars.levtype": "sfc"}, "typeOfLevel")
+['heightAboveGround']
+>>> values({"mars.levelist": 500}, "level")
+[500]
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from tgm_xarray.mars import LEVEL_DIMS
+
+#: Namespaces a plain filter key is also looked up in: the MARS request, and the ecCodes keys
+#: that upstream's GRIB converter stores.
+NAMESPACES = ("mars", "grib")
+
+
+def _step_type(step: Any) -> str | None:
+    # A MARS step range (`0-6`) is an accumulation, mean, max or min: the step alone cannot say.
+    return None if "-" in str(step) else "instant"
+
+
+def _end_step(step: Any) -> Any:
+    return str(step).rsplit("-", 1)[-1]
+
+
+def _hhmm(time_of_day: Any) -> Any:
+    # ecCodes' dataTime is a number (0, 1200); MARS writes "0000", "1200" or "12" (hours).
+    text = str(time_of_day).replace(":", "")
+    if not text.isdigit():
+        return time_of_day
+    return int(text) * 100 if len(text) <= 2 else int(text)
+
+
+_TYPE_OF_LEVEL: dict[str, str] = dict(LEVEL_DIMS)
+
+#: cfgrib (ecCodes) key -> the stored keys that say the same, each with the conversion of its
+#: value to cfgrib's spelling (``None``: the same value). Used only when the object has none of
+#: the key's own spellings (``key``, ``mars.key``, ``grib.key``).
+CFGRIB_KEYS: dict[str, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {
+    "shortName": (("mars.param", None), ("param", None), ("name", None)),
+    "cfVarName": (("name", None), ("mars.param", None)),
+    "paramId": (("mars.param", None), ("param", None)),
+    "typeOfLevel": (("mars.levtype", lambda v: _TYPE_OF_LEVEL.get(str(v), v)),
+                    ("levtype", lambda v: _TYPE_OF_LEVEL.get(str(v), v))),
+    "level": (("mars.levelist", None), ("levelist", None)),
+    "dataType": (("mars.type", None), ("type", None)),
+    "stepType": (("mars.step", _step_type), ("step", _step_type)),
+    "stepRange": (("mars.step", str), ("step", str)),
+    "endStep": (("mars.step", _end_step), ("step", _end_step)),
+    "dataDate": (("mars.date", None), ("date", None)),
+    "dataTime": (("mars.time", _hhmm), ("time", _hhmm)),
+    "perturbationNumber": (("mars.number", None), ("number", None)),
+    "experimentVersionNumber": (("mars.expver", None), ("expver", None)),
+    "marsClass": (("mars.class", None),),
+    "marsStream": (("mars.stream", None),),
+    "marsType": (("mars.type", None),),
+    "cfName": (("standard_name", None),),
+}
+
+
+def spellings(key: str) -> tuple[str, ...]:
+    """The stored keys that are ``key`` itself: a dotted key is exact; a plain one is also
+    looked up in :data:`NAMESPACES`."""
+    return (key,) if "." in key else (key, *(f"{ns}.{key}" for ns in NAMESPACES))
+
+
+def stored_keys(key: str) -> tuple[str, ...]:
+    """Every stored key :func:`values` may read for a filter key."""
+    return spellings(key) + tuple(k for k, _ in CFGRIB_KEYS.get(key, ()))
+
+
+def values(keys: Mapping[str, Any], key: str) -> list[Any]:
+    """The values of filter key ``key`` in one object's flattened ``keys``: those of its own
+    spellings, else the first cfgrib translation the object has (``[]`` when none)."""
+    found = [keys[k] for k in spellings(key) if k in keys]
+    if found or "." in key:
+        return found
+    for stored, convert in CFGRIB_KEYS.get(key, ()):
+        if stored in keys:
+            return [convert(keys[stored]) if convert else keys[stored]]
+    return []
+
+
+def close_matches(word: str, candidates: Iterable[Any], n: int = 3) -> list[str]:
+    """Up to ``n`` candidates spelled like ``word`` (difflib), for a filter that matched nothing."""
+    return difflib.get_close_matches(str(word), sorted({str(c) for c in candidates}), n=n, cutoff=0.6)
