@@ -421,7 +421,9 @@ def fetch_beside(url: str, storage_options: dict | None, into: str) -> bool:
     is none."""
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(beside(url), **(storage_options or {}))
+    from tgm_xarray.remote import fsspec_options
+
+    fs, path = fsspec.core.url_to_fs(beside(url), **fsspec_options(url, storage_options))
     try:
         data = fs.cat_file(path)
     except FileNotFoundError:
