@@ -161,3 +161,18 @@ def test_fuzz_read_path(tmp_path):
     assert not bad, bad
     assert peak < RSS_BOUND, peak
     assert outcomes["values"] > 0 and len(outcomes) > 1, outcomes
+
+
+def test_blosc2_frames_that_crashed_the_chunk_copy(tmp_path):
+    """Cases of the 50,000-case run (seed 1) whose corrupt blosc2 frames made c-blosc2 free
+    pointers it never set while copying their chunks out (a segfault): a clean error now."""
+    rng = np.random.default_rng(1)
+    messages = base_messages()
+    crashed = {3198, 5355}
+    for case in range(max(crashed) + 1):
+        mutated = mutate(messages[case % len(messages)], rng)
+        if case in crashed:
+            (tmp_path / f"{len(list(tmp_path.iterdir()))}.tgm").write_bytes(mutated)
+    batch = run_batch(tmp_path, 0, len(crashed))
+    assert batch["returncode"] == 0, batch
+    assert batch["outcomes"] == Counter({"TgmCodecError": 4}), batch["outcomes"]

@@ -90,21 +90,59 @@ fn zstd_within(payload: &[u8], limit: u64) -> CoreResult<()> {
 }
 
 /// Sums the decoded sizes the blosc2 frame's chunk headers record.
+///
+/// The frame is read in place (`copy = false`): each chunk is fetched through the frame's own
+/// checks. The safe wrapper (what upstream decodes with) copies every chunk out of the frame first,
+/// and a corrupt chunk there makes c-blosc2 free pointers it never set (`frame_to_schunk`): a
+/// crash found by fuzzing. A frame whose chunks all pass here gets through that copy too.
 fn blosc2_within(payload: &[u8], limit: u64) -> CoreResult<()> {
-    let err = |e: blosc2::Error| CoreError::new(Kind::Codec, format!("blosc2 decode failed: {e:?}"));
+    use blosc2_sys::{blosc2_cbuffer_sizes, blosc2_schunk_free, blosc2_schunk_from_buffer, blosc2_schunk_get_chunk};
+    let corrupt = |what: &str| CoreError::new(Kind::Codec, format!("blosc2 decode failed: {what}"));
     // As upstream does before it decodes: chunks cannot be read before the library's init.
     static INIT: std::sync::Once = std::sync::Once::new();
     // SAFETY: blosc2_init has no preconditions.
     INIT.call_once(|| unsafe { blosc2_sys::blosc2_init() });
-    let mut schunk = blosc2::chunk::SChunk::from_buffer(payload.into()).map_err(err)?;
-    let mut total = 0u64;
-    for i in 0..schunk.num_chunks() {
-        total += schunk.get_chunk(i).map_err(err)?.nbytes() as u64;
-        if total > limit {
-            return Err(too_big("blosc2", format!("at least {total}"), limit));
-        }
+    let len = i64::try_from(payload.len()).map_err(|_| corrupt("the frame is too large"))?;
+    // SAFETY: with copy = false the library reads the buffer in place and never frees or writes
+    // it (the frame is marked to leave its buffer alone); the schunk is freed below, before
+    // `payload` goes.
+    let schunk = unsafe { blosc2_schunk_from_buffer(payload.as_ptr().cast_mut(), len, false) };
+    if schunk.is_null() {
+        return Err(corrupt("not a blosc2 frame"));
     }
-    Ok(())
+    let mut total = 0u64;
+    let mut result = Ok(());
+    // SAFETY: `schunk` is a valid super-chunk until freed; each chunk the library hands out is
+    // read for its header only and freed when it says so.
+    unsafe {
+        for i in 0..(*schunk).nchunks {
+            let (mut chunk, mut needs_free) = (std::ptr::null_mut(), false);
+            let (mut nbytes, mut cbytes, mut blocksize) = (0i32, 0i32, 0i32);
+            let ok = blosc2_schunk_get_chunk(schunk, i, &mut chunk, &mut needs_free) >= 0
+                && !chunk.is_null()
+                && blosc2_cbuffer_sizes(chunk.cast(), &mut nbytes, &mut cbytes, &mut blocksize) >= 0;
+            if needs_free && !chunk.is_null() {
+                libc_free(chunk.cast());
+            }
+            if !ok {
+                result = Err(corrupt(&format!("chunk {i} cannot be read")));
+                break;
+            }
+            total += u64::try_from(nbytes).unwrap_or(u64::MAX);
+            if total > limit {
+                result = Err(too_big("blosc2", format!("at least {total}"), limit));
+                break;
+            }
+        }
+        blosc2_schunk_free(schunk);
+    }
+    result
+}
+
+extern "C" {
+    /// The C library's `free`, for chunks c-blosc2 allocated with `malloc`.
+    #[link_name = "free"]
+    fn libc_free(ptr: *mut std::ffi::c_void);
 }
 
 /// Compares the element count SZ3's config trailer records with the descriptor's.
