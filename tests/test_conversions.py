@@ -190,3 +190,21 @@ def test_all_nan_fields_that_hold_a_value_are_kept(tmp_path):
     to_tgm(ds, out)
     assert len(_core.FileHandle(os.fspath(out))) == 3 + 2 + 1  # b at number=1 is a hole
     xr.testing.assert_identical(open_tgm(out), ds)
+
+
+def test_holes_are_judged_over_every_input_of_a_conversion(tmp_path):
+    """Two inputs converted into one file: an all-NaN field at a level only the second input has
+    keeps that level (its place along the dimension is 0 in both inputs, its value is not)."""
+    attrs = mars.COORD_ATTRS["isobaricInhPa"]
+    upper = xr.Dataset({"v": (("isobaricInhPa", "y", "x"), np.ones((2, 2, 3)))},
+                       coords={"isobaricInhPa": ("isobaricInhPa", [850, 500], attrs)})
+    lower = xr.Dataset({"v": (("isobaricInhPa", "y", "x"), np.full((1, 2, 3), np.nan))},
+                       coords={"isobaricInhPa": ("isobaricInhPa", [1000], attrs)})
+    upper.to_netcdf(tmp_path / "upper.nc")
+    lower.to_netcdf(tmp_path / "lower.nc")
+    out = tmp_path / "levels.tgm"
+    assert main(["convert", str(tmp_path / "upper.nc"), str(tmp_path / "lower.nc"), str(out),
+                 "--no-progress"]) == 0
+    read = open_tgm(out)
+    assert read.isobaricInhPa.values.tolist() == [1000, 850, 500]
+    assert np.isnan(read.v.sel(isobaricInhPa=1000)).all() and (read.v.sel(isobaricInhPa=500) == 1).all()

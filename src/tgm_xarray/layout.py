@@ -33,6 +33,7 @@ trailing message, named in the ``coordinates`` attribute of the variables they b
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -84,8 +85,9 @@ class MessageSpec:
     extra: dict
     field: bool = True
     label: str = ""
-    #: What the field stands for in the Dataset: ``("", variable)`` and ``(dimension, position)``
-    #: of each stacked dimension; a field skipped as a hole must leave each of them elsewhere.
+    #: What the field stands for in the Dataset the reader builds: ``("", variable)`` and, per
+    #: stacked dimension, ``(dimension, its keys as JSON)``; a field skipped as a hole must leave
+    #: each of them to other fields (of this Dataset or another written with it).
     at: tuple[tuple[str, Any], ...] = ()
 
 
@@ -125,14 +127,16 @@ class DatasetPlan:
         for var in self.variables:
             for position in np.ndindex(*(len(keys) for keys in var.stack_keys)):
                 base = var.base
-                for dim_keys, i in zip(var.stack_keys, position):
+                at = [("", var.name)]
+                for dim, dim_keys, i in zip(var.stacked, var.stack_keys, position):
                     base = merge(base, dim_keys[i])
+                    at.append((dim, json.dumps(dim_keys[i], sort_keys=True)))
                 field = ObjectSpec(var.name, var.variable[position] if position else var.variable,
                                    var.codec, base)
                 where = f" at {dict(zip(var.stacked, position))}" if position else ""
                 yield MessageSpec((field, *var.coordinates), self.extra,
                                   label=f"variable {var.name!r}{where}",
-                                  at=(("", var.name), *zip(var.stacked, position)))
+                                  at=tuple(at))
         if self.auxiliary:
             yield MessageSpec(self.auxiliary, self.extra, field=False,
                               label=f"coordinates {[o.name for o in self.auxiliary]}")
