@@ -149,7 +149,12 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
     ``field_dims`` names the dimensions a field keeps (default: each variable's last two that are
     not MARS dimensions: ``number``, ``time``, ``step``, levels). See the module docstring.
 
-    Raises ``TgmCodecError`` for a bad encoding or a variable Tensogram cannot store (strings),
+    Text variables and coordinates (other than the labels of stacked dimensions, which are
+    keys) are left out with a warning. Variables packed by their source (netCDF
+    ``scale_factor``/``add_offset`` on integers) and given no encoding keep that width as simple
+    packing.
+
+    Raises ``TgmCodecError`` for a bad encoding or a variable Tensogram cannot store,
     ``ValueError`` for a bad ``layout``, ``encoding`` key or variable name.
     """
     if layout not in LAYOUTS:
