@@ -250,3 +250,45 @@ def test_override_must_be_a_url(cache, monkeypatch):
     monkeypatch.setenv(tutorial.URL_ENV, str(GOLDEN))
     with pytest.raises(ValueError, match=f"{tutorial.URL_ENV} must be an http"):
         tutorial.fetch("simple_f32", cache_dir=cache)
+
+
+# --------------------------------------------------------------------------------------------
+# The README's example, and offline use
+
+
+def readme_tutorial_names() -> list[str]:
+    import re
+
+    from conftest import REPO
+
+    return re.findall(r'tutorial\.open_dataset\("([^"]+)"', (REPO / "README.md").read_text())
+
+
+def test_readme_example_uses_a_public_pinned_dataset(tutorial_server, cache):
+    """Anyone can run the README's example: its dataset has a commit-pinned public URL and a
+    sha256 that the file at that path (served here from a copy) matches."""
+    names = readme_tutorial_names()
+    assert names
+    for name in names:
+        entry = tutorial.REGISTRY[name]
+        assert entry.url == f"{tutorial._RAW}/{entry.source.split(' ', 1)[1]}"
+        path = serve(tutorial_server, name)
+        ds = tutorial.open_dataset(name, cache_dir=cache)
+        assert ds.data_vars and tutorial_server.count(path, "GET") == 1
+        assert sha256(cache / entry.file) == entry.sha256
+
+
+def test_offline_error_names_the_variables_for_local_copies(cache, monkeypatch):
+    monkeypatch.setenv(tutorial.URL_ENV, dead_url())
+    with pytest.raises(requests.ConnectionError) as info:
+        tutorial.fetch("metadata_parity", cache_dir=cache)
+    message = str(info.value)
+    for part in (tutorial.DATA_DIR_ENV, tutorial.URL_ENV, "metadata_parity.tgm", str(cache),
+                 tutorial.REGISTRY["metadata_parity"].sha256):
+        assert part in message
+    assert kept(cache) == []
+    # The way out it names works: a copy in a directory given by the environment variable.
+    monkeypatch.setenv(tutorial.DATA_DIR_ENV, str(cache))
+    cache.mkdir(exist_ok=True)
+    shutil.copyfile(local_copy("metadata_parity"), cache / "metadata_parity.tgm")
+    assert tutorial.fetch("metadata_parity") == cache / "metadata_parity.tgm"

@@ -130,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                          help=f"encoding option, e.g. zstd_level=9 (any of: {parameters})")
     convert.add_argument("--variables", metavar="A,B", help="only these data variables")
+    convert.add_argument("--drop-variables", metavar="A,B",
+                         help="leave out these variables or coordinates (such as text ones, "
+                              "which are skipped with a warning otherwise)")
     convert.add_argument("--chunks", metavar="SPEC",
                          help="dask chunks to open inputs with: 'auto', '{}' (the file's own), "
                               "or DIM=N,... (default: no dask; fields are still read one by one)")
@@ -190,6 +193,12 @@ def _convert(args: argparse.Namespace) -> int:
     chunks = _chunks(args.chunks)
     wanted = [v for v in args.variables.split(",") if v] if args.variables else None
     datasets = [ds for path in args.inputs for ds in open_inputs(path, args.engine, chunks)]
+    if args.drop_variables:
+        dropped = [v for v in args.drop_variables.split(",") if v]
+        missing = sorted(set(dropped) - {str(v) for ds in datasets for v in ds.variables})
+        if missing:
+            raise ValueError(f"--drop-variables: no input has {missing}")
+        datasets = [ds.drop_vars(dropped, errors="ignore") for ds in datasets]
     if wanted:
         missing = sorted(set(wanted) - {str(v) for ds in datasets for v in ds.data_vars})
         if missing:

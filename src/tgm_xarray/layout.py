@@ -33,6 +33,7 @@ trailing message, named in the ``coordinates`` attribute of the variables they b
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -84,6 +85,10 @@ class MessageSpec:
     extra: dict
     field: bool = True
     label: str = ""
+    #: What the field stands for in the Dataset the reader builds: ``("", variable)`` and, per
+    #: stacked dimension, ``(dimension, its keys as JSON)``; a field skipped as a hole must leave
+    #: each of them to other fields (of this Dataset or another written with it).
+    at: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,13 +127,16 @@ class DatasetPlan:
         for var in self.variables:
             for position in np.ndindex(*(len(keys) for keys in var.stack_keys)):
                 base = var.base
-                for dim_keys, i in zip(var.stack_keys, position):
+                at = [("", var.name)]
+                for dim, dim_keys, i in zip(var.stacked, var.stack_keys, position):
                     base = merge(base, dim_keys[i])
+                    at.append((dim, json.dumps(dim_keys[i], sort_keys=True)))
                 field = ObjectSpec(var.name, var.variable[position] if position else var.variable,
                                    var.codec, base)
                 where = f" at {dict(zip(var.stacked, position))}" if position else ""
                 yield MessageSpec((field, *var.coordinates), self.extra,
-                                  label=f"variable {var.name!r}{where}")
+                                  label=f"variable {var.name!r}{where}",
+                                  at=tuple(at))
         if self.auxiliary:
             yield MessageSpec(self.auxiliary, self.extra, field=False,
                               label=f"coordinates {[o.name for o in self.auxiliary]}")
@@ -141,7 +149,12 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
     ``field_dims`` names the dimensions a field keeps (default: each variable's last two that are
     not MARS dimensions: ``number``, ``time``, ``step``, levels). See the module docstring.
 
-    Raises ``TgmCodecError`` for a bad encoding or a variable Tensogram cannot store (strings),
+    Text variables and coordinates (other than the labels of stacked dimensions, which are
+    keys) are left out with a warning. Variables packed by their source (netCDF
+    ``scale_factor``/``add_offset`` on integers) and given no encoding keep that width as simple
+    packing.
+
+    Raises ``TgmCodecError`` for a bad encoding or a variable Tensogram cannot store,
     ``ValueError`` for a bad ``layout``, ``encoding`` key or variable name.
     """
     if layout not in LAYOUTS:
@@ -157,9 +170,12 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
     if not ds.variables:
         raise ValueError("the Dataset has no variables: a Tensogram file needs a message")
 
+    ds = _without_text(ds, list(ds.data_vars))
     keyed = _KeyedCoordinates(ds, field_dims) if layout == "field" else _KeyedCoordinates.none()
-    inner_coords = {d for name in ds.data_vars for d in ds[name].dims if d not in keyed.stacked}
     skip = set(keyed.stacked) | set(keyed.scalars) | keyed.derived
+    # Text labels of stacked dimensions are keys; other text coordinates cannot be stored.
+    ds = _without_text(ds, [c for c in ds.coords if c not in skip])
+    inner_coords = {d for name in ds.data_vars for d in ds[name].dims if d not in keyed.stacked}
     auxiliary = [c for c in ds.coords if c not in skip and not (c in ds.dims and c in inner_coords)]
     attached = {c for c in auxiliary if c not in ds.dims}
     coordinate_objects = {c: _object(ds, c, encoding) for c in ds.coords if c not in skip}
@@ -187,12 +203,36 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
     if global_coords:
         extra["coordinates"] = " ".join(global_coords)
     extra = unflatten(extra)
-    # Attributes of the dimensions stacked under plain keys, which the reader's coordinates
-    # built from those keys take back (its MARS coordinates carry cfgrib's attributes).
-    described = {dim: to_metadata(dict(ds[dim].attrs)) for dim in keyed.generic() if ds[dim].attrs}
+    # Attributes of the coordinates that become keys, which the reader's coordinates built
+    # from those keys take back; for MARS ones only when they are not cfgrib's (which the
+    # reader gives them anyway), e.g. a NetCDF input's CF `time`.
+    described = {name: to_metadata(dict(ds[name].attrs)) for name in keyed.described()}
     if described:
         extra[COORDINATE_ATTRS_KEY] = described
     return DatasetPlan(tuple(variables), tuple(coordinate_objects[c] for c in auxiliary), extra)
+
+
+def _without_text(ds: xr.Dataset, names: Sequence[Hashable]) -> xr.Dataset:
+    """``ds`` without those of ``names`` that hold text (station names, labels, flags as
+    strings), which Tensogram cannot store: skipped with a warning, so that one such variable
+    does not stop a whole conversion."""
+    text = [name for name in names if _is_text(ds.variables[name])]
+    if not text:
+        return ds
+    warnings.warn(f"variables {text} hold text, which Tensogram does not store: they are not "
+                  f"written (drop them first, e.g. ds.drop_vars({text}) or tgm-xarray convert "
+                  f"--drop-variables {','.join(map(str, text))}, to silence this)", stacklevel=4)
+    if not set(text) < set(ds.variables):
+        raise ValueError(f"the Dataset holds only text variables ({text}): nothing to write")
+    return ds.drop_vars(text)
+
+
+def _is_text(var: xr.Variable) -> bool:
+    if var.dtype.kind in "SU":
+        return True
+    if var.dtype.kind != "O" or var.size == 0:
+        return False
+    return isinstance(np.asarray(var.values).flat[0], (str, bytes))
 
 
 def merge(base: dict, keys: Mapping[str, Any]) -> dict:
@@ -274,14 +314,36 @@ def _codec(name: str, dtype: np.dtype, encoding: Mapping, source: Mapping, *,
            coordinate: bool = False) -> Codec:
     """The user's encoding of ``name``; else the pipeline of the file it was read from (a
     ``.tgm`` re-written keeps its codecs), when this writer accepts it; else the defaults."""
+    packed = _netcdf_packed_bits(source)
     if name not in encoding:
         reused = reader_options(source)
+        if reused is None and packed is not None:
+            reused = {"bits": packed}  # the input's precision, in simple packing
         if reused is not None:
             try:
                 return resolve(name, dtype, reused, coordinate=coordinate)
             except TgmCodecError:
                 pass  # e.g. szip on a packed width upstream decodes wrong: use the defaults
-    return resolve(name, dtype, encoding.get(name), coordinate=coordinate)
+    codec = resolve(name, dtype, encoding.get(name), coordinate=coordinate)
+    if packed is not None and codec.bits is None:
+        warnings.warn(f"variable {name!r} was packed in {packed} bits (scale_factor/add_offset) "
+                      f"and is written as {codec.dtype.itemsize * 8}-bit values: about "
+                      f"{codec.dtype.itemsize * 8 / packed:g} times larger before compression; "
+                      f"encoding={{{name!r}: {{'bits': {packed}}}}} keeps its size",
+                      stacklevel=4)
+    return codec
+
+
+def _netcdf_packed_bits(source: Mapping) -> int | None:
+    """The width of CF scale/offset packing (``scale_factor``/``add_offset`` on an integer
+    ``dtype``, as xarray's netCDF backends record it in ``encoding``), else ``None``."""
+    if "scale_factor" not in source and "add_offset" not in source:
+        return None
+    try:
+        stored = np.dtype(source["dtype"])
+    except (KeyError, TypeError):
+        return None
+    return stored.itemsize * 8 if stored.kind in "iu" else None
 
 
 def _cf_encode(name: str, var: xr.Variable) -> xr.Variable:
@@ -323,6 +385,7 @@ class _KeyedCoordinates:
         self.scalars: dict[str, Keys] = {}
         self.levels: set[str] = set()
         self.derived: set[str] = set()
+        self._attrs: dict[str, dict] = {}
         if ds is None:
             return
         dims_of = {name: ds[name].dims for name in ds.data_vars}
@@ -358,6 +421,7 @@ class _KeyedCoordinates:
         keyed = set(self.stacked) | set(self.scalars)
         if {"time", "step"} <= keyed and "valid_time" in ds.coords:
             self.derived.add("valid_time")
+        self._attrs = {name: dict(ds[name].attrs) for name in keyed}
 
     @classmethod
     def none(cls) -> _KeyedCoordinates:
@@ -367,6 +431,12 @@ class _KeyedCoordinates:
         """The stacked dimensions keyed under a plain key of their name (not a MARS rule)."""
         return [dim for dim, keys in self.stacked.items()
                 if dim != mars.DEFAULT_LEVEL_DIM and all(list(k) == [dim] for k in keys)]
+
+    def described(self) -> list[str]:
+        """The keyed coordinates whose attributes the reader would not give them itself."""
+        generic = self.generic()
+        return [name for name in (*self.stacked, *self.scalars) if self._attrs[name] and (
+            name in generic or self._attrs[name] != mars.COORD_ATTRS.get(name))]
 
     def scalar_keys(self, dims: Sequence[str]) -> list[Keys]:
         """The keys of the scalar coordinates, for a variable with dimensions ``dims``."""

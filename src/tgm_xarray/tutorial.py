@@ -165,6 +165,8 @@ def fetch(name: str, *, cache_dir: str | os.PathLike | None = None) -> Path:
     try:
         path = pooch.retrieve(url, known_hash=f"sha256:{entry.sha256}", fname=entry.file,
                               path=directory, progressbar=False)
+    except OSError as exc:  # requests' errors too: offline, refused, HTTP errors, cut short
+        raise _download_error(exc, entry, url, directory) from exc
     except ValueError as exc:
         # With the URL's scheme checked, pooch's ValueError is its hash check (the download is
         # already deleted); say which registry entry and URL it was about.
@@ -173,6 +175,19 @@ def fetch(name: str, *, cache_dir: str | os.PathLike | None = None) -> Path:
         raise ValueError(f"tutorial file {name!r} downloaded from {url}: its sha256 did not match "
                          f"the registry (expected {entry.sha256}); the download was deleted") from exc
     return Path(path)
+
+
+def _download_error(exc: OSError, entry: TutorialFile, url: str, directory: Path) -> OSError:
+    """``exc``, of the same type, saying how to work without the network: local copies."""
+    message = (f"tutorial file {entry.name!r} could not be downloaded from {url}: {exc}. "
+               f"Offline, copy {entry.file} (sha256 {entry.sha256}) into {directory}, or set "
+               f"{DATA_DIR_ENV} to a directory holding it; or set {URL_ENV} to a base URL "
+               f"serving it (fetched as <base>/{entry.file})")
+    try:  # requests' exceptions keep their request and response
+        return type(exc)(message, request=getattr(exc, "request", None),
+                         response=getattr(exc, "response", None))
+    except TypeError:
+        return OSError(message)
 
 
 def open_dataset(name: str, *, cache_dir: str | os.PathLike | None = None, **kwargs):

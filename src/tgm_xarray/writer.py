@@ -57,7 +57,7 @@ def to_tgm(
     hash: bool = True,
     threads: int | None = None,
     field_dims: Sequence[str] | None = None,
-    skip_nan_fields: bool = False,
+    skip_nan_fields: bool | None = None,
     progress: bool | None = False,
 ):
     """Write ``ds`` to the Tensogram file ``path``, readable by ``xr.open_dataset(path,
@@ -84,8 +84,11 @@ def to_tgm(
         Dimensions kept inside each field (default: a variable's last two that are not
         ``number``/``time``/``step``/level dimensions).
     skip_nan_fields
-        Leave out fields that are entirely NaN (the reader fills them back with NaN). A
-        coordinate value whose fields are all left out disappears.
+        Which fields that are entirely NaN are left out (the reader fills them back with NaN).
+        ``None`` (default): the holes, such as those of a Dataset read from fields on different
+        levels, where another field keeps each of the field's variable and coordinate values,
+        so the file reads back as the same Dataset. ``True``: all of them (a coordinate value
+        whose fields are all left out disappears). ``False``: none.
     progress
         Show a progress bar (``None``: only when stderr is a terminal).
 
@@ -187,13 +190,14 @@ class TgmWriter:
             self.abort()
 
     def write(self, ds: xr.Dataset, *, encoding: Mapping | None = None, layout: Layout = "field",
-              field_dims: Sequence[str] | None = None, skip_nan_fields: bool = False) -> int:
+              field_dims: Sequence[str] | None = None, skip_nan_fields: bool | None = None) -> int:
         """Append ``ds`` (keywords as :func:`to_tgm`); returns the number of messages written."""
         return self.write_plan(plan(ds, encoding=encoding, layout=layout, field_dims=field_dims),
                                skip_nan_fields=skip_nan_fields)
 
-    def write_plan(self, write_plan: DatasetPlan, *, skip_nan_fields: bool = False) -> int:
-        """Append the messages of a :func:`tgm_xarray.layout.plan`."""
+    def write_plan(self, write_plan: DatasetPlan, *, skip_nan_fields: bool | None = None) -> int:
+        """Append the messages of a :func:`tgm_xarray.layout.plan` (``skip_nan_fields`` as
+        :func:`to_tgm`)."""
         if self._file.closed:
             raise ValueError(f"{self.path}: the writer is already closed")
         if self._progress is not None:
@@ -205,24 +209,35 @@ class TgmWriter:
                                    skip_nan_fields=skip_nan_fields)
         jobs = (self._job(spec, encode) for spec in write_plan.messages())
         written = 0
-        for data in _ordered(jobs, self.threads):
+        covered: set = set()  # what the written fields stand for (`MessageSpec.at`)
+        holes: list[MessageSpec] = []  # all-NaN fields, written only if something needs them
+        for spec, data in _ordered(jobs, self.threads):
             if data is not None:
                 self._file.write(data)
                 written += 1
+                covered.update(spec.at)
+            elif spec.field and skip_nan_fields is None:
+                holes.append(spec)
             if self._progress is not None:
                 self._progress.update(1)
+        keep = functools.partial(encode, skip_nan_fields=False)
+        for spec in holes:
+            if not covered.issuperset(spec.at):  # the field's variable or a coordinate value
+                self._file.write(keep(spec))
+                written += 1
+                covered.update(spec.at)
         self.messages += written
         return written
 
     def _job(self, spec: MessageSpec, encode: Callable[[MessageSpec], bytes | None]):
-        """The work of one message; auxiliary coordinates the file already holds are dropped
-        (on this thread, before the message is queued)."""
+        """The work of one message, giving ``(spec, bytes or None)``; auxiliary coordinates the
+        file already holds are dropped (on this thread, before the message is queued)."""
         if not spec.field:
             objects = self._auxiliary.new(spec.objects)
             if not objects:
-                return lambda: None
+                return lambda: (spec, None)
             spec = MessageSpec(objects, spec.extra, field=False, label=spec.label)
-        return functools.partial(encode, spec)
+        return lambda: (spec, encode(spec))
 
     def commit(self) -> None:
         """Move the written file onto ``path`` (durably: file and directory are synced)."""
@@ -405,7 +420,7 @@ _TEMPORARIES = _Temporaries()
 os.register_at_fork(after_in_child=_TEMPORARIES._forget_after_fork)
 
 
-def _ordered(jobs: Iterable[Callable[[], bytes | None]], threads: int):
+def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
     """Run jobs on ``threads`` threads, at most ``threads`` at once, yielding results in order."""
     with ThreadPoolExecutor(threads, thread_name_prefix="tgm-write") as pool:
         window: deque[Future] = deque()
@@ -422,12 +437,13 @@ def _ordered(jobs: Iterable[Callable[[], bytes | None]], threads: int):
 
 
 def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
-                    skip_nan_fields: bool) -> bytes | None:
-    """Read and encode one message (runs on a writer thread)."""
+                    skip_nan_fields: bool | None) -> bytes | None:
+    """Read and encode one message (runs on a writer thread); ``None`` for an all-NaN field
+    unless ``skip_nan_fields`` is ``False``."""
     objects = []
     for i, obj in enumerate(spec.objects):
         values = _values(obj.variable, scheduler)
-        if i == 0 and spec.field and skip_nan_fields and _all_nan(values):
+        if i == 0 and spec.field and skip_nan_fields is not False and _all_nan(values):
             return None
         objects.append(values)
     metadata = {"base": [obj.base for obj in spec.objects], "_extra_": spec.extra}

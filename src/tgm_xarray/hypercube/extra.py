@@ -155,6 +155,22 @@ def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_co
         var.outer.extend(var.generic)
 
 
+def stored_axis_attrs(index_coords: dict, axes: Mapping[str, Any], objects: Objects,
+                      messages: np.ndarray) -> None:
+    """The attributes a writer stored for a MARS coordinate (``time``, ``step``, a level) in
+    ``_extra_["coordinate_attrs"]``, where every message agrees, replace cfgrib's: a NetCDF
+    input's CF ``time`` stays ``time``, not ``forecast_reference_time``."""
+    column = objects.table.coordinate_attrs
+    codes = np.unique(column.codes[messages]).tolist() if len(messages) else [-1]
+    if -1 in codes:
+        return
+    stored = [_coordinate_attrs(column.values[code]) for code in codes]
+    for dim in axes:
+        if dim in index_coords and all(dim in s for s in stored):
+            dims, values, _ = index_coords[dim]
+            index_coords[dim] = (dims, values, to_attrs(common([s[dim] for s in stored])))
+
+
 def _values(var: Variable, key: str, objects: Objects) -> tuple[np.ndarray, list]:
     """Each field's value number for ``key``, and the values."""
     if key == MESSAGE_DIM and var.by_message:

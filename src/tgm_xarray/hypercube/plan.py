@@ -18,7 +18,8 @@ from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
 from tgm_xarray.hypercube.columns import common_values, factorize
 from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
 from tgm_xarray.hypercube.dims import check_names, resolve_inner_dims
-from tgm_xarray.hypercube.extra import MESSAGE_DIM, extra_dims, generic_coords, stack_indistinct_fields
+from tgm_xarray.hypercube.extra import (MESSAGE_DIM, extra_dims, generic_coords, stack_indistinct_fields,
+                                        stored_axis_attrs)
 from tgm_xarray.hypercube.objects import Objects, Selection
 from tgm_xarray.hypercube.table import CODEC_PARAM_PREFIXES
 from tgm_xarray.hypercube.variables import Variable, variables as group_variables
@@ -71,6 +72,7 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
             var.generic.append(MESSAGE_DIM)
             var.by_message = True
     generic_coords(variables, objects, index_coords, lookups)
+    stored_axis_attrs(index_coords, axes.dims, objects, selection.messages)
     add_valid_time(index_coords)
     resolve_inner_dims(variables, coords, index_coords, objects.options)
 

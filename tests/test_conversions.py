@@ -1,0 +1,210 @@
+"""Faithful conversions: what a NetCDF (or re-written ``.tgm``) input holds survives ``to_tgm``
+and ``tgm-xarray convert``: CF scale/offset packing as simple packing, CF attributes of keyed
+coordinates, text variables skipped (not a failed conversion), hypercube holes not written.
+
+Inputs are the shared upstream NetCDF samples, the real IFS fixture, and an ERA5-like file
+packed in int16 that the tests write with netCDF4."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from tgm_xarray import _core, mars
+from tgm_xarray.cli import main
+from tgm_xarray.writer import to_tgm
+
+from conftest import ENGINE, NETCDF, require_shared
+
+pytest.importorskip("netCDF4")
+
+
+def open_tgm(path) -> xr.Dataset:
+    with xr.open_dataset(path, engine=ENGINE) as ds:
+        return ds.load()
+
+
+def descriptors(path) -> list[dict]:
+    handle = _core.FileHandle(os.fspath(path))
+    return [handle.descriptors(i)[0] for i in range(len(handle))]
+
+
+@pytest.fixture(scope="module")
+def era5_like(tmp_path_factory):
+    """2 m temperature as ERA5 ships it: int16 with scale_factor/add_offset and a _FillValue,
+    6 hourly fields of a 1-degree grid (smooth field plus noise, some missing points)."""
+    path = tmp_path_factory.mktemp("era5") / "era5-t2m.nc"
+    rng = np.random.default_rng(7)
+    lat, lon = np.arange(90.0, -90.5, -1.0), np.arange(0.0, 360.0, 1.0)
+    field = 273.0 + 30 * np.cos(np.deg2rad(lat))[:, None] + 5 * np.sin(np.deg2rad(lon))[None, :]
+    values = field[None] + rng.normal(0, 2, (6, lat.size, lon.size))
+    values[:, :3, :5] = np.nan
+    low, high = np.nanmin(values), np.nanmax(values)
+    scale = (high - low) / (2**16 - 2)
+    ds = xr.Dataset(
+        {"t2m": (("time", "latitude", "longitude"), values.astype("float32"),
+                 {"units": "K", "long_name": "2 metre temperature"})},
+        coords={"time": ("time", np.arange("2024-01-01T00", "2024-01-01T06", dtype="datetime64[h]")
+                         .astype("datetime64[ns]"), {"standard_name": "time", "long_name": "time"}),
+                "latitude": ("latitude", lat, {"units": "degrees_north"}),
+                "longitude": ("longitude", lon, {"units": "degrees_east"})})
+    ds.to_netcdf(path, engine="netcdf4", encoding={"t2m": {
+        "dtype": "int16", "scale_factor": scale, "add_offset": (high + low) / 2,
+        "_FillValue": np.int16(-32767)}})
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Scale/offset packing
+
+
+def test_int16_packing_becomes_16_bit_simple_packing(era5_like, tmp_path):
+    out = tmp_path / "era5.tgm"
+    with xr.open_dataset(era5_like) as source:
+        scale = source.t2m.encoding["scale_factor"]
+        to_tgm(source, out)
+        expected = source.load()
+    assert {(d["encoding"], d["params"].get("sp_bits_per_value")) for d in descriptors(out)} == {("simple_packing", 16)}
+    # The size of the input, not the 2x (float32) or 4x (float64) of unpacked values.
+    assert os.path.getsize(out) < 1.25 * os.path.getsize(era5_like)
+    read = open_tgm(out)
+    np.testing.assert_array_equal(np.isnan(read.t2m), np.isnan(expected.t2m))
+    # 16-bit simple packing steps are a power of two at most twice the netCDF scale_factor.
+    assert float(np.nanmax(np.abs(read.t2m - expected.t2m))) <= scale
+
+
+def test_shared_packed_netcdf_sample_keeps_its_precision(tmp_path):
+    source_path = require_shared(NETCDF / "cf_temperature.nc")
+    out = tmp_path / "cf.tgm"
+    assert main(["convert", str(source_path), str(out), "--no-progress"]) == 0
+    assert {d["params"].get("sp_bits_per_value") for d in descriptors(out)} == {16}
+    with xr.open_dataset(source_path) as source:
+        np.testing.assert_allclose(open_tgm(out).temperature, source.temperature, atol=0.01)
+
+
+def test_unpacked_encoding_of_a_packed_variable_warns_how_much_larger(era5_like, tmp_path):
+    with xr.open_dataset(era5_like) as source, \
+            pytest.warns(UserWarning, match=r"'t2m' was packed in 16 bits .* 64-bit values: about 4 times larger"):
+        to_tgm(source, tmp_path / "zstd.tgm", encoding={"t2m": {"compression": "zstd"}})
+    assert {d["encoding"] for d in descriptors(tmp_path / "zstd.tgm")} == {"none"}
+
+
+def test_explicit_bits_override_the_input_packing(era5_like, tmp_path):
+    with xr.open_dataset(era5_like) as source:
+        to_tgm(source, tmp_path / "t.tgm", encoding={"t2m": {"bits": 12}})
+    assert {d["params"].get("sp_bits_per_value") for d in descriptors(tmp_path / "t.tgm")} == {12}
+
+
+# --------------------------------------------------------------------------------------------
+# CF attributes of keyed coordinates
+
+
+def test_cf_time_attributes_of_a_netcdf_input_survive(tmp_path):
+    source_path = require_shared(NETCDF / "cf_temperature.nc")
+    out = tmp_path / "cf.tgm"
+    with xr.open_dataset(source_path) as source:
+        to_tgm(source, out)
+        attrs = dict(source.time.attrs)
+    read = open_tgm(out)
+    assert read.time.attrs == attrs == {"standard_name": "time", "axis": "T"}
+    assert read.sizes["time"] == 3
+
+
+def test_cfgrib_time_attributes_are_not_stored_again(tmp_path, ifs_file):
+    """A cfgrib-style input's MARS coordinates already read back with cfgrib's attributes:
+    their attributes are not repeated in every message."""
+    out = tmp_path / "ifs.tgm"
+    with xr.open_dataset(ifs_file, engine=ENGINE) as source:
+        to_tgm(source, out)
+        attrs = {name: dict(source[name].attrs) for name in source.coords}
+    handle = _core.FileHandle(os.fspath(out))
+    assert "coordinate_attrs" not in handle.metadata(0).get("_extra_", {})
+    assert {name: dict(c.attrs) for name, c in open_tgm(out).coords.items()} == attrs
+
+
+# --------------------------------------------------------------------------------------------
+# Text variables
+
+
+def test_text_variable_is_skipped_with_a_warning(tmp_path):
+    source_path = require_shared(NETCDF / "multi_var.nc")
+    out = tmp_path / "multi.tgm"
+    with xr.open_dataset(source_path) as source, \
+            pytest.warns(UserWarning, match=r"\['description'\] hold text.*--drop-variables description"):
+        to_tgm(source, out)
+        expected = source.drop_vars("description").load()
+    xr.testing.assert_equal(open_tgm(out), expected)
+
+
+def test_text_coordinate_of_a_field_dimension_is_skipped(tmp_path):
+    ds = xr.Dataset({"v": (("station", "x"), np.ones((2, 3)))},
+                    coords={"name": ("station", np.array(["oslo", "bergen"], dtype=object)),
+                            "station": [10, 20]})
+    with pytest.warns(UserWarning, match=r"\['name'\] hold text"):
+        to_tgm(ds, tmp_path / "t.tgm", field_dims=("station", "x"))
+    assert "name" not in open_tgm(tmp_path / "t.tgm").variables
+
+
+def test_cli_drop_variables(tmp_path, recwarn):
+    source_path = require_shared(NETCDF / "multi_var.nc")
+    out = tmp_path / "multi.tgm"
+    assert main(["convert", str(source_path), str(out), "--drop-variables", "description,pressure",
+                 "--no-progress"]) == 0
+    assert not [w for w in recwarn.list if "text" in str(w.message)]
+    assert sorted(open_tgm(out).data_vars) == ["humidity", "temperature"]
+    assert main(["convert", str(source_path), str(tmp_path / "x.tgm"), "--drop-variables", "nope",
+                 "--no-progress"]) == 1
+    assert not (tmp_path / "x.tgm").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Holes of a union hypercube
+
+
+def test_holes_of_the_real_ifs_file_are_not_written(tmp_path, ifs_file):
+    """q (150 hPa) and t (600 hPa) read as one isobaricInhPa dimension with a NaN hole each:
+    re-written by default, the file holds the original four fields, and reads back the same."""
+    out = tmp_path / "ifs.tgm"
+    with xr.open_dataset(ifs_file, engine=ENGINE) as source:
+        assert source.sizes["isobaricInhPa"] == 2
+        to_tgm(source, out)
+        expected = source.load()
+    assert len(_core.FileHandle(os.fspath(out))) == len(_core.FileHandle(os.fspath(ifs_file))) == 4
+    xr.testing.assert_identical(open_tgm(out), expected)
+    to_tgm(expected, out, skip_nan_fields=False)
+    assert len(_core.FileHandle(os.fspath(out))) == 6
+
+
+def test_all_nan_fields_that_hold_a_value_are_kept(tmp_path):
+    """An all-NaN field is written when nothing else keeps its variable or coordinate value:
+    the Dataset reads back identical."""
+    values = np.ones((3, 2, 2))
+    values[1] = np.nan  # number=1 is NaN in every variable: its fields keep the value
+    ds = xr.Dataset({"a": (("number", "y", "x"), values), "b": (("number", "y", "x"), values * 2),
+                     "gone": (("y", "x"), np.full((2, 2), np.nan))},
+                    coords={"number": ("number", [0, 1, 2], mars.COORD_ATTRS["number"])})
+    out = tmp_path / "holes.tgm"
+    to_tgm(ds, out)
+    assert len(_core.FileHandle(os.fspath(out))) == 3 + 2 + 1  # b at number=1 is a hole
+    xr.testing.assert_identical(open_tgm(out), ds)
+
+
+def test_holes_are_judged_over_every_input_of_a_conversion(tmp_path):
+    """Two inputs converted into one file: an all-NaN field at a level only the second input has
+    keeps that level (its place along the dimension is 0 in both inputs, its value is not)."""
+    attrs = mars.COORD_ATTRS["isobaricInhPa"]
+    upper = xr.Dataset({"v": (("isobaricInhPa", "y", "x"), np.ones((2, 2, 3)))},
+                       coords={"isobaricInhPa": ("isobaricInhPa", [850, 500], attrs)})
+    lower = xr.Dataset({"v": (("isobaricInhPa", "y", "x"), np.full((1, 2, 3), np.nan))},
+                       coords={"isobaricInhPa": ("isobaricInhPa", [1000], attrs)})
+    upper.to_netcdf(tmp_path / "upper.nc")
+    lower.to_netcdf(tmp_path / "lower.nc")
+    out = tmp_path / "levels.tgm"
+    assert main(["convert", str(tmp_path / "upper.nc"), str(tmp_path / "lower.nc"), str(out),
+                 "--no-progress"]) == 0
+    read = open_tgm(out)
+    assert read.isobaricInhPa.values.tolist() == [1000, 850, 500]
+    assert np.isnan(read.v.sel(isobaricInhPa=1000)).all() and (read.v.sel(isobaricInhPa=500) == 1).all()
