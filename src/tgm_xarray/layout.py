@@ -325,7 +325,7 @@ def _codec(name: str, dtype: np.dtype, encoding: Mapping, source: Mapping, *,
             except TgmCodecError:
                 pass  # e.g. szip on a packed width upstream decodes wrong: use the defaults
     codec = resolve(name, dtype, encoding.get(name), coordinate=coordinate)
-    if packed is not None and codec.bits is None:
+    if packed is not None and codec.pipeline.bits_per_value is None:
         warnings.warn(f"variable {name!r} was packed in {packed} bits (scale_factor/add_offset) "
                       f"and is written as {codec.dtype.itemsize * 8}-bit values: about "
                       f"{codec.dtype.itemsize * 8 / packed:g} times larger before compression; "
