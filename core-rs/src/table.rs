@@ -606,7 +606,7 @@ mod tests {
         assert_eq!(own.keys().copied().collect::<Vec<_>>(), ["mars.step", "name", "units"]);
         assert_eq!(own["mars.step"].get(1), Some(&Value::Integer(6.into())));
         // The object's own `name` wins over the descriptor param of that name.
-        assert_eq!((own["name"].get(0), own["name"].values.len()), (Some(&text("t")), 1));
+        assert_eq!((own["name"].get(0), own["name"].get(1)), (Some(&text("t")), Some(&text("t"))));
         assert_eq!(table.extra.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["centre"]);
         assert_eq!(table.extra_dim_names.get(1), Some(&Value::Array(vec![text("x")])));
         assert_eq!(table.own_dim_names.codes, vec![0, 0]);
