@@ -144,12 +144,8 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--threads", type=int, help="messages encoded at once (default: CPUs)")
     convert.add_argument("--no-hash", dest="hash", action="store_false",
                          help="do not store xxh3 hashes")
-    progress = convert.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_const", const=True,
-                          help="always show a progress bar")
-    progress.add_argument("--no-progress", dest="progress", action="store_const", const=False,
-                          help="never show one (default: only when stderr is a terminal)")
-    convert.set_defaults(run=_convert, progress=None)
+    _progress_options(convert)
+    convert.set_defaults(run=_convert)
 
     info = commands.add_parser("info", help="summarise a .tgm file: variables, codecs, sizes")
     info.add_argument("file", help=".tgm path or URL (https://, s3://)")
@@ -169,13 +165,19 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("paths", nargs="+", metavar="PATH", help=".tgm path or URL (https://, s3://)")
     index.add_argument("--beside", action="store_true",
                        help="write PATH.tgmidx next to each local PATH (default: the cache directory)")
-    progress = index.add_mutually_exclusive_group()
+    _progress_options(index)
+    index.set_defaults(run=_index)
+    return parser
+
+
+def _progress_options(command: argparse.ArgumentParser) -> None:
+    """``--progress`` / ``--no-progress`` (default: a bar only when stderr is a terminal)."""
+    progress = command.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_const", const=True,
                           help="always show a progress bar")
     progress.add_argument("--no-progress", dest="progress", action="store_const", const=False,
                           help="never show one (default: only when stderr is a terminal)")
-    index.set_defaults(run=_index, progress=None)
-    return parser
+    command.set_defaults(progress=None)
 
 
 # --------------------------------------------------------------------------------------------
