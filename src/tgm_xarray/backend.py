@@ -330,20 +330,16 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
 
-    def plan(table: MetadataTable, fingerprint, source: str = path) -> dict[str, HypercubePlan]:
+    def plan(table: MetadataTable, fingerprint, source: str) -> dict[str, HypercubePlan]:
         if groups:
             return split_groups(table, source=source, fingerprint=fingerprint, **options)
         return {"": build_hypercube(table, source=source, fingerprint=fingerprint, **options)}
 
-    if not isinstance(path, str):
+    if not isinstance(path, str) or index is False:
         ref = _ref(path, storage_options)
         files = ref.file
-        plans = plan(metadata_table(files), files.handle.fingerprint, ref.path)
+        plans = plan(metadata_table(files), files.handle.fingerprint, path if isinstance(path, str) else ref.path)
         return ref, plans, {name: {} for name in plans}
-    if index is False:
-        file = TgmFile(path, storage_options)
-        plans = plan(metadata_table(file), file.handle.fingerprint)
-        return FileRef(path, file, storage_options), plans, {name: {} for name in plans}
     found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
     key = tgm_index.plan_key({**options, "groups": groups})
     stored = table = None
@@ -358,12 +354,12 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
         ref = FileRef(path, None, storage_options, found.identity.version)
         if stored is not None:
             return ref, *stored
-        plans = plan(table, lambda msg, obj: ref.file.handle.fingerprint(msg, obj))
+        plans = plan(table, lambda msg, obj: ref.file.handle.fingerprint(msg, obj), path)
     else:
         file = TgmFile(path, storage_options, found.identity.version if found.identity else None)
         ref = FileRef(path, file, storage_options)
         table = metadata_table(file)
-        plans = plan(table, file.handle.fingerprint)
+        plans = plan(table, file.handle.fingerprint, path)
     if found.identity is None:  # a remote object without any index: none is written
         return ref, plans, {name: {} for name in plans}
     values = {name: _dimension_coords(p, ref.file) for name, p in plans.items()}
