@@ -61,15 +61,9 @@ fn decode_tracking(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<(V
     // SAFETY: the stream points at `payload` and `out`, which outlive it; libaec reads at most
     // `avail_in` and writes at most `avail_out` bytes, and `aec_decode_end` frees its state.
     let offsets = unsafe {
-        let mut strm: aec_stream = std::mem::zeroed();
-        strm.next_in = payload.as_ptr();
-        strm.avail_in = payload.len();
+        let mut strm = stream_over(payload, bits, block_size, rsi, flags);
         strm.next_out = out.as_mut_ptr();
         strm.avail_out = out.len();
-        strm.bits_per_sample = bits;
-        strm.block_size = block_size;
-        strm.rsi = rsi;
-        strm.flags = flags;
         check(aec_decode_init(&mut strm), "aec_decode_init")?;
         let result = decode_tracking_offsets(&mut strm);
         let short = strm.avail_out > 0;
@@ -146,6 +140,19 @@ fn digest(offsets: &[u64], payload_len: usize) -> String {
     tensogram::compute_hash(&bytes)
 }
 
+/// A libaec stream that reads `payload` with these parameters; its output is set by the caller.
+fn stream_over(payload: &[u8], bits: u32, block_size: u32, rsi: u32, flags: u32) -> aec_stream {
+    // SAFETY: all zeroes is the state libaec expects a stream to start from.
+    let mut strm: aec_stream = unsafe { std::mem::zeroed() };
+    strm.next_in = payload.as_ptr();
+    strm.avail_in = payload.len();
+    strm.bits_per_sample = bits;
+    strm.block_size = block_size;
+    strm.rsi = rsi;
+    strm.flags = flags;
+    strm
+}
+
 /// One libaec decoder over an szip payload, set up once for any number of range decodes (the
 /// rows of a window): upstream's range decode sets a decoder up, and frees it, per range.
 pub struct RangeDecoder<'a> {
@@ -168,14 +175,9 @@ impl<'a> RangeDecoder<'a> {
         if bits > 16 && bits <= 24 {
             flags |= AEC_DATA_3BYTE;
         }
-        // SAFETY: the stream reads `payload`, which outlives the decoder (`'a`); Drop frees it.
-        let mut strm: Box<aec_stream> = Box::new(unsafe { std::mem::zeroed() });
-        strm.next_in = payload.as_ptr();
-        strm.avail_in = payload.len();
-        strm.bits_per_sample = bits;
-        strm.block_size = block_size;
-        strm.rsi = rsi;
-        strm.flags = flags;
+        // The stream reads `payload`, which outlives the decoder (`'a`); Drop frees it.
+        let mut strm = Box::new(stream_over(payload, bits, block_size, rsi, flags));
+        // SAFETY: the stream is set up and boxed: libaec keeps its address while it lives.
         check(unsafe { aec_decode_init(&mut *strm) }, "aec_decode_init")?;
         Ok(RangeDecoder { strm, offsets, total, _payload: std::marker::PhantomData })
     }
