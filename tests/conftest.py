@@ -547,3 +547,13 @@ def range_server(tmp_path):
     server = RangeServer(root).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    """A dask.distributed client of 2 worker processes (one cluster per test module)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        with distributed.Client(cluster, set_as_default=False) as client:
+            yield client

@@ -113,15 +113,6 @@ def test_processes_scheduler_equals_eager(ifs_file, ifs_eager):
     assert_datasets_identical(computed, ifs_eager.isel(SUBSET))
 
 
-@pytest.fixture(scope="module")
-def dask_client():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                  dashboard_address=None) as cluster:
-        with distributed.Client(cluster, set_as_default=False) as client:
-            yield client
-
-
 @pytest.mark.thread_unsafe(reason="uses a distributed cluster")
 def test_distributed_scheduler_equals_eager(dask_client, ifs_file, ifs_eager):
     with xr.open_dataset(ifs_file, engine=ENGINE, chunks={}) as ds:

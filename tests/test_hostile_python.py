@@ -197,28 +197,19 @@ def test_closed_dataset_refuses_another_version(tmp_path):
         ds.t.values
 
 
-@pytest.fixture(scope="module")
-def cluster_client():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                  dashboard_address=None) as cluster:
-        with distributed.Client(cluster, set_as_default=False) as client:
-            yield client
-
-
-def test_distributed_workers_refuse_a_file_replaced_after_open(cluster_client, tmp_path):
+def test_distributed_workers_refuse_a_file_replaced_after_open(dask_client, tmp_path):
     """The client holds the old version mapped; workers reopen by path and would read the new
     one. They raise instead: the Dataset's layout and the client's values are the old file's."""
     path = tmp_path / "replaced.tgm"
     to_tgm(_dataset(1.0), path)
     with xr.open_dataset(path, engine=ENGINE, chunks={}) as ds:
-        np.testing.assert_array_equal(cluster_client.compute(ds.t).result().values, np.full((2, 6), 1.0))
+        np.testing.assert_array_equal(dask_client.compute(ds.t).result().values, np.full((2, 6), 1.0))
         to_tgm(_dataset(2.0), path)
         np.testing.assert_array_equal(ds.t.values, np.full((2, 6), 1.0))  # the client's version
         with pytest.raises(TgmStaleFileError, match="the file changed after it was opened"):
-            cluster_client.compute(ds.t).result()
+            dask_client.compute(ds.t).result()
     with xr.open_dataset(path, engine=ENGINE, chunks={}) as ds:  # opened again: the new version
-        np.testing.assert_array_equal(cluster_client.compute(ds.t).result().values, np.full((2, 6), 2.0))
+        np.testing.assert_array_equal(dask_client.compute(ds.t).result().values, np.full((2, 6), 2.0))
 
 
 # --- writers: concurrent appends, SIGTERM, SIGKILL ---------------------------------------------
