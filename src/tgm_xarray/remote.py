@@ -343,17 +343,14 @@ class Fetcher:
         return self.fetch_many([(start, stop)])[0]
 
     async def fetch_async(self, start: int, stop: int) -> bytes:
-        """``fetch`` without blocking the caller's event loop: on fsspec's async filesystems the
-        request runs on fsspec's own loop, so any number of them overlap; a failure (and any
-        other filesystem) goes to ``fetch`` in a worker thread, with its retries."""
-        if stop > start and getattr(self.fs, "async_impl", False):
-            request = self.fs._cat_file(self.path, start=start, end=stop)
-            try:
-                data = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(request, self.fs.loop))
-                return self._checked(data, start, stop)
-            except Exception:  # noqa: BLE001 - retried (and classified) by `fetch`
-                pass
-        return await asyncio.to_thread(self.fetch, start, stop)
+        """``fetch`` without blocking the caller's event loop: the request (checked, retried,
+        within the deadline, as ``fetch``'s) runs on the fetcher's own loop, so any number of
+        them overlap and no worker thread waits on the network."""
+        if stop <= len(self._known) or start >= stop:
+            return self._known[start:stop]
+        request = self._retrying(f"reading bytes {start}-{stop - 1}", lambda: self._attempt(start, stop),
+                                 time.monotonic() + self.deadline)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(request, self._loop))
 
     def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Several ranges at once: fetched concurrently (``CONCURRENCY`` at most in flight), each
