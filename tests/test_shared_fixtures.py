@@ -45,9 +45,8 @@ def test_missing_fixtures_skip_locally_with_where_they_were_looked_for(checkout_
     assert f"the shared fixtures are not at {where}" in result.stdout
 
 
-@pytest.mark.parametrize("ci", ["true"])
-def test_missing_fixtures_fail_the_run_in_ci(checkout_without_shared, ci):
-    result = _pytest(checkout_without_shared, ci)
+def test_missing_fixtures_fail_the_run_in_ci(checkout_without_shared):
+    result = _pytest(checkout_without_shared, "true")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     where = checkout_without_shared.parent.parent / "shared" / "fixtures"
     assert f"the shared fixtures are not at {where}" in result.stderr
