@@ -7,7 +7,6 @@ so every test that checks values also proves xarray accepts the layout.
 
 from __future__ import annotations
 
-import doctest
 import hashlib
 import itertools
 import numbers
@@ -22,7 +21,7 @@ import xarray as xr
 tensogram = pytest.importorskip("tensogram")
 
 from tgm_xarray import attrs as attrs_module  # noqa: E402
-from tgm_xarray import hypercube, mars  # noqa: E402
+from tgm_xarray import mars  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
     TgmConflictError,
     TgmDuplicateError,
@@ -35,7 +34,7 @@ from tgm_xarray.hypercube import (  # noqa: E402
     build_hypercube,
     split_groups,
 )
-from tgm_xarray.hypercube import columns, extra, objects, table, variables  # noqa: E402
+from tgm_xarray.hypercube import extra, objects, variables  # noqa: E402
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
@@ -969,12 +968,6 @@ def test_undecodable_time_falls_back_to_plain_keys(tmp_path):
     plan = _plan(path)
     assert plan.variables["t"].dims == ("mars.date", "dim_0", "dim_1")
     assert plan.index_coords["mars.date"][1].tolist() == ["-1", "-2"]
-
-
-def test_docstring_examples():
-    for module in (hypercube, columns, table, mars, attrs_module):
-        result = doctest.testmod(module)
-        assert result.failed == 0 and result.attempted > 0, module.__name__
 
 
 # --------------------------------------------------------------------------------------------
