@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import datagen
-from cases import CaseResult, Context, Skip, Table, Target, check, optional, ours_entrypoint
+from common import CaseResult, Context, Skip, Table, Target, check, optional, ours_entrypoint
 from harness import fmt_ratio, fmt_time, once_each
 
 from tgm_xarray import _core, handles
