@@ -81,12 +81,10 @@ def test_variable_layout_writes_one_message_per_variable():
 
 
 @pytest.mark.parametrize(("step", "keys"), [
-    ("6h", 6), ("30min", "30m"), ("90s", "1m30s"), ("1500ms", "1.500000000s"),
+    ("6h", 6), ("30min", "30m"), ("90s", "90.000000000s"), ("1500ms", "1.500000000s"),
 ])
 def test_step_keys_hold_hours_minutes_or_seconds(step, keys, tmp_path):
     """MARS steps are hours; finer steps are written with a unit the reader decodes back."""
-    if keys == "1m30s":
-        keys = "90.000000000s"
     ds = xr.Dataset({"v": (("step", "y", "x"), np.zeros((2, 2, 2)))},
                     coords={"step": pd.to_timedelta(["0h", step])})
     assert [b["mars"]["step"] for b in _field_bases(layout.plan(ds))] == [0, keys]
@@ -241,8 +239,9 @@ def test_text_variables_are_left_out_with_a_warning():
 def test_unstorable_values_and_encodings_raise_codec_errors():
     with pytest.raises(TgmCodecError, match="Tensogram stores numbers, not object values"):
         layout.plan(xr.Dataset({"v": ("x", np.array([{"a": 1}, None], dtype=object))}))
-    with pytest.raises(TgmCodecError, match="in the encoding of variable 'v'|zstd_level"):
+    with pytest.raises(TgmCodecError, match="zstd_level must be an integer from -131072 to 22; got 99") as info:
         layout.plan(xr.Dataset({"v": ("x", [1.0])}), encoding={"v": {"zstd_level": 99}})
+    assert info.value.__notes__ == ["in the encoding of variable 'v'"]
 
 
 def test_times_and_booleans_are_cf_encoded_numbers():
