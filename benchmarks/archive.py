@@ -27,41 +27,13 @@ from pathlib import Path
 import numpy as np
 
 import datagen
-from cases import CaseResult, Context, Skip, Table, Target, check, optional, ours_entrypoint
+from archive_data import NX, NY, write_archive
+from common import CaseResult, Context, Skip, Table, Target, check, optional, ours_entrypoint
 from harness import fmt_ratio, fmt_time, once_each
 
 from tgm_xarray import _core, handles
 
 PARAMS, LEVELS = 10, 5
-NY, NX = 32, 64
-
-
-def _message(tensogram, step: int, param: int, level: int, lat, lon, values) -> bytes:
-    plain = {"type": "ntensor", "dtype": "float64", "byte_order": "little", "encoding": "none",
-             "filter": "none", "compression": "none"}
-    base = {"name": f"p{param}", "units": "K", "dim_names": ["latitude", "longitude"],
-            "mars": {"class": "od", "stream": "oper", "type": "fc", "param": f"p{param}", "date": "20260404",
-                     "time": "0000", "step": step, "levtype": "pl", "levelist": 1000 - 100 * level}}
-    coords = [({"name": "latitude", "units": "degrees_north", "dim_names": ["latitude"]}, {**plain, "shape": [NY]}, lat),
-              ({"name": "longitude", "units": "degrees_east", "dim_names": ["longitude"]}, {**plain, "shape": [NX]}, lon)]
-    desc = {**plain, "dtype": "float32", "shape": [NY, NX]}
-    return tensogram.encode({"base": [base] + [b for b, _, _ in coords]},
-                            [(desc, values)] + [(d, a) for _, d, a in coords])
-
-
-def write_archive(path: Path, steps: range) -> None:
-    """Messages of ``steps`` x params x levels, step-major, written to a temporary name first."""
-    import tensogram
-
-    lat, lon = np.linspace(90, -90, NY), np.linspace(0, 360, NX, endpoint=False)
-    values = np.random.default_rng(0).standard_normal((NY, NX)).astype(np.float32)
-    tmp = datagen._atomic(path)
-    with open(tmp, "wb") as out:
-        for step in steps:
-            for param in range(PARAMS):
-                for level in range(LEVELS):
-                    out.write(_message(tensogram, step, param, level, lat, lon, values + step))
-    datagen._finish(tmp, path)
 
 
 def ensure(directory: Path, quick: bool) -> tuple[Path, list[Path], Path]:
@@ -78,7 +50,8 @@ def ensure(directory: Path, quick: bool) -> tuple[Path, list[Path], Path]:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             datagen.say(f"writing {path} ({len(step_range) * per_step} messages)")
-            write_archive(path, step_range)
+            write_archive(path, step_range, params=[f"p{p}" for p in range(PARAMS)],
+                          levels=[1000 - 100 * level for level in range(LEVELS)])
     return one, files, big
 
 

@@ -16,8 +16,8 @@ from typing import Any, Callable
 import numpy as np
 
 import datagen
-from cases import (INCONCLUSIVE_BELOW, CaseResult, Context, Skip, Table, Target, check, optional,
-                   ours_entrypoint, time_ratio)
+from common import (INCONCLUSIVE_BELOW, CaseResult, Context, Skip, Table, Target, check, optional,
+                    ours_entrypoint, time_ratio)
 from harness import fmt_ratio, fmt_time, once_each, paired_ratio, timed_calls
 
 from tgm_xarray import _core, handles, open_file

@@ -112,14 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message="Found 2 entrypoints")
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*google-crc32c.*")
-    import cases  # noqa: E402  (imports tgm_xarray, numpy, ...)
+    import cases  # noqa: E402
+    from common import CaseResult, Context, Skip  # noqa: E402  (imports tgm_xarray, numpy, ...)
 
     threads = sorted({int(t) for t in args.threads.split(",")})
     e2e_threads = ([int(t) for t in args.e2e_threads.split(",")] if args.e2e_threads
                    else [min(2, os.cpu_count() or 1)])
-    ctx = cases.Context(quick=args.quick, threads=threads,
-                        repeats=args.repeats or (5 if args.quick else 7),
-                        target_s=0.04 if args.quick else 0.2, e2e_threads=e2e_threads)
+    ctx = Context(quick=args.quick, threads=threads, repeats=args.repeats or (5 if args.quick else 7),
+                  target_s=0.04 if args.quick else 0.2, e2e_threads=e2e_threads)
     out = args.out or report.RESULTS / (report.python_tag() + ("-quick" if args.quick else ""))
     env = report.environment()
     print(f"tgm_xarray benchmarks: {report.env_line(env)}")
@@ -142,12 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         try:
             result = cases.CASES[name](ctx)
-        except cases.Skip as e:
-            result = cases.CaseResult(name, name, "", skipped=str(e))
+        except Skip as e:
+            result = CaseResult(name, name, "", skipped=str(e))
         except Exception as e:  # keep going: one broken case must not lose the others
             traceback.print_exc()
             failed.append(name)
-            result = cases.CaseResult(name, name, "", skipped=f"error: {type(e).__name__}: {e}")
+            result = CaseResult(name, name, "", skipped=f"error: {type(e).__name__}: {e}")
         case = result.to_json()
         case["seconds"] = time.perf_counter() - t0
         report.print_case(case)

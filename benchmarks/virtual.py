@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import datagen
-from cases import CaseResult, Context, Skip, Table, Target, optional
+from common import CaseResult, Context, Skip, Table, Target, optional
 from harness import Samples, fmt_time, rounds
 
 from tgm_xarray import handles
@@ -63,7 +63,7 @@ def case_virtual(ctx: Context) -> CaseResult:
     from obstore.store import LocalStore
     from virtualizarr import open_virtual_mfdataset
 
-    from cases import ours_entrypoint
+    from common import ours_entrypoint
     from tgm_xarray.virtual import TensogramParser, local_repository
 
     files = QUICK_FILES if ctx.quick else FILES

@@ -33,7 +33,16 @@ REAL = FIXTURES / "real"
 GOLDEN = FIXTURES / "upstream" / "golden"
 REMOTE_PARITY = FIXTURES / "upstream" / "remote-parity"
 NETCDF = FIXTURES / "upstream" / "netcdf"
-SHARED_MISSING = f"the shared fixtures are not at {SHARED} (expected at <repo>/../shared)"
+SHARED_MISSING = f"the shared fixtures are not at {FIXTURES} (expected at <repo>/../shared/fixtures)"
+#: In CI (the ``CI`` environment variable set) missing fixtures fail the run instead of skipping
+#: every real-data test: a green run must have read the real files.
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_sessionstart(session) -> None:
+    if IN_CI and not FIXTURES.is_dir():
+        raise pytest.UsageError(f"{SHARED_MISSING}; CI is set, so the real-data tests may not skip "
+                                "(check out the shared fixtures there, or unset CI to skip them)")
 
 # Opens write indexes to the cache directory (docs/archives.md): this session's own, never the
 # user's, inherited by the processes tests start.
@@ -54,10 +63,11 @@ def shared_files(*patterns: str) -> list:
 
 
 def require_shared(path: Path | None = None) -> Path:
-    """Skips the test when the shared fixtures (or ``path`` in them) are missing."""
+    """Skips the test when the shared fixtures (or ``path`` in them) are missing; fails it in CI."""
     target = path if path is not None else FIXTURES
     if not target.exists():
-        pytest.skip(SHARED_MISSING if not FIXTURES.is_dir() else f"missing shared fixture {target}")
+        (pytest.fail if IN_CI else pytest.skip)(
+            SHARED_MISSING if not FIXTURES.is_dir() else f"missing shared fixture {target}")
     return target
 
 

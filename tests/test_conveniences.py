@@ -4,7 +4,6 @@ name that means this package even with upstream's ``tensogram-xarray`` installed
 
 from __future__ import annotations
 
-import doctest
 import io
 import json
 import os
@@ -18,7 +17,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray import accessor, cli, versions
+from tgm_xarray import cli, versions
 from tgm_xarray.backend import TensogramBackendEntrypoint
 
 from conftest import ENGINE, REAL, REPO, require_shared
@@ -109,12 +108,6 @@ def test_modes_are_literal_types_and_the_package_is_typed():
     package = os.path.dirname(tgm_xarray.__file__)
     assert os.path.isfile(os.path.join(package, "py.typed"))
     assert os.path.isfile(os.path.join(package, "_core.pyi"))
-
-
-def test_docstring_examples():
-    for module in (cli, accessor, versions):
-        result = doctest.testmod(module)
-        assert result.failed == 0 and result.attempted > 0, module.__name__
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ so every test that checks values also proves xarray accepts the layout.
 
 from __future__ import annotations
 
-import doctest
 import hashlib
 import itertools
 import numbers
@@ -22,7 +21,7 @@ import xarray as xr
 tensogram = pytest.importorskip("tensogram")
 
 from tgm_xarray import attrs as attrs_module  # noqa: E402
-from tgm_xarray import hypercube, mars  # noqa: E402
+from tgm_xarray import mars  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
     TgmConflictError,
     TgmDuplicateError,
@@ -35,7 +34,7 @@ from tgm_xarray.hypercube import (  # noqa: E402
     build_hypercube,
     split_groups,
 )
-from tgm_xarray.hypercube import columns, extra, objects, table, variables  # noqa: E402
+from tgm_xarray.hypercube import extra, objects, variables  # noqa: E402
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
@@ -951,22 +950,6 @@ def test_variable_name_chain():
     assert name({}, None) == "object_3"
 
 
-def test_attribute_values_are_netcdf_friendly():
-    flat = attrs_module.flatten({"a": {"b": {"c": 1}}, "_reserved_": {"x": 1}, "empty": {}})
-    assert flat == {"a.b.c": 1}
-    got = attrs_module.to_attrs({
-        "units": "K", "ok": True, "big": 2**70, "raw": b"\x00\xab", "none": None,
-        "ints": [1, 2], "mixed": [1, 2.5], "strs": ["a", "b"], "odd": ["a", 1], "empty": [],
-        "nested": [{"k": b"\x01"}], "long_name": "x",
-    })
-    assert list(got)[:2] == ["units", "long_name"]
-    assert got["ok"] == 1 and got["big"] == str(2**70) and got["raw"] == "00ab"
-    assert "none" not in got
-    assert got["ints"] == [1, 2] and got["mixed"] == [1.0, 2.5] and got["strs"] == ["a", "b"]
-    assert got["odd"] == '["a", 1]' and got["empty"] == "[]" and got["nested"] == '[{"k": "01"}]'
-    _assert_netcdf_friendly(got)
-
-
 def test_attributes_survive_to_netcdf(cube_file, tmp_path):
     pytest.importorskip("netCDF4")  # no wheel for free-threaded 3.13
     ds = _materialize(_plan(cube_file, filter_by_keys={"number": 1, "step": 0}), cube_file)
@@ -978,70 +961,13 @@ def test_attributes_survive_to_netcdf(cube_file, tmp_path):
     back.close()
 
 
-# --------------------------------------------------------------------------------------------
-# MARS conventions
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("date", "time", "expected"), [
-    ("20260404", "0000", "2026-04-04T00:00"),
-    (20260404, 1200, "2026-04-04T12:00"),
-    ("2026-04-04", "12", "2026-04-04T12:00"),
-    ("20260404", 600, "2026-04-04T06:00"),
-    ("20260404", "12:30", "2026-04-04T12:30"),
-])
-def test_reference_time(date, time, expected):
-    axes = mars.decode_axes([mars.find_axes({"mars.date": date, "mars.time": time})])
-    assert axes[0]["time"].value == np.datetime64(expected, "ns")
-    assert axes[0]["time"].keys == ("mars.date", "mars.time")
-
-
-@pytest.mark.parametrize(("step", "hours"), [
-    (0, 0), (6, 6), ("12", 12), ("0-6", 6), ("6h", 6), ("30m", 0.5), (1.5, 1.5), ("2d", 48),
-])
-def test_steps(step, hours):
-    axes = mars.decode_axes([mars.find_axes({"step": step})])
-    assert axes[0]["step"].value == np.timedelta64(int(hours * 3600), "s")
-
-
 def test_undecodable_time_falls_back_to_plain_keys(tmp_path):
-    assert mars.decode_axes([mars.find_axes({"mars.date": "-1"})]) == [{}]
-    assert mars.decode_axes([mars.find_axes({"step": "soon"})]) == [{}]
+    """Dates MARS conventions cannot decode (test_mars) leave the keys plain keys."""
     path = _write(tmp_path / "rel.tgm", [
         _message(({"name": "t", "mars": {"date": d}}, _field())) for d in ("-1", "-2")])
     plan = _plan(path)
     assert plan.variables["t"].dims == ("mars.date", "dim_0", "dim_1")
     assert plan.index_coords["mars.date"][1].tolist() == ["-1", "-2"]
-
-
-def test_iso_time_and_generic_keys():
-    axes = mars.decode_axes([mars.find_axes({"time": "2026-04-04T06:00:00", "level": "3",
-                                              "number": "7"})])[0]
-    assert axes["time"].value == np.datetime64("2026-04-04T06:00", "ns")
-    assert axes["level"].value == 3 and axes["number"].value == 7
-    assert "time" not in mars.find_axes({"time": "0000"})
-
-
-@pytest.mark.parametrize(("levtype", "dim"), [
-    ("pl", "isobaricInhPa"), ("ml", "hybrid"), ("pt", "theta"), ("pv", "potentialVorticity"),
-    ("sol", "soilLayer"), ("dp", "level"), (None, "level"),
-])
-def test_level_names(levtype, dim):
-    keys = {"mars.levelist": 1} | ({"mars.levtype": levtype} if levtype else {})
-    assert list(mars.find_axes(keys)) == [dim]
-    assert mars.sort_values(dim, [1, 3, 2]) == ([3, 2, 1] if dim == "isobaricInhPa" else [1, 2, 3])
-
-
-def test_surface_without_levelist():
-    axes = mars.find_axes({"levtype": "sfc"})
-    assert axes == {"surface": mars.Axis(("levtype",), 0, "sfc")}
-    assert mars.lookup({"levtype": "sfc", "mars.levtype": "pl"}, "levtype") == ("mars.levtype", "pl")
-
-
-def test_docstring_examples():
-    for module in (hypercube, columns, table, mars, attrs_module):
-        result = doctest.testmod(module)
-        assert result.failed == 0 and result.attempted > 0, module.__name__
 
 
 # --------------------------------------------------------------------------------------------

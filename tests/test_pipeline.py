@@ -5,6 +5,7 @@ and a bad option fails with the same error and message from each."""
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from tgm_xarray import _core, to_tgm
 from tgm_xarray.cli import main
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import (COMPRESSIONS, ENCODINGS, FILTERS, NAMES, OPTIONS, TABLE, ZFP_MODES,
-                                 Pipeline, markdown_table, reader_options)
+                                 Pipeline, markdown_table, packing_params, reader_options, resolve)
 from tgm_xarray.zarr_codec import TensogramCodec
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -196,3 +197,107 @@ def test_table_covers_every_compression_and_stage():
     stages = {o.stage for o in TABLE}
     assert stages <= {"pipeline", "simple_packing", *COMPRESSIONS}
     assert set(FILTERS) == {"none", "shuffle"}
+
+
+# --------------------------------------------------------------------------------------------
+# Packing parameters, stored dtypes, descriptors and the writer's resolve
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bits", [1, 8, 12, 16, 24, 32])
+@pytest.mark.parametrize("decimal", [0, 2, -1])
+def test_packing_params_are_upstreams(bits, decimal):
+    """The same reference and binary scale as upstream's own computation, on finite values;
+    with NaN and infinities, upstream's on the finite ones (which it cannot take itself)."""
+    tensogram = pytest.importorskip("tensogram")
+    values = 250.0 + 40.0 * np.random.default_rng(bits).standard_normal(500)
+    ours = packing_params(values, bits, decimal)
+    theirs = tensogram.compute_packing_params(values, bits, decimal)
+    assert ours == {k: v for k, v in theirs.items() if k != "sp_bits_per_value"}
+    holes = values.copy()
+    holes[::7], holes[1], holes[2] = np.nan, np.inf, -np.inf
+    assert packing_params(holes, bits, decimal) == packing_params(values[np.isfinite(holes)], bits, decimal)
+
+
+@pytest.mark.parametrize("bits", [8, 16, 24])
+def test_packing_error_is_within_half_a_step(bits):
+    """Encoded with the descriptor built here and decoded by the core: every value within half
+    the packing step 2**E / 10**D of the input, NaN where the input had NaN."""
+    tensogram = pytest.importorskip("tensogram")
+    values = 250.0 + 40.0 * np.random.default_rng(bits).standard_normal((20, 30))
+    values[3, 4] = np.nan
+    descriptor, array = Pipeline.from_options({"bits": bits, "decimal_scale_factor": 1,
+                                               "compression": "none"}).prepare(values)
+    message = tensogram.encode({"base": [{}]}, [(descriptor, array)], allow_nan=True)
+    decoded = _core.read_frame(_frame(message), None, None, True, "test")
+    step = 2.0 ** descriptor["sp_binary_scale_factor"] / 10.0 ** descriptor["sp_decimal_scale_factor"]
+    assert np.isnan(decoded[3, 4]) and np.isnan(decoded).sum() == 1
+    assert np.nanmax(np.abs(decoded - values)) <= step / 2
+    assert step <= (np.nanmax(values) - np.nanmin(values)) / (2**bits - 1) * 2
+
+
+def test_packing_params_of_constant_empty_and_unpackable_values():
+    assert packing_params(np.full(4, 7.5), 16) == {"sp_reference_value": 7.5, "sp_binary_scale_factor": 0,
+                                                   "sp_decimal_scale_factor": 0}
+    assert packing_params(np.array([]), 16)["sp_reference_value"] == 0.0
+    assert packing_params(np.array([np.nan, np.inf]), 16)["sp_reference_value"] == 0.0
+    with pytest.raises(TgmCodecError, match=r"cannot hold values from -1e\+300 to 1e\+300: .* 2\*\*982, "):
+        packing_params(np.array([-1e300, 1e300]), 16)
+    with pytest.raises(TgmCodecError, match=r"to 1\.7e\+308: the packing step would be outside float64's range"):
+        packing_params(np.array([-1.7e308, 1.7e308]), 16)  # the spread overflows
+    with pytest.raises(TgmCodecError, match=r"the packing step would be 2\*\*-322, .*\(drop bits_per_value\)"):
+        packing_params(np.array([0.0, 1e-90]), 24)
+
+
+@pytest.mark.parametrize(("options", "dtype", "stored"), [
+    ({}, "float32", "float32"), ({}, ">i2", "int16"), ({}, "complex64", "complex64"), ({}, "float16", "float16"),
+    ({"bits": 16}, "float32", "float64"), ({"compression": "zfp"}, "float32", "float64"),
+    ({"compression": "szip"}, "uint32", "uint32"), ({"compression": "szip", "filter": "shuffle"}, "int64", "int64"),
+])
+def test_stored_dtype(options, dtype, stored):
+    got = Pipeline.from_options(options).stored_dtype(np.dtype(dtype))
+    assert got == np.dtype(stored) and got.isnative
+
+
+@pytest.mark.parametrize(("options", "dtype", "message"), [
+    ({}, "bool", "not bool values"), ({}, "<U3", "not <U3 values"), ({}, "float128", "not float128 values"),
+    ({"bits": 8}, "int16", "encoding 'simple_packing' is lossy and needs floating-point values; got int16"),
+    ({"compression": "sz3"}, "complex128", "compression 'sz3' is lossy and needs floating-point values"),
+    ({"compression": "szip"}, "float64", "at most 32 bits; float64 values need filter 'shuffle'"),
+])
+def test_stored_dtype_refuses(options, dtype, message):
+    if dtype == "float128" and not hasattr(np, "float128"):
+        pytest.skip("no float128 on this platform")
+    with pytest.raises(TgmCodecError, match=message):
+        Pipeline.from_options(options).stored_dtype(np.dtype(dtype))
+
+
+def test_descriptor_of_each_stage():
+    array = np.arange(12, dtype="float64").reshape(3, 4)
+    raw = Pipeline.from_options({"compression": "zstd", "filter": "shuffle"}).descriptor(array)
+    assert raw == {"type": "ntensor", "shape": [3, 4], "dtype": "float64", "byte_order": sys.byteorder,
+                   "encoding": "none", "filter": "shuffle", "compression": "zstd", "zstd_level": 3,
+                   "shuffle_element_size": 8}
+    packed = Pipeline.from_options({"bits": 24, "filter": "shuffle", "compression": "lz4"}).descriptor(array)
+    assert packed["shuffle_element_size"] == 3  # bytes of a packed sample, not of a value
+    assert (packed["sp_bits_per_value"], packed["sp_reference_value"], packed["sp_binary_scale_factor"]) == \
+        (24, 0.0, packing_params(array, 24)["sp_binary_scale_factor"])
+    assert Pipeline.from_options({}).descriptor(np.float32(1.5) * np.ones(()))["shape"] == []
+
+
+def test_resolve_is_the_writers_view():
+    """Coordinates default to no compression; raw values wider than szip's 32 bits get the
+    shuffle they need unless a filter was asked for; errors name the variable."""
+    assert resolve("lat", np.dtype("float64"), None, coordinate=True).pipeline.compression == "none"
+    assert resolve("v", np.dtype("float64"), None).pipeline.compression == "blosc2"
+    wide = resolve("v", np.dtype("float64"), {"compression": "szip"})
+    assert (wide.pipeline.filter, wide.pipeline.params["szip_block_size"], wide.dtype) == \
+        ("shuffle", 32, np.dtype("float64"))
+    assert resolve("v", np.dtype("float32"), {"compression": "szip"}).pipeline.filter == "none"
+    with pytest.raises(TgmCodecError, match="at most 32 bits") as info:
+        resolve("v", np.dtype("int64"), {"compression": "szip", "filter": "none"})
+    assert info.value.__notes__ == ["in the encoding of variable 'v'"]
+    codec = resolve("v", np.dtype(">f4"), {"bits": 12})
+    descriptor, array = codec.prepare(np.arange(6, dtype=">f4").reshape(2, 3))
+    assert array.dtype == np.dtype("float64") and array.flags.c_contiguous
+    assert descriptor["sp_bits_per_value"] == 12

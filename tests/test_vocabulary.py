@@ -5,7 +5,6 @@ converter: MARS keys and ``grib.*`` ecCodes keys) and on our writer's output (MA
 
 from __future__ import annotations
 
-import doctest
 import warnings
 
 import numpy as np
@@ -114,11 +113,6 @@ def test_vocabulary_prefers_the_ecCodes_key_over_the_mars_translation():
     assert vocabulary.values({"mars.step": "0-6"}, "endStep") == ["6"]
     assert vocabulary.values({"mars.time": "1200"}, "dataTime") == [1200]
     assert vocabulary.values({"mars.time": "12"}, "dataTime") == [1200]
-
-
-def test_docstring_examples():
-    result = doctest.testmod(vocabulary)
-    assert result.failed == 0 and result.attempted > 0
 
 
 # -- decode_times / decode_timedelta ----------------------------------------------------------

@@ -285,32 +285,6 @@ def test_round_trip_real_ifs_file(tmp_path, ifs_file):
     assert abs(os.path.getsize(path) - os.path.getsize(ifs_file)) < 1000
 
 
-def test_field_dims_and_transposed_dimensions(tmp_path):
-    """Stacked dimensions come first on read; ``field_dims`` picks the field's dimensions."""
-    ds = xr.Dataset({"v": (("y", "x", "member"), np.arange(24.0).reshape(2, 3, 4))},
-                    coords={"member": [1, 2, 3, 4]})
-    path = tmp_path / "t.tgm"
-    to_tgm(ds, path, field_dims=("y", "x"))
-    assert len(messages(path)) == 4
-    assert_round_trip(open_tgm(path), ds.transpose("member", "y", "x"))
-
-
-def test_dimensions_that_cannot_be_stacked_stay_in_the_field(tmp_path):
-    """A dimension the reader could not rebuild from keys stays inside every message (with a
-    warning, as messages then grow): here durations under a name other than ``step``, and
-    unsorted values. (Times under any name are stacked as ISO 8601 keys.)"""
-    ds = xr.Dataset({"v": (("lead", "level", "y", "x"), np.zeros((2, 2, 3, 4)))},
-                    coords={"lead": pd.to_timedelta([0, 6], unit="h"),
-                            "level": [500, 850]})  # the reader sorts `level` ascending: fine
-    ds = ds.assign_coords(level=[850, 500])  # ... but these are descending
-    path = tmp_path / "t.tgm"
-    with pytest.warns(UserWarning) as record:
-        to_tgm(ds, path)
-    assert sorted(str(w.message).split("'")[1] for w in record) == ["lead", "level"]
-    assert len(messages(path)) == 1
-    assert_round_trip(open_tgm(path), ds)
-
-
 # --------------------------------------------------------------------------------------------
 # Encodings
 # --------------------------------------------------------------------------------------------

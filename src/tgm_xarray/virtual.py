@@ -11,11 +11,11 @@ hash, so a chunk decodes from those bytes alone. Coordinates built from metadata
 always loaded (VirtualiZarr then writes them as ordinary arrays).
 
 >>> from obspec_utils.registry import ObjectStoreRegistry     # doctest: +SKIP
->>> from obstore.store import LocalStore
->>> from virtualizarr import open_virtual_dataset
+>>> from obstore.store import LocalStore                       # doctest: +SKIP
+>>> from virtualizarr import open_virtual_dataset              # doctest: +SKIP
 >>> vds = open_virtual_dataset("file:///data/fc.tgm", registry=ObjectStoreRegistry(
-...     {"file://": LocalStore()}), parser=TensogramParser())
->>> vds.vz.to_icechunk(session.store)
+...     {"file://": LocalStore()}), parser=TensogramParser())  # doctest: +SKIP
+>>> vds.vz.to_icechunk(session.store)                          # doctest: +SKIP
 
 See docs/virtual.md.
 """

@@ -1,0 +1,175 @@
+"""MARS conventions (``tgm_xarray.mars``): which metadata keys become cfgrib-like dimensions, and
+how their values decode. Checked on literal keys, on the real IFS file's metadata, and against
+cfgrib's own reading of the GRIB 2 fields that file was made from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tgm_xarray
+from tgm_xarray import attrs, mars
+
+from conftest import FIXTURES, REAL, require_shared
+
+GRIB = FIXTURES / "upstream" / "grib"
+
+
+# --------------------------------------------------------------------------------------------
+# Finding axes: which keys name which dimension
+# --------------------------------------------------------------------------------------------
+
+
+def test_lookup_prefers_the_mars_namespace_and_skips_none():
+    assert mars.lookup({"levtype": "sfc", "mars.levtype": "pl"}, "levtype") == ("mars.levtype", "pl")
+    assert mars.lookup({"levtype": "sfc", "mars.levtype": None}, "levtype") == ("levtype", "sfc")
+    assert mars.lookup({"step": 0}, "step") == ("step", 0)  # a falsy value is still a value
+    assert mars.lookup({"mars.date": "20260404"}, "step") is None
+
+
+@pytest.mark.parametrize(("levtype", "dim"), [
+    ("pl", "isobaricInhPa"), ("ml", "hybrid"), ("pt", "theta"), ("pv", "potentialVorticity"),
+    ("sol", "soilLayer"), ("dp", "level"), (None, "level"),
+])
+def test_level_names(levtype, dim):
+    keys = {"mars.levelist": 1} | ({"mars.levtype": levtype} if levtype else {})
+    assert list(mars.find_axes(keys)) == [dim]
+    assert mars.level_dim(levtype) == dim
+    assert mars.is_level(dim)
+    assert mars.sort_values(dim, [1, 3, 2]) == ([3, 2, 1] if dim == "isobaricInhPa" else [1, 2, 3])
+
+
+def test_a_level_type_naming_the_dimension_is_consumed_with_the_level():
+    """``pl`` is said by the dimension's name (its key becomes the coordinate's); ``dp`` is not,
+    so it stays a key of its own."""
+    pl = mars.find_axes({"mars.levtype": "pl", "mars.levelist": 500})["isobaricInhPa"]
+    assert pl == mars.Axis(("mars.levtype", "mars.levelist"), 500, "pl")
+    dp = mars.find_axes({"mars.levtype": "dp", "mars.levelist": 5})["level"]
+    assert dp == mars.Axis(("mars.levelist",), 5, "dp")
+    plain = mars.find_axes({"level": 3})["level"]
+    assert plain == mars.Axis(("level",), 3, None)
+
+
+def test_surface_without_levelist():
+    assert mars.find_axes({"levtype": "sfc"}) == {"surface": mars.Axis(("levtype",), mars.SURFACE_VALUE, "sfc")}
+    assert mars.find_axes({"levtype": "ml"}) == {}  # a level type without a level is no axis
+
+
+def test_number_time_and_step_axes_and_their_keys():
+    axes = mars.find_axes({"mars.number": 3, "mars.date": 20260404, "mars.step": "6h", "param": "t"})
+    assert list(axes) == ["number", "time", "step"]
+    assert axes["number"] == mars.Axis(("mars.number",), 3)
+    assert axes["time"] == mars.Axis(("mars.date",), (20260404, 0))  # no time of day: midnight
+    assert axes["step"] == mars.Axis(("mars.step",), "6h")
+    assert mars.AXIS_ORDER == ("number", "time", "step") and not any(map(mars.is_level, mars.AXIS_ORDER))
+
+
+def test_iso_time_and_generic_keys():
+    axes = mars.decode_axes([mars.find_axes({"time": "2026-04-04T06:00:00", "level": "3",
+                                              "number": "7"})])[0]
+    assert axes["time"].value == np.datetime64("2026-04-04T06:00", "ns")
+    assert axes["level"].value == 3 and axes["number"].value == 7
+    assert "time" not in mars.find_axes({"time": "0000"})  # a time of day alone is no time
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding values
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("date", "time", "expected"), [
+    ("20260404", "0000", "2026-04-04T00:00"),
+    (20260404, 1200, "2026-04-04T12:00"),
+    ("2026-04-04", "12", "2026-04-04T12:00"),
+    ("20260404", 600, "2026-04-04T06:00"),
+    ("20260404", "12:30", "2026-04-04T12:30"),
+])
+def test_reference_time(date, time, expected):
+    axes = mars.decode_axes([mars.find_axes({"mars.date": date, "mars.time": time})])
+    assert axes[0]["time"].value == np.datetime64(expected, "ns")
+    assert axes[0]["time"].keys == ("mars.date", "mars.time")
+
+
+@pytest.mark.parametrize(("step", "hours"), [
+    (0, 0), (6, 6), ("12", 12), ("0-6", 6), ("6h", 6), ("30m", 0.5), (1.5, 1.5), ("2d", 48),
+    ("90s", 0.025), (" 3 ", 3),
+])
+def test_steps(step, hours):
+    axes = mars.decode_axes([mars.find_axes({"step": step})])
+    assert axes[0]["step"].value == np.timedelta64(int(hours * 3600), "s")
+
+
+@pytest.mark.parametrize("keys", [
+    {"mars.date": "-1"}, {"mars.date": "20260404", "mars.time": "2400"},
+    {"mars.date": "20260404", "mars.time": "1260"}, {"mars.date": "20260404", "mars.time": "12345"},
+    {"step": "soon"}, {"step": True}, {"step": "6y"}, {"number": "first"}, {"number": 1.5},
+])
+def test_undecodable_values_drop_their_dimension(keys):
+    assert mars.decode_axes([mars.find_axes(keys)]) == [{}]
+
+
+def test_one_undecodable_field_drops_the_dimension_from_every_field():
+    """A dimension never mixes decoded and raw values: ``time`` goes from both fields, ``step``
+    (decodable in both) stays."""
+    fields = [mars.find_axes({"mars.date": d, "mars.step": s}) for d, s in (("20260404", 0), ("soon", 6))]
+    decoded = mars.decode_axes(fields)
+    assert [list(axes) for axes in decoded] == [["step"], ["step"]]
+    assert [axes["step"].value for axes in decoded] == [np.timedelta64(0, "h"), np.timedelta64(6, "h")]
+    assert "time" in fields[0]  # the input is not changed
+
+
+def test_level_values_become_numbers_when_they_are_numeric():
+    fields = [mars.find_axes({"mars.levtype": "pl", "mars.levelist": v}) for v in ("500", "0.5", "top", 850)]
+    assert [axes["isobaricInhPa"].value for axes in mars.decode_axes(fields)] == [500, 0.5, "top", 850]
+
+
+def test_valid_time_spans_the_dimensions_of_time_and_step():
+    time = np.array(["2026-04-04T00", "2026-04-04T12"], dtype="datetime64[ns]")
+    step = np.array([0, 6, 12], dtype="timedelta64[h]").astype("timedelta64[ns]")
+    dims, values = mars.valid_time(time, ("time",), step, ("step",))
+    assert dims == ("time", "step") and values.dtype == np.dtype("datetime64[ns]")
+    assert values[1, 2] == np.datetime64("2026-04-05T00", "ns")
+    dims, values = mars.valid_time(time[0], (), step, ("step",))  # a scalar time
+    assert dims == ("step",) and values.tolist() == (time[0] + step).tolist()
+
+
+# --------------------------------------------------------------------------------------------
+# On real files
+# --------------------------------------------------------------------------------------------
+
+
+def _ifs_fields() -> list[dict]:
+    """Each field's flattened metadata in the real IFS file (the first object of a message)."""
+    with tgm_xarray.open_file(require_shared(REAL / "ifs-0p25-20260404.tgm")) as f:
+        return [attrs.flatten(f.metadata(m)["base"][0]) for m in range(len(f))]
+
+
+def test_axes_of_the_real_ifs_file():
+    fields = _ifs_fields()
+    assert [f["mars.param"] for f in fields] == ["2t", "lsm", "q", "t"]
+    decoded = mars.decode_axes([mars.find_axes(f) for f in fields])
+    assert [sorted(axes) for axes in decoded] == [["step", "surface", "time"]] * 2 + [["isobaricInhPa", "step", "time"]] * 2
+    for axes in decoded:
+        assert axes["time"].value == np.datetime64("2026-04-04T00:00", "ns")
+        assert axes["time"].keys == ("mars.date", "mars.time")
+        assert axes["step"].value == np.timedelta64(0, "ns")
+    assert [axes["surface"].value for axes in decoded[:2]] == [0, 0]
+    assert [axes["isobaricInhPa"].value for axes in decoded[2:]] == [150, 600]
+
+
+def test_coordinates_match_cfgrib_on_the_source_grib():
+    """The IFS file was converted from these GRIB 2 fields: our decoded axes and the coordinate
+    attributes we give them are cfgrib's."""
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("cfgrib")  # no free-threaded wheel of eccodes
+    fields = _ifs_fields()
+    decoded = mars.decode_axes([mars.find_axes(f) for f in fields])
+    for grib, axes in (("t_600.grib2", decoded[3]), ("q_150.grib2", decoded[2])):
+        with xr.open_dataset(require_shared(GRIB / grib), engine="cfgrib",
+                             backend_kwargs={"indexpath": ""}) as ds:
+            for dim in ("time", "step", "isobaricInhPa"):
+                assert ds[dim].values == axes[dim].value, (grib, dim)
+                assert ds[dim].attrs == mars.COORD_ATTRS[dim], (grib, dim)
+            assert ds["valid_time"].attrs == mars.COORD_ATTRS["valid_time"]
+            dims, valid = mars.valid_time(np.asarray(axes["time"].value), (), np.asarray(axes["step"].value), ())
+            assert dims == () and valid == ds["valid_time"].values
