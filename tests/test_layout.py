@@ -274,6 +274,19 @@ def test_to_metadata_gives_cbor_friendly_values():
     assert type(got["a"][0]) is int and type(got["5"]) is float
 
 
+def test_date_and_duration_attributes_are_written_as_iso_text(tmp_path):
+    """Attributes holding numpy dates: a day-resolution one used to fail the write (a
+    ``datetime.date`` is not CBOR), a nanosecond one came back as a bare integer."""
+    attrs = {"analysis": np.datetime64("2026-04-04", "D"), "valid": np.datetime64("2026-04-04T06", "ns"),
+             "steps": np.array([0, 6], "m8[h]")}
+    ds = xr.Dataset({"t": (("y", "x"), np.zeros((2, 3)), attrs)})
+    to_tgm(ds, tmp_path / "t.tgm")
+    with xr.open_dataset(tmp_path / "t.tgm", engine=ENGINE) as back:
+        got = {k: back["t"].attrs[k] for k in attrs}
+    assert got == {"analysis": "2026-04-04", "valid": "2026-04-04T06:00:00.000000000",
+                   "steps": ["0 hours", "6 hours"]}
+
+
 def test_unflatten_nests_dotted_keys_unless_they_clash():
     assert layout.unflatten({"mars.class": "od", "mars.step": 6, "units": "K"}) == \
         {"mars": {"class": "od", "step": 6}, "units": "K"}

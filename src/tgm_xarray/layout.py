@@ -249,9 +249,16 @@ def merge(base: dict, keys: Mapping[str, Any]) -> dict:
 def to_metadata(value: Any) -> Any:
     """A CBOR-friendly copy of an attribute value: numpy scalars and arrays become Python ones.
 
+    Dates become ISO 8601 text and durations numpy's text ("6 hours"): ``.item()`` would give
+    a bare integer of nanoseconds, or a ``datetime.date`` that CBOR cannot carry.
+
     >>> to_metadata({"levels": np.array([500, 850]), "scale": np.float32(0.5)})
     {'levels': [500, 850], 'scale': 0.5}
+    >>> to_metadata({"t0": np.datetime64("2026-04-04T06", "ns"), "steps": np.array([0, 6], "m8[h]")})
+    {'t0': '2026-04-04T06:00:00.000000000', 'steps': ['0 hours', '6 hours']}
     """
+    if isinstance(value, (np.ndarray, np.datetime64, np.timedelta64)) and np.asarray(value).dtype.kind in "mM":
+        return np.asarray(value).astype(str).tolist()
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
