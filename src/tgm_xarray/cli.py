@@ -28,11 +28,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, canonical
-from tgm_xarray.errors import TgmConflictError
+from tgm_xarray.dtypes import decoded_bytes
+from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.file import open_file
+from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, canonical
 from tgm_xarray.remote import is_url
 from tgm_xarray.versions import EngineNameWarning
 
@@ -404,16 +403,20 @@ def describe(path: str) -> dict:
         for d in handle.descriptors(msg):
             label = codec_label(d)
             codecs[label] += 1
-            decoded[label] += _decoded_bytes(d)
+            decoded[label] += decoded_bytes(d["dtype"], math.prod(d.get("shape") or ()))
             objects += 1
     total = sum(decoded.values())
-    return {
+    summary = {
         "file": path, "bytes": size, "messages": len(handle), "objects": objects,
         "decoded_bytes": total, "ratio": total / size if size else math.nan,
         "codecs": [{"codec": c, "objects": codecs[c], "decoded_bytes": decoded[c]}
                    for c in sorted(codecs, key=lambda c: -decoded[c])],
-        "groups": _groups(path),
     }
+    try:
+        summary["groups"] = _groups(path)
+    except TgmCodecError as error:  # e.g. a bitmask object: the rest of the summary still holds
+        summary["groups"], summary["dataset_error"] = {}, str(error)
+    return summary
 
 
 def codec_label(descriptor: dict) -> str:
@@ -434,16 +437,6 @@ def codec_label(descriptor: dict) -> str:
         detail = params.get("blosc2_codec") or params.get("zfp_mode") or params.get("sz3_error_bound_mode")
         parts.append(f"{compression}({detail})" if detail else compression)
     return "+".join(parts) or "none"
-
-
-def _decoded_bytes(descriptor: dict) -> int:
-    count = math.prod(descriptor.get("shape") or ())
-    if descriptor.get("dtype") == "bitmask":
-        return (count + 7) // 8
-    try:
-        return count * np.dtype(descriptor["dtype"]).itemsize
-    except TypeError:  # bfloat16 without ml_dtypes
-        return count * 2
 
 
 def _groups(path: str) -> dict:
@@ -481,6 +474,8 @@ def _info(args: argparse.Namespace) -> int:
     print("codecs:")
     for c in summary["codecs"]:
         print(f"  {c['codec']:<28} {c['objects']:>6} objects {c['decoded_bytes']:>16,} bytes decoded")
+    if "dataset_error" in summary:
+        print(f"dataset: none ({summary['dataset_error']})")
     for name, group in summary["groups"].items():
         print(f"group {name}:" if name != "/" else "dataset:")
         print("  dimensions: " + ", ".join(f"{k}={v}" for k, v in group["dims"].items()))

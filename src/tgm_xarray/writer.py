@@ -37,6 +37,7 @@ import numpy as np
 import xarray as xr
 
 from tgm_xarray import _core
+from tgm_xarray.dtypes import numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmError
 from tgm_xarray.handles import FileKey
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
@@ -505,10 +506,15 @@ class _AuxiliaryCoordinates:
             bases = handle.metadata(msg).get("base") or []
             for obj, descriptor in enumerate(handle.descriptors(msg)):
                 base = bases[obj] if obj < len(bases) else {}
-                if base.get("name") in names and descriptor["dtype"] != "bitmask":
-                    out = np.empty(descriptor["shape"], np.dtype(descriptor["dtype"]))
-                    handle.read_into(msg, obj, None, out)
-                    self._known.append(({k: v for k, v in base.items() if k != "_reserved_"}, out))
+                if base.get("name") not in names:
+                    continue
+                try:
+                    dtype = numpy_dtype(descriptor["dtype"])
+                except TgmCodecError:  # an object no Dataset holds (a bitmask): nothing to repeat
+                    continue
+                out = np.empty(descriptor["shape"], dtype)
+                handle.read_into(msg, obj, None, out)
+                self._known.append(({k: v for k, v in base.items() if k != "_reserved_"}, out))
 
 
 def _same(base: dict, values: np.ndarray, other_base: dict, other: np.ndarray) -> bool:
