@@ -163,7 +163,7 @@ class TgmWriter:
             else:
                 self._existing = None
             self._auxiliary = _AuxiliaryCoordinates(self._existing)
-            self._tmp = _temporary_name(self.path)
+            self._tmp = temporary_name(self.path)
             # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
             fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except BaseException:
@@ -325,7 +325,7 @@ def _same_file(st: os.stat_result, path: str) -> bool:
     return (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
 
 
-def _temporary_name(path: str) -> str:
+def temporary_name(path: str) -> str:
     """``.<name>.<pid>-<random>.tmp`` beside ``path``: the pid says whether its writer is gone."""
     directory, name = os.path.split(path)
     return os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
