@@ -52,6 +52,7 @@ atexit.register(shutil.rmtree, os.environ["TGM_XARRAY_CACHE_DIR"], ignore_errors
 # The backend class rather than its name: while another installed package also registers an
 # xarray engine called "tensogram", the name may resolve to it (test_backend checks the name).
 from tgm_xarray.backend import TensogramBackendEntrypoint as ENGINE  # noqa: E402
+from tgm_xarray.selection import outer  # noqa: E402
 
 
 def shared_files(*patterns: str) -> list:
@@ -245,29 +246,9 @@ def outer_index(array: np.ndarray, key) -> np.ndarray:
 
 
 def core_selection(key, shape: tuple[int, ...]):
-    """The ``_core`` selection for an outer key (ints kept as length-1 ranges)."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    if any(k is Ellipsis for k in key):
-        at = next(i for i, k in enumerate(key) if k is Ellipsis)
-        key = key[:at] + (slice(None),) * (len(shape) - len(key) + 1) + key[at + 1 :]
-    key = key + (slice(None),) * (len(shape) - len(key))
-    selection, sizes = [], []
-    for item, n in zip(key, shape):
-        if isinstance(item, slice):
-            start, stop, step = item.indices(n)
-            selection.append((start, stop, step))
-            sizes.append(len(range(start, stop, step)))
-        elif isinstance(item, (int, np.integer)):
-            i = int(item) % n
-            selection.append((i, i + 1, 1))
-            sizes.append(1)
-        else:
-            item = np.asarray(item)
-            points = np.flatnonzero(item) if item.dtype == bool else np.where(item < 0, item + n, item)
-            selection.append(points.astype(np.int64))
-            sizes.append(points.size)
-    return tuple(selection), tuple(sizes)
+    """The ``_core`` selection for an outer key and the shape it fills (the package's normaliser)."""
+    found = outer(key, shape)
+    return found.core, found.decoded_shape
 
 
 def describe_key(key) -> str:

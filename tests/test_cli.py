@@ -334,15 +334,26 @@ def test_forgotten_output_leaves_the_last_input_intact(grib_copy):
     assert sorted(p.name for p in grib_copy.iterdir()) == ["2t.grib2", "lsm.grib2"]
 
 
-@pytest.mark.parametrize("name, kind", [("back.nc", "NetCDF"), ("store.zarr", "Zarr"),
-                                        ("back.grb", "GRIB")])
+@pytest.mark.parametrize("name, kind", [("back.grb", "GRIB"), ("back.h5", "HDF5")])
 def test_tgm_to_another_format_is_refused(tmp_path, name, kind):
-    """``convert x.tgm back.nc`` once wrote Tensogram bytes into a .nc; --force does not help."""
+    """``convert x.tgm back.grb`` once wrote Tensogram bytes into a .grb; --force does not help
+    (.nc and .zarr outputs are written by xarray: test_conversions)."""
     require_shared(REAL_TGM)
     for force in ([], ["--force"]):
         result = run_cli("convert", REAL_TGM, tmp_path / name, *force)
         assert_one_line_error(result, f"is a {kind} file name: .*writing {kind} is not supported yet")
         assert not (tmp_path / name).exists()
+
+
+def test_forgotten_output_after_netcdf_inputs_leaves_them_intact(tmp_path):
+    """``convert a.nc b.nc``: b.nc is an input taken for OUTPUT, never overwritten, --force or not."""
+    for name in ("a.nc", "b.nc"):
+        xr.Dataset({"v": ("x", np.arange(3.0))}).to_netcdf(tmp_path / name)
+    before = (tmp_path / "b.nc").read_bytes()
+    for force in ([], ["--force"]):
+        result = run_cli("convert", "a.nc", "b.nc", *force, cwd=tmp_path)
+        assert_one_line_error(result, r"convert writes NetCDF from one .tgm INPUT")
+        assert (tmp_path / "b.nc").read_bytes() == before
 
 
 def test_output_that_is_an_input_needs_force(tmp_path):

@@ -17,7 +17,7 @@ from tgm_xarray import _core, mars
 from tgm_xarray.cli import main
 from tgm_xarray.writer import to_tgm
 
-from conftest import ENGINE, NETCDF, require_shared
+from conftest import ENGINE, FIXTURES, NETCDF, require_shared
 
 pytest.importorskip("netCDF4")
 
@@ -208,3 +208,144 @@ def test_holes_are_judged_over_every_input_of_a_conversion(tmp_path):
     read = open_tgm(out)
     assert read.isobaricInhPa.values.tolist() == [1000, 850, 500]
     assert np.isnan(read.v.sel(isobaricInhPa=1000)).all() and (read.v.sel(isobaricInhPa=500) == 1).all()
+
+
+# --------------------------------------------------------------------------------------------
+# .tgm -> NetCDF and Zarr (tgm-xarray convert in.tgm out.nc|out.zarr)
+# --------------------------------------------------------------------------------------------
+
+GRIB = FIXTURES / "upstream" / "grib"
+
+
+def _half_step(values: np.ndarray, width: int) -> float:
+    """The largest error CF packing of ``values`` into ``width`` bits may add (export.packing)."""
+    return float(np.nanmax(values) - np.nanmin(values)) / (2 * (2 ** (width - 1) - 1)) * (1 + 1e-9)
+
+
+@pytest.fixture(scope="module")
+def grib_tgm(tmp_path_factory):
+    """The shared GRIB2 fields (2 m temperature, two pressure levels) converted with 16-bit packing."""
+    pytest.importorskip("cfgrib")
+    inputs = [str(require_shared(GRIB / f)) for f in ("2t.grib2", "t_600.grib2", "q_150.grib2")]
+    path = tmp_path_factory.mktemp("grib") / "fields.tgm"
+    assert main(["convert", *inputs, str(path), "--bits", "16", "--no-progress"]) == 0
+    return path, inputs
+
+
+def _grib_fields(inputs: list[str]):
+    """``(name, level selection, values)`` of each GRIB field, read by cfgrib."""
+    import cfgrib
+
+    for path in inputs:
+        for ds in cfgrib.open_datasets(path, backend_kwargs={"indexpath": ""}):
+            for name, var in ds.data_vars.items():
+                at = {k: ds[k].item() for k in ("isobaricInhPa",) if k in ds.coords}
+                yield name, at, var.values
+
+
+@pytest.mark.parametrize("suffix, engine", [(".nc", "netcdf4"), (".zarr", "zarr")])
+def test_grib_to_tgm_to_netcdf_and_zarr(grib_tgm, tmp_path, suffix, engine):
+    """16-bit simple packing becomes int16 scale/offset packing; values equal the GRIB source
+    within the Tensogram packing error plus half a step of the int16 packing."""
+    path, inputs = grib_tgm
+    out = tmp_path / f"fields{suffix}"
+    assert main(["convert", str(path), str(out)]) == 0
+    kw = {"consolidated": False} if engine == "zarr" else {}
+    with xr.open_dataset(path, engine=ENGINE) as tgm, xr.open_dataset(out, engine=engine, **kw) as ds, \
+            xr.open_dataset(out, engine=engine, mask_and_scale=False, **kw) as raw:
+        assert sorted(ds.data_vars) == ["q", "t", "t2m"]
+        for name in ds.data_vars:
+            assert raw[name].dtype == np.int16 and raw[name].attrs["_FillValue"] == -32768
+            assert {"scale_factor", "add_offset"} <= set(raw[name].attrs)
+            assert ds[name].dtype == np.float64
+            if engine == "netcdf4":
+                assert raw[name].encoding["zlib"]  # from the default blosc2 compression
+            else:
+                assert raw[name].encoding["compressors"]  # zarr's default compressors
+                assert raw[name].encoding["chunks"] == tuple(tgm[name].encoding["preferred_chunks"].values())
+        for name, at, expected in _grib_fields(inputs):
+            tgm_error = float(expected.max() - expected.min()) / (2**16 - 1)
+            error = np.abs(ds[name].sel(at).values - expected).max()
+            assert error <= tgm_error + _half_step(tgm[name].values, 16), (name, at)
+        for name in ("latitude", "longitude", "isobaricInhPa", "time"):
+            np.testing.assert_array_equal(ds[name].values, tgm[name].values)
+
+
+def test_real_24_bit_file_to_zarr_keeps_floats_and_says_so(tmp_path, ifs_file, capsys):
+    out = tmp_path / "ifs.zarr"
+    assert main(["convert", str(ifs_file), str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "(24 bits)" in err and "written as floating point" in err and err.count("\n") == 1
+    with xr.open_dataset(ifs_file, engine=ENGINE) as tgm, xr.open_zarr(out, consolidated=False) as ds:
+        for name in tgm.data_vars:
+            assert ds[name].dtype == np.float64 and ds[name].encoding["compressors"]
+            np.testing.assert_array_equal(ds[name].values, tgm[name].values)
+
+
+def test_uncompressed_and_nan_to_netcdf(tmp_path):
+    """No compression stays uncompressed; NaN becomes the packed _FillValue and NaN again; an
+    8-bit packed variable becomes int8; an unpacked one stays as it is."""
+    rng = np.random.default_rng(3)
+    t = 250 + 50 * rng.random((4, 30))
+    t[0, :3] = np.nan
+    ds = xr.Dataset({"t": (("y", "x"), t), "n": (("y", "x"), rng.integers(0, 9, (4, 30)).astype("int32")),
+                     "u": (("y", "x"), rng.random((4, 30)))})
+    src = tmp_path / "a.tgm"
+    to_tgm(ds, src, encoding={"t": {"bits": 8, "compression": "none"}, "n": {"compression": "none"},
+                              "u": {"compression": "none"}})
+    out = tmp_path / "a.nc"
+    assert main(["convert", str(src), str(out)]) == 0
+    with xr.open_dataset(src, engine=ENGINE) as tgm, xr.open_dataset(out) as back, \
+            xr.open_dataset(out, mask_and_scale=False) as raw:
+        assert raw["t"].dtype == np.int8 and raw["t"].attrs["_FillValue"] == -128
+        assert not raw["t"].encoding.get("zlib") and not raw["u"].encoding.get("zlib")
+        assert np.isnan(back["t"].values[0, :3]).all()
+        assert np.nanmax(np.abs(back["t"].values - tgm["t"].values)) <= _half_step(tgm["t"].values, 8)
+        assert raw["n"].dtype == np.int32 and raw["u"].dtype == np.float64
+        np.testing.assert_array_equal(back["n"].values, ds["n"].values)
+        np.testing.assert_array_equal(back["u"].values, ds["u"].values)
+
+
+@pytest.fixture
+def small_tgm(tmp_path):
+    path = tmp_path / "small.tgm"
+    to_tgm(xr.Dataset({"v": ("x", np.arange(5.0))}), path)
+    return path
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--bits", "16"], "--bits: only for .tgm outputs"),
+    (["--compression", "zstd", "--no-hash"], "--compression, --no-hash: only for .tgm outputs"),
+    (["--layout", "variable"], "--layout: only for .tgm outputs"),
+    (["--append"], "--append: only for .tgm outputs"),
+    (["--variables", "w"], "--variables: no input has ['w']"),
+])
+def test_export_refuses_bad_options(small_tgm, tmp_path, capsys, extra, message):
+    out = tmp_path / "out.nc"
+    assert main(["convert", str(small_tgm), str(out), *extra]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not out.exists() and os.listdir(tmp_path) == ["small.tgm"]  # no temporary left
+
+
+def test_export_takes_one_tgm_input(small_tgm, tmp_path, capsys):
+    nc = tmp_path / "in.nc"
+    xr.Dataset({"v": ("x", np.arange(3.0))}).to_netcdf(nc)
+    for inputs in ([str(small_tgm), str(small_tgm)], [str(nc)]):
+        assert main(["convert", *inputs, str(tmp_path / "out.zarr")]) == 1
+        assert "convert writes Zarr from one .tgm INPUT" in capsys.readouterr().err
+    assert not (tmp_path / "out.zarr").exists()
+
+
+@pytest.mark.parametrize("name", ["out.nc", "out.zarr"])
+def test_existing_output_needs_force(small_tgm, tmp_path, capsys, name):
+    out = tmp_path / name
+    assert main(["convert", str(small_tgm), str(out)]) == 0
+    before = sorted(os.listdir(tmp_path))
+    assert main(["convert", str(small_tgm), str(out)]) == 1
+    assert "exists: --force replaces it" in capsys.readouterr().err
+    to_tgm(xr.Dataset({"v": ("x", np.arange(7.0))}), small_tgm)
+    assert main(["convert", str(small_tgm), str(out), "--force"]) == 0
+    assert sorted(os.listdir(tmp_path)) == before  # replaced in place, nothing left beside
+    with xr.open_dataset(out, **({"engine": "zarr", "consolidated": False} if name.endswith("zarr") else {})) as ds:
+        np.testing.assert_array_equal(ds["v"].values, np.arange(7.0))

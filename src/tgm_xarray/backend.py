@@ -33,6 +33,7 @@ from tgm_xarray.file import TgmFile
 from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.remote import is_url
+from tgm_xarray.selection import outer
 from tgm_xarray.versions import warn_if_engine_name_shared
 
 warn_if_engine_name_shared()  # upstream's tensogram-xarray registers engine="tensogram" too
@@ -197,20 +198,12 @@ class TensogramBackendArray(BackendArray):
         (it cannot where the field's stored dtype differs: it is read, then converted), and the
         result's final shape."""
         n_outer = self.fields.ndim
-        # Integers become length-1 slices so every result axis exists; they are dropped at the end.
-        full_key, final_shape = [], []
-        for item, n in zip(key, self.shape):
-            if isinstance(item, (int, np.integer)):
-                i = int(item) % n
-                full_key.append(slice(i, i + 1))
-            else:
-                full_key.append(item)
-                final_shape.append(len(range(*item.indices(n))) if isinstance(item, slice) else len(item))
-        outer_key, field_key = full_key[:n_outer], tuple(full_key[n_outer:])
+        # Integers are length-1 slices, so every axis exists until the final reshape drops them.
+        selection = outer(key, self.shape)
+        outer_key, field_key = selection.items[:n_outer], selection.items[n_outer:]
         grid = self.fields[np.ix_(*(np.arange(n)[k] for n, k in zip(self.fields.shape, outer_key)))] \
             if n_outer else self.fields
-        field_shape = tuple(len(range(*k.indices(n))) if isinstance(k, slice) else len(k)
-                            for k, n in zip(field_key, self.shape[n_outer:]))
+        field_shape = selection.decoded_shape[n_outer:]
         out = _core.empty(grid.shape + field_shape, self.dtype)  # recycled memory: no page faults
         file = self.ref.file
         reads = []
@@ -223,13 +216,7 @@ class TensogramBackendArray(BackendArray):
             msg, obj = self.refs[which]
             _, stored = file.layout(msg, obj)
             reads.append((msg, obj, field_key, out[cell], stored == self.dtype))
-        return out, reads, final_shape
-
-
-def _preferred_chunks(plan: VariablePlan) -> dict[str, int]:
-    """One chunk per stored field: 1 along stacked dimensions, whole along the field's own."""
-    n_outer = plan.fields.ndim
-    return {dim: (1 if axis < n_outer else size) for axis, (dim, size) in enumerate(zip(plan.dims, plan.shape))}
+        return out, reads, selection.result_shape
 
 
 class TensogramDataStore(AbstractDataStore):
@@ -260,8 +247,7 @@ class TensogramDataStore(AbstractDataStore):
 
     def _variable(self, plan: VariablePlan) -> Variable:
         array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads)
-        encoding = dict(plan.encoding)
-        encoding["preferred_chunks"] = _preferred_chunks(plan)
+        encoding = dict(plan.encoding)  # preferred_chunks included (hypercube.plan)
         encoding.setdefault("source", self.ref.path)
         # Wrapped as a read would be: xarray then shares one pandas index between the
         # coordinate and the Dataset's indexes (a plain array gets two, pickled twice).

@@ -28,20 +28,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, canonical
-from tgm_xarray.errors import TgmConflictError
+from tgm_xarray.dtypes import decoded_bytes
+from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.file import open_file
+from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, canonical
 from tgm_xarray.remote import is_url
 from tgm_xarray.versions import EngineNameWarning
 
 GRIB_SUFFIXES = (".grib", ".grib1", ".grib2", ".grb", ".grb1", ".grb2")
 #: Names of formats `convert` reads but does not write: such an OUTPUT is a mistake (often a
 #: forgotten OUTPUT, the last input taken for it), never a file to fill with Tensogram bytes.
-OTHER_FORMATS = {**dict.fromkeys(GRIB_SUFFIXES, "GRIB"),
-                 **dict.fromkeys((".nc", ".nc4", ".cdf", ".netcdf", ".h5", ".hdf5"), "NetCDF"),
-                 ".zarr": "Zarr"}
+OTHER_FORMATS = {**dict.fromkeys(GRIB_SUFFIXES, "GRIB"), **dict.fromkeys((".h5", ".hdf5"), "HDF5")}
+#: Options of `convert` that only a .tgm OUTPUT takes (their flags, for the error).
+TGM_ONLY = {"bits_per_value": "--bits", "compression": "--compression", "option": "--option",
+            "layout": "--layout", "append": "--append", "threads": "--threads", "hash": "--no-hash"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,17 +108,20 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     convert = commands.add_parser(
-        "convert", help="convert files xarray opens (GRIB, NetCDF, Zarr) into one .tgm file",
+        "convert", help="convert files xarray opens (GRIB, NetCDF, Zarr) into one .tgm file, "
+                        "or a .tgm file into NetCDF (.nc) or Zarr (.zarr)",
         description="Convert every INPUT into OUTPUT.tgm, in order, atomically: OUTPUT is only "
                     "replaced (or appended to) once every input is written. OUTPUT must end in "
                     ".tgm, and an input or an existing file that is not a Tensogram file is "
-                    "never replaced, unless --force is given.")
+                    "never replaced, unless --force is given. An OUTPUT ending in .nc or .zarr "
+                    "takes one .tgm INPUT and is written by xarray's to_netcdf / to_zarr.")
     convert.add_argument("inputs", nargs="+", metavar="INPUT",
                          help="GRIB, NetCDF, Zarr or .tgm path (or URL)")
-    convert.add_argument("output", metavar="OUTPUT.tgm")
+    convert.add_argument("output", metavar="OUTPUT.tgm|.nc|.zarr")
     convert.add_argument("--force", action="store_true",
                          help="write OUTPUT even if it is an input, an existing file that is not "
-                              "a Tensogram file, or a name without .tgm")
+                              "a Tensogram file, or a name without .tgm (.nc, .zarr: replace an "
+                              "existing OUTPUT)")
     # The encoding options are the writer's and the zarr codec's (pipeline.TABLE).
     convert.add_argument("--bits-per-value", "--bits", dest="bits_per_value", type=int,
                          help="simple packing with this many bits per value (floating-point "
@@ -136,13 +139,14 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--chunks", metavar="SPEC",
                          help="dask chunks to open inputs with: 'auto', '{}' (the file's own), "
                               "or DIM=N,... (default: no dask; fields are still read one by one)")
-    convert.add_argument("--layout", choices=("field", "variable"), default="field",
+    convert.add_argument("--layout", choices=("field", "variable"),
                          help="one message per field (default) or per variable")
     convert.add_argument("--engine", help="xarray engine of the inputs (default: cfgrib for "
                          ".grib*, zarr for .zarr, else xarray's guess)")
-    convert.add_argument("--append", action="store_true", help="append to OUTPUT if it exists")
+    # Defaults None: a .nc or .zarr OUTPUT refuses the options given (TGM_ONLY).
+    convert.add_argument("--append", action="store_true", default=None, help="append to OUTPUT if it exists")
     convert.add_argument("--threads", type=int, help="messages encoded at once (default: CPUs)")
-    convert.add_argument("--no-hash", dest="hash", action="store_false",
+    convert.add_argument("--no-hash", dest="hash", action="store_false", default=None,
                          help="do not store xxh3 hashes")
     _progress_options(convert)
     convert.set_defaults(run=_convert)
@@ -186,15 +190,66 @@ def _progress_options(command: argparse.ArgumentParser) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
+    from tgm_xarray.export import output_format
+
+    fmt = output_format(args.output)
+    if fmt is not None:
+        return _convert_from_tgm(args, fmt)
     from tgm_xarray.layout import plan
     from tgm_xarray.writer import TgmWriter
 
     check_output(args.output, args.inputs, force=args.force)
     progress = _progress(args.progress)
     options = _options(args.option)
+    datasets = _selected(args, [ds for path in args.inputs for ds in open_inputs(path, args.engine, _chunks(args.chunks))])
+    # Plan everything first: a bad option fails before the output is touched.
+    plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits_per_value, args.compression, options),
+                        layout=args.layout or "field") for ds in datasets])
+    mode = "a" if args.append else "w"
+    with TgmWriter(args.output, mode, hash=args.hash is not False, threads=args.threads,
+                   progress=progress) as writer:
+        writer.write_plan(plans)
+    size = os.path.getsize(args.output)
+    print(f"{args.output}: wrote {writer.messages} messages from {len(args.inputs)} input(s); "
+          f"file size {size:,} bytes")
+    return 0
+
+
+def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
+    """``convert in.tgm out.nc`` / ``out.zarr``: the Dataset of one .tgm file, written by
+    xarray with each variable's encoding translated (:mod:`tgm_xarray.export`)."""
+    from tgm_xarray.export import export
+
+    name = "NetCDF" if fmt == "netcdf" else "Zarr"
+    given = [flag for key, flag in TGM_ONLY.items() if getattr(args, key) not in (None, [])]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only for .tgm outputs; a {name} OUTPUT keeps each "
+                         f"variable's encoding where {name} has an equivalent (docs/cli.md)")
+    if len(args.inputs) != 1 or not args.inputs[0].rstrip("/").lower().endswith(".tgm"):
+        raise ValueError(f"OUTPUT {args.output!r} is a {name} name: convert writes {name} from one "
+                         f".tgm INPUT (got {', '.join(map(repr, args.inputs))}); give OUTPUT.tgm "
+                         f"to convert into Tensogram")
+    check_export_output(args.output, args.inputs, force=args.force)
     chunks = _chunks(args.chunks)
+    [ds] = _selected(args, open_inputs(args.inputs[0], args.engine, chunks))
+    export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr))
+    print(f"{args.output}: wrote {len(ds.data_vars)} variables from {args.inputs[0]} as {name}")
+    return 0
+
+
+def check_export_output(output: str, inputs: Sequence[str], *, force: bool) -> None:
+    """Refuse a NetCDF or Zarr OUTPUT that is a URL or an input, or that exists (unless ``force``)."""
+    if is_url(output):
+        raise ValueError(f"OUTPUT {output!r} is a URL: convert writes local files only")
+    if any(_same_file(output, path) for path in inputs):
+        raise ValueError(f"OUTPUT {output!r} is also an input")
+    if os.path.lexists(output.rstrip("/")) and not force:
+        raise FileExistsError(errno.EEXIST, "exists: --force replaces it", output)
+
+
+def _selected(args: argparse.Namespace, datasets: list) -> list:
+    """``datasets`` with ``--drop-variables`` left out and only ``--variables`` kept."""
     wanted = [v for v in args.variables.split(",") if v] if args.variables else None
-    datasets = [ds for path in args.inputs for ds in open_inputs(path, args.engine, chunks)]
     if args.drop_variables:
         dropped = [v for v in args.drop_variables.split(",") if v]
         missing = sorted(set(dropped) - {str(v) for ds in datasets for v in ds.variables})
@@ -207,28 +262,18 @@ def _convert(args: argparse.Namespace) -> int:
             raise ValueError(f"--variables: no input has {missing}")
         datasets = [ds[[v for v in wanted if v in ds.data_vars]] for ds in datasets]
         datasets = [ds for ds in datasets if ds.data_vars]
-    # Plan everything first: a bad option fails before the output is touched.
-    plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits_per_value, args.compression, options),
-                        layout=args.layout) for ds in datasets])
-    mode = "a" if args.append else "w"
-    with TgmWriter(args.output, mode, hash=args.hash, threads=args.threads,
-                   progress=progress) as writer:
-        writer.write_plan(plans)
-    size = os.path.getsize(args.output)
-    print(f"{args.output}: wrote {writer.messages} messages from {len(args.inputs)} input(s); "
-          f"file size {size:,} bytes")
-    return 0
+    return datasets
 
 
 def check_output(output: str, inputs: Sequence[str], *, force: bool) -> None:
-    """Refuse an OUTPUT whose writing would destroy something: a GRIB, NetCDF or Zarr name
-    (always: ``convert`` writes Tensogram bytes), and, unless ``force``, an input, an existing
+    """Refuse a Tensogram OUTPUT whose writing would destroy something: a GRIB or HDF5 name
+    (always: ``convert`` writes no such files), and, unless ``force``, an input, an existing
     file that is not a Tensogram file, or a name without ``.tgm``.
 
     >>> check_output("2t.grib2", ["lsm.grib2"], force=False)
     Traceback (most recent call last):
     ...
-    ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes only .tgm files (writing GRIB is not supported yet); give OUTPUT.tgm last
+    ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes .tgm, .nc and .zarr files (writing GRIB is not supported yet); give OUTPUT.tgm last
     """
     from tgm_xarray.backend import MAGIC
 
@@ -237,8 +282,8 @@ def check_output(output: str, inputs: Sequence[str], *, force: bool) -> None:
     name = output.rstrip("/")
     fmt = OTHER_FORMATS.get(os.path.splitext(name)[1].lower())
     if fmt:
-        raise ValueError(f"OUTPUT {output!r} is a {fmt} file name: convert writes only .tgm files "
-                         f"(writing {fmt} is not supported yet); give OUTPUT.tgm last")
+        raise ValueError(f"OUTPUT {output!r} is a {fmt} file name: convert writes .tgm, .nc and "
+                         f".zarr files (writing {fmt} is not supported yet); give OUTPUT.tgm last")
     if os.path.isdir(output):
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a .tgm file name", output)
     if force:
@@ -404,16 +449,20 @@ def describe(path: str) -> dict:
         for d in handle.descriptors(msg):
             label = codec_label(d)
             codecs[label] += 1
-            decoded[label] += _decoded_bytes(d)
+            decoded[label] += decoded_bytes(d["dtype"], math.prod(d.get("shape") or ()))
             objects += 1
     total = sum(decoded.values())
-    return {
+    summary = {
         "file": path, "bytes": size, "messages": len(handle), "objects": objects,
         "decoded_bytes": total, "ratio": total / size if size else math.nan,
         "codecs": [{"codec": c, "objects": codecs[c], "decoded_bytes": decoded[c]}
                    for c in sorted(codecs, key=lambda c: -decoded[c])],
-        "groups": _groups(path),
     }
+    try:
+        summary["groups"] = _groups(path)
+    except TgmCodecError as error:  # e.g. a bitmask object: the rest of the summary still holds
+        summary["groups"], summary["dataset_error"] = {}, str(error)
+    return summary
 
 
 def codec_label(descriptor: dict) -> str:
@@ -434,16 +483,6 @@ def codec_label(descriptor: dict) -> str:
         detail = params.get("blosc2_codec") or params.get("zfp_mode") or params.get("sz3_error_bound_mode")
         parts.append(f"{compression}({detail})" if detail else compression)
     return "+".join(parts) or "none"
-
-
-def _decoded_bytes(descriptor: dict) -> int:
-    count = math.prod(descriptor.get("shape") or ())
-    if descriptor.get("dtype") == "bitmask":
-        return (count + 7) // 8
-    try:
-        return count * np.dtype(descriptor["dtype"]).itemsize
-    except TypeError:  # bfloat16 without ml_dtypes
-        return count * 2
 
 
 def _groups(path: str) -> dict:
@@ -481,6 +520,8 @@ def _info(args: argparse.Namespace) -> int:
     print("codecs:")
     for c in summary["codecs"]:
         print(f"  {c['codec']:<28} {c['objects']:>6} objects {c['decoded_bytes']:>16,} bytes decoded")
+    if "dataset_error" in summary:
+        print(f"dataset: none ({summary['dataset_error']})")
     for name, group in summary["groups"].items():
         print(f"group {name}:" if name != "/" else "dataset:")
         print("  dimensions: " + ", ".join(f"{k}={v}" for k, v in group["dims"].items()))

@@ -8,20 +8,8 @@ from typing import Any
 import numpy as np
 
 from tgm_xarray import handles
+from tgm_xarray.dtypes import numpy_dtype  # the core looks dtypes up here too (pyarray.rs)
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
-
-
-def numpy_dtype(name: str) -> np.dtype:
-    """The numpy dtype of a Tensogram dtype name."""
-    if name == "bfloat16":
-        try:
-            import ml_dtypes
-        except ImportError:
-            raise TgmCodecError("bfloat16 objects need the ml_dtypes package") from None
-        return np.dtype(ml_dtypes.bfloat16)
-    if name == "bitmask":
-        raise TgmCodecError("bitmask objects cannot be read as arrays")
-    return np.dtype(name)
 
 
 class TgmFile:

@@ -37,6 +37,7 @@ import numpy as np
 import xarray as xr
 
 from tgm_xarray import _core
+from tgm_xarray.dtypes import numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmError
 from tgm_xarray.handles import FileKey
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
@@ -162,7 +163,7 @@ class TgmWriter:
             else:
                 self._existing = None
             self._auxiliary = _AuxiliaryCoordinates(self._existing)
-            self._tmp = _temporary_name(self.path)
+            self._tmp = temporary_name(self.path)
             # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
             fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except BaseException:
@@ -324,7 +325,7 @@ def _same_file(st: os.stat_result, path: str) -> bool:
     return (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
 
 
-def _temporary_name(path: str) -> str:
+def temporary_name(path: str) -> str:
     """``.<name>.<pid>-<random>.tmp`` beside ``path``: the pid says whether its writer is gone."""
     directory, name = os.path.split(path)
     return os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
@@ -505,10 +506,15 @@ class _AuxiliaryCoordinates:
             bases = handle.metadata(msg).get("base") or []
             for obj, descriptor in enumerate(handle.descriptors(msg)):
                 base = bases[obj] if obj < len(bases) else {}
-                if base.get("name") in names and descriptor["dtype"] != "bitmask":
-                    out = np.empty(descriptor["shape"], np.dtype(descriptor["dtype"]))
-                    handle.read_into(msg, obj, None, out)
-                    self._known.append(({k: v for k, v in base.items() if k != "_reserved_"}, out))
+                if base.get("name") not in names:
+                    continue
+                try:
+                    dtype = numpy_dtype(descriptor["dtype"])
+                except TgmCodecError:  # an object no Dataset holds (a bitmask): nothing to repeat
+                    continue
+                out = np.empty(descriptor["shape"], dtype)
+                handle.read_into(msg, obj, None, out)
+                self._known.append(({k: v for k, v in base.items() if k != "_reserved_"}, out))
 
 
 def _same(base: dict, values: np.ndarray, other_base: dict, other: np.ndarray) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from zarr.core.common import JSON, parse_named_configuration
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import COMPRESSIONS, TABLE, Pipeline
+from tgm_xarray.selection import outer
 
 if TYPE_CHECKING:
     from typing import Self
@@ -325,35 +325,17 @@ def _outer_selection(
     lone_array = len(arrays) == 1 and arrays[0].ndim == 1 and all(isinstance(s, slice) for s in others)
     if arrays and others and not lone_array:
         return None
-    core, decoded, result = [], [], []
-    for axis, (s, n) in enumerate(zip(selection, shape)):
+    key = []
+    for axis, s in enumerate(selection):
         if isinstance(s, np.ndarray):
             # np.ix_ shapes axis k's array (1, .., n_k, .., 1); a lone array is 1-D
             ix_shaped = s.ndim == len(shape) and all(k == 1 for i, k in enumerate(s.shape) if i != axis)
             if s.dtype.kind not in "iu" or not (lone_array or ix_shaped):
                 return None
-            points = s.reshape(-1).astype(np.int64, copy=False)
-            if points.size and (points.min() < 0 or points.max() >= n):
-                return None
-            core.append(points)
-            decoded.append(points.size)
-            result.append(points.size)
-        elif isinstance(s, slice):
-            start, stop, step = s.indices(n)
-            if step < 1:
-                return None
-            core.append((start, stop, step))
-            decoded.append(len(range(start, stop, step)))
-            result.append(decoded[-1])
-        else:
-            try:
-                i = operator.index(s)
-            except TypeError:
-                return None
-            if not -n <= i < n:
-                return None
-            i %= n
-            core.append((i, i + 1, 1))
-            decoded.append(1)  # and no result axis, as numpy drops it
-    whole = all(isinstance(c, tuple) and c == (0, n, 1) for c, n in zip(core, shape))
-    return (None if whole else tuple(core)), tuple(decoded), tuple(result)
+            s = s.reshape(-1)
+        key.append(s)
+    try:
+        found = outer(tuple(key), tuple(shape))
+    except (IndexError, TypeError):  # numpy says what is wrong with it
+        return None
+    return found.core, found.decoded_shape, found.result_shape

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray import vocabulary
+from tgm_xarray import dtypes, vocabulary
 from tgm_xarray.attrs import freeze, is_scalar
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
 from tgm_xarray.hypercube.columns import KeyColumn, Keys, factorize
@@ -108,7 +108,7 @@ class Objects:
         self.table = table
         self.options = options
         self.keys = Keys(table, identity_keys(table))
-        self.dtypes = [_numpy_dtype(d.get("dtype")) for d in table.descriptors]
+        self.dtypes = [_readable_dtype(d.get("dtype")) for d in table.descriptors]
         self.hint, self.hints = self._hints()
         self._own_name, self._own_names = self._names()
         self.coordinate, self.coordinate_names = self._classify(self._own_name)
@@ -231,12 +231,6 @@ class Objects:
             wanted[:] = False
             wanted[message_index] = True
         rows = np.flatnonzero(wanted[t.msg])
-        missing = np.array([d is None for d in self.dtypes] + [False])[t.descriptor[rows]]
-        if missing.any():
-            r = int(rows[np.argmax(missing)])
-            raise TgmCodecError(
-                f"{self.options.source}: message {t.msg[r]} object {t.obj[r]}: unsupported "
-                f"dtype {t.descriptors[t.descriptor[r]].get('dtype')!r}")
         is_data = self.coordinate[rows] < 0
         data, coords = rows[is_data], rows[~is_data]
         passed = data[self._matching(data, filter_by_keys)] if filter_by_keys else data
@@ -245,7 +239,20 @@ class Objects:
         has_data[t.msg[data]] = True
         kept = wanted & ~has_data
         kept[t.msg[passed]] = True
-        return Selection(passed, coords[kept[t.msg[coords]]], np.flatnonzero(kept))
+        selection = Selection(passed, coords[kept[t.msg[coords]]], np.flatnonzero(kept))
+        self._check_readable(np.concatenate([selection.data, selection.coords]))
+        return selection
+
+    def _check_readable(self, rows: np.ndarray) -> None:
+        """Raises for the first of ``rows`` whose dtype has no numpy form (a bitmask, ...): the
+        Dataset fails at open, as reading it would, and a filter that leaves it out opens."""
+        unreadable = np.array([d is None for d in self.dtypes] + [False])[self.table.descriptor[rows]]
+        if unreadable.any():
+            t, r = self.table, int(rows[np.argmax(unreadable)])
+            try:
+                dtypes.numpy_dtype(t.descriptors[t.descriptor[r]].get("dtype"))
+            except TgmCodecError as err:
+                raise TgmCodecError(f"{self.options.source}: message {t.msg[r]} object {t.obj[r]}: {err}") from None
 
     def _matching(self, rows: np.ndarray, filter_by_keys: Mapping) -> np.ndarray:
         """Which ``rows`` match the filter (:func:`_matches` once per distinct view); a filter
@@ -382,12 +389,12 @@ def _spans(shape, hint, field_shape, field_hint) -> bool:
     return len(field_shape) >= len(shape) and field_shape[len(field_shape) - len(shape):] == shape
 
 
-def _numpy_dtype(name: Any) -> np.dtype | None:
-    """The numpy dtype of a descriptor's dtype name, ``None`` when numpy has none."""
+def _readable_dtype(name: Any) -> np.dtype | None:
+    """The numpy dtype a descriptor's objects are read as, ``None`` where they cannot be read
+    (:func:`tgm_xarray.dtypes.numpy_dtype` says why)."""
     try:
-        # packed bits are read as raw bytes (as upstream)
-        return np.dtype("uint8" if str(name) == "bitmask" else str(name))
-    except TypeError:
+        return dtypes.numpy_dtype(str(name))
+    except TgmCodecError:
         return None
 
 
