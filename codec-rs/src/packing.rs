@@ -111,7 +111,8 @@ impl Packed {
             self.unpack(src, out);
             return Ok(());
         };
-        let block = first / self.rsi_values();
+        // (An RSI of 0 is refused by the decoder, which checks the parameters.)
+        let block = first / self.rsi_values().max(1);
         let offset = match block {
             0 => 0,
             b => *offsets.get(b as usize).ok_or_else(|| {
@@ -121,7 +122,7 @@ impl Packed {
         let mut decoder = StreamDecoder::new(payload, offset, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)?;
         let mut piece = vec![0u8; STREAM_VALUES * width];
         // Values of the block before `first`: decoded (the next ones depend on them), not kept.
-        let mut skip = (first - block * self.rsi_values()) as usize;
+        let mut skip = (first - block * self.rsi_values().max(1)) as usize;
         while skip > 0 {
             let k = skip.min(STREAM_VALUES);
             decoder.fill(&mut piece[..k * width])?;

@@ -54,6 +54,7 @@ fn decode_tracking(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<(V
     }
     let rsi = param_u32(desc, "szip_rsi")?;
     let block_size = param_u32(desc, "szip_block_size")?;
+    check_params(bits, block_size, rsi, flags)?;
     // The decoded size as tensogram computes it: decoding stops when the output is full.
     let out_size = (num_values * bits as u64).div_ceil(8) as usize;
     let mut out = crate::buffers::try_zeroed(out_size, "the szip offset scan")?;
