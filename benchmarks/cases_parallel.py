@@ -207,7 +207,8 @@ def case_window_default(ctx: Context) -> CaseResult:
                      f"the writer's default szip parameters ({Pipeline.from_options({'compression': 'szip'}).params}) and with the old default "
                      "(RSI 128 blocks): a box of rows 180:360 and columns 360:720 (1/16 of the points) "
                      "against a full decode of the same file, and the files' sizes. Then the zarr codec "
-                     "(sp24 + szip, chunks of 361 x 720): a 90 x 180 box of a chunk (1/16) through "
+                     "(sp24 + szip, chunks of 361 x 720; its default szip parameters, which are the "
+                     "writer's, and szip_rsi=128): a 90 x 180 box of a chunk (1/16) through "
                      "`_core.decode_message_into`, as the codec decodes a partial chunk, against the "
                      "whole chunk's decode.")
     values = np.ascontiguousarray(datagen.grib_values("2t"))
@@ -241,8 +242,11 @@ def case_window_default(ctx: Context) -> CaseResult:
                               100 * growth, 3.0, "<="))
 
     zrows = []
-    for rsi in (128, 32):
-        codec = TensogramCodec(encoding="simple_packing", bits_per_value=24, compression="szip", szip_rsi=rsi)
+    # The codec's own default (no szip parameter given: the writer's) is the target; RSI 128
+    # (upstream's usual setting, 4096 values: 5.7 rows of the chunk) is for information.
+    for label, extra in (("codec default", {}), ("szip_rsi=128", {"szip_rsi": 128})):
+        codec = TensogramCodec(encoding="simple_packing", bits_per_value=24, compression="szip", **extra)
+        szip = f"{label} (RSI {codec.szip_rsi} x {codec.szip_block_size})"
         store: dict = {}
         z = zarr.create_array(zarr.storage.MemoryStore(store), shape=values.shape, chunks=(361, 720),
                               dtype="float64", fill_value=np.nan, serializer=codec, compressors=None)
@@ -252,16 +256,18 @@ def case_window_default(ctx: Context) -> CaseResult:
         sel = ((90, 180, 1), (180, 360, 1))
         _core.decode_message_into(chunk, 0, sel, part)
         res.notes.append(check(np.array_equal(part, values[90:180, 180:360]) or
-                               np.allclose(part, values[90:180, 180:360], atol=1e-4), f"codec rsi {rsi}: box values"))
+                               np.allclose(part, values[90:180, 180:360], atol=1e-4), f"{szip}: box values"))
         s = timed_calls({"chunk": lambda: _core.decode_message_into(chunk, 0, None, whole, threads=1),
                          "box": lambda: _core.decode_message_into(chunk, 0, sel, part)}, ctx.repeats, ctx.target_s)
         ratio = time_ratio(s["box"], s["chunk"])
-        zrows.append([f"szip_rsi={rsi} (block 16)", f"{len(chunk):,}",
+        zrows.append([szip, f"{len(chunk):,}",
                       f"{fmt_time(s['chunk'].min())} / {fmt_time(s['chunk'].median())}",
                       f"{fmt_time(s['box'].min())} / {fmt_time(s['box'].median())}", f"{ratio:.3f}"])
-        if rsi == 128:
+        s_all[f"zarr {label}"] = s
+        if not extra:
             res.targets.append(Target("window-default: zarr codec, 1/16 box of a chunk / the chunk's decode "
-                                      "(codec default szip)", ratio, 0.125, "<="))
+                                      "(codec default szip)", ratio, 0.125, "<=",
+                                      f"[best samples: {s['box'].min() / s['chunk'].min():.3f}]"))
     res.tables.append(Table("zarr codec: 1/16 box of a 361 x 720 chunk", ["codec szip", "chunk bytes",
                             "chunk decode (min / median)", "box (min / median)", "box / chunk"], zrows))
     res.raw = {f"{label} {k}": v.to_json() for label, s in s_all.items() for k, v in s.items()}

@@ -138,3 +138,71 @@ def test_a_field_upstream_wrote_finds_its_offsets_on_its_first_split_read(tmp_pa
         assert_same_bits(f.read(0, 0, threads=2), expected)
         assert _core.decoded_elements() - before == values.size
     assert_same_bits(f.read(0, 0, (slice(100, 300),), threads=2), expected[100:300])
+
+
+def _upstream_packed(tmp_path, values, bits, rsi, block_size=32):
+    """``values`` as upstream writes packed + szip (offsets not vouched for), our writer's
+    bytes of the same field (offsets checked), and upstream's decode of its own file."""
+    import tensogram
+
+    ref = float(values.min())
+    scale = int(np.ceil(np.log2(max(float(values.max()) - ref, 1e-9)))) - bits
+    desc = {"type": "ntensor", "shape": list(values.shape), "dtype": "float64", "byte_order": "little",
+            "encoding": "simple_packing", "sp_bits_per_value": bits, "sp_reference_value": ref,
+            "sp_binary_scale_factor": scale, "sp_decimal_scale_factor": 0, "filter": "none",
+            "compression": "szip", "szip_rsi": rsi, "szip_block_size": block_size, "szip_flags": 8}
+    theirs = tmp_path / f"upstream-{bits}-{rsi}.tgm"
+    theirs.write_bytes(tensogram.encode({}, [(desc, values)]))
+    expected = tensogram.decode_object(theirs.read_bytes(), 0)[2]
+    ours = tmp_path / f"ours-{bits}-{rsi}.tgm"
+    ours.write_bytes(_core.encode_message({}, [(desc, values)]))
+    return theirs, ours, expected
+
+
+@pytest.mark.parametrize("bits", [8, 16, 24, 32])
+@pytest.mark.parametrize("rsi", [1, 3, 16, 128])
+def test_streamed_decodes_match_upstream_for_every_width_and_rsi(tmp_path, bits, rsi):
+    """Whole reads (streamed in pieces from the first block), split reads (parts that start on
+    RSI blocks, bands that start inside one) and windows give upstream's decode bit for bit:
+    a field of 400,010 values (large enough for 3 threads; no whole number of RSI blocks, nor of
+    pieces, and rows that start inside blocks), upstream's file and ours."""
+    values = _field((10, 40_001))
+    theirs, ours, expected = _upstream_packed(tmp_path, values, bits, rsi)
+    keys = [None, (slice(1, 9),), (slice(2, 5),), (slice(1, 9), slice(3, 39_999)),
+            (slice(None), slice(20_000, 20_001)), (slice(9, 10), slice(40_000, 40_001)), (slice(0, 1), slice(0, 1))]
+    for path in (theirs, ours):
+        f = tgm_xarray.open_file(path)
+        for key in keys:
+            want = expected if key is None else expected[key]
+            for threads in (1, 2, 3):
+                assert_same_bits(f.read(0, 0, key, threads=threads), want, f"{path.name} {key} threads={threads}")
+
+
+def test_a_split_read_of_one_block_and_of_many_small_parts(tmp_path):
+    """Edges of the part queue: an object of one RSI block (one part, whatever the threads) and
+    a long field cut into many shrinking parts by 8 threads on 2 cores."""
+    values = _field((3, 50))
+    _, ours, expected = _upstream_packed(tmp_path, values, 24, 4096, 64)
+    assert_same_bits(tgm_xarray.open_file(ours).read(0, 0, threads=8), expected)
+    values = _field((1200, 1440))
+    _, ours, expected = _upstream_packed(tmp_path, values, 16, 16)
+    f = tgm_xarray.open_file(ours)
+    before = _core.decoded_elements()
+    assert_same_bits(f.read(0, 0, threads=8), expected)
+    assert _core.decoded_elements() - before == values.size
+
+
+def test_szip_parameters_libaec_never_writes_are_refused(tmp_path):
+    """A descriptor whose RSI or block size libaec's encoder never writes gets a clear error
+    before the decoder sees the stream (an RSI of 0 would make a block hold no values), for
+    whole, split, band and window reads."""
+    theirs, _, _ = _upstream_packed(tmp_path, _field((400, 500)), 24, 16)
+    data = theirs.read_bytes()
+    for good, bad in [(b"hszip_rsi\x10", b"hszip_rsi\x00"), (b"oszip_block_size\x18\x20", b"oszip_block_size\x18\x0c")]:
+        assert data.count(good) == 1
+        forged = tmp_path / "forged.tgm"
+        forged.write_bytes(data.replace(good, bad))
+        f = tgm_xarray.open_file(forged)
+        for key, threads in [(None, 1), (None, 2), ((slice(10, 300),), 2), ((slice(3, 9), slice(7, 20)), 1)]:
+            with pytest.raises(tgm_xarray.errors.TgmError, match="szip"):
+                f.read(0, 0, key, threads=threads)

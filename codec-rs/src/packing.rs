@@ -15,7 +15,11 @@ use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::params::{float_param, int_param};
-use crate::szip::RangeDecoder;
+use crate::szip::{RangeDecoder, StreamDecoder};
+
+/// Values decoded per piece by [`Packed::stream_into`]: their packed bytes (24 KB at 24 bits)
+/// and unpacked values (64 KB) stay in the core's caches between the decode and the unpack.
+pub const STREAM_VALUES: usize = 8192;
 
 /// How a packed object is stored, when it qualifies for the direct path.
 #[derive(Debug, Clone)]
@@ -54,6 +58,10 @@ impl Packed {
 
     /// Decodes all `out.len() / 8` values of `payload` into `out` (native-endian f64 bytes).
     pub fn decode_into(&self, payload: &[u8], out: &mut [u8]) -> CoreResult<()> {
+        if self.value_bytes().is_some() {
+            // The stream's first RSI block starts at bit 0: no offsets needed.
+            return self.stream_into(payload, &[], 0, out);
+        }
         let n = out.len() / 8;
         let p = &self.params;
         let packed_len = (n * p.bits_per_value as usize).div_ceil(8);
@@ -67,10 +75,6 @@ impl Packed {
         };
         if packed.len() < packed_len {
             return Err(CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs"));
-        }
-        if self.value_bytes().is_some() {
-            self.unpack(packed, out);
-            return Ok(());
         }
         let values =
             simple_packing::decode(packed, n, p).map_err(|e| CoreError::new(Kind::Codec, format!("unpacking failed: {e}")))?;
@@ -89,6 +93,47 @@ impl Packed {
     /// Values in one szip RSI block (0 without szip).
     pub fn rsi_values(&self) -> u64 {
         self.szip.as_ref().map_or(0, |a| a.rsi as u64 * a.block_size as u64)
+    }
+
+    /// Unpacks values `first..first + out.len() / 8` (whole-byte values only) into `out`. With
+    /// szip, libaec decodes forward from the RSI block that holds `first` (which starts at bit
+    /// `offsets[block]`; block 0 needs none) in pieces of [`STREAM_VALUES`], each unpacked while
+    /// it is in the cache.
+    pub fn stream_into(&self, payload: &[u8], offsets: &[u64], first: u64, out: &mut [u8]) -> CoreResult<()> {
+        let width = self.value_bytes().expect("whole-byte values");
+        let n = (out.len() / 8) as u64;
+        if first.checked_add(n).is_none_or(|end| end > self.values) {
+            return Err(CoreError::new(Kind::Codec, "packed range lies past the end of the object"));
+        }
+        let Some(aec) = &self.szip else {
+            let src = payload.get(first as usize * width..(first + n) as usize * width);
+            let src = src.ok_or_else(|| CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs"))?;
+            self.unpack(src, out);
+            return Ok(());
+        };
+        // (An RSI of 0 is refused by the decoder, which checks the parameters.)
+        let block = first / self.rsi_values().max(1);
+        let offset = match block {
+            0 => 0,
+            b => *offsets.get(b as usize).ok_or_else(|| {
+                CoreError::new(Kind::Format, "szip_block_offsets are missing or too few for a partial decode")
+            })?,
+        };
+        let mut decoder = StreamDecoder::new(payload, offset, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)?;
+        let mut piece = vec![0u8; STREAM_VALUES * width];
+        // Values of the block before `first`: decoded (the next ones depend on them), not kept.
+        let mut skip = (first - block * self.rsi_values().max(1)) as usize;
+        while skip > 0 {
+            let k = skip.min(STREAM_VALUES);
+            decoder.fill(&mut piece[..k * width])?;
+            skip -= k;
+        }
+        for dst in out.chunks_mut(STREAM_VALUES * 8) {
+            let src = &mut piece[..dst.len() / 8 * width];
+            decoder.fill(src)?;
+            self.unpack(src, dst);
+        }
+        Ok(())
     }
 
     /// The packed bytes of values `first..first + count` (whole-byte values only): a slice of

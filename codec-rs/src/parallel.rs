@@ -9,8 +9,8 @@
 //! threads already keep the cores busy decodes each field on its own thread, and one lone read
 //! gets every core: the core never starts more decoding threads than there are cores.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
 
 use crate::errors::CoreResult;
 
@@ -64,26 +64,36 @@ pub fn grant(requested: Option<usize>, elements: u64) -> Grant {
     }
 }
 
-/// `(first, count)` of each of at most `threads` parts of the run `start..start + n`, counted
-/// from `start`: parts meet at multiples of `align` (RSI block boundaries of the object).
+/// Fewest elements in a part (a few hundred microseconds of decoding) unless a block is larger.
+const MIN_PART: u64 = 1 << 14;
+
+/// `(first, count)` of the parts of the run `start..start + n`, counted from `start`, for
+/// `threads` threads that each take the next part when done with one: parts meet at multiples
+/// of `align` (RSI block boundaries of the object) and shrink as the run is used up (each an
+/// eighth of what is left at 2 threads, down to [`MIN_PART`]), so that a thread that started
+/// late, or a core the machine gave to other work for a while, leaves the others at most one
+/// small part to wait for at the end.
 pub fn parts(start: u64, n: u64, align: u64, threads: usize) -> Vec<(u64, u64)> {
     let align = align.max(1);
     let threads = threads.max(1) as u64;
-    let mut out = Vec::with_capacity(threads as usize);
+    let mut out = Vec::new();
     let mut first = start;
-    for t in 1..=threads {
-        let end = if t == threads { start + n } else { ((start + n * t / threads) / align * align).max(first) };
-        if end > first {
-            out.push((first - start, end - first));
-        }
-        first = end;
+    let end = start + n;
+    while first < end {
+        let left = end - first;
+        let size = if threads == 1 { left } else { (left / (4 * threads)).max(MIN_PART) };
+        // The part ends at the run's end or on a block boundary past `first`.
+        let stop = if size >= left { end } else { ((first + size) / align * align).max((first / align + 1) * align).min(end) };
+        out.push((first - start, stop - first));
+        first = stop;
     }
     out
 }
 
 /// Runs `work(first, count, part of out)` on every part (see [`parts`]) of the run of elements
-/// `start..` that fills `out`, one thread each, the caller's thread taking the first; `first`
-/// counts from the object's start. The first error wins.
+/// `start..` that fills `out`, on the caller's thread and `threads - 1` helpers, each taking the
+/// next part until none is left; `first` counts from the object's start. The first error wins
+/// (the parts not started yet are then left alone).
 pub fn for_each_part(
     out: &mut [u8],
     itemsize: usize,
@@ -93,21 +103,31 @@ pub fn for_each_part(
     work: impl Fn(u64, u64, &mut [u8]) -> CoreResult<()> + Sync,
 ) -> CoreResult<()> {
     let n = (out.len() / itemsize) as u64;
-    let mut slices = Vec::new();
+    let mut pieces = Vec::new();
     let mut rest = out;
     for (first, count) in parts(start, n, align, threads) {
         let (head, tail) = rest.split_at_mut(count as usize * itemsize);
-        slices.push((start + first, count, head));
+        pieces.push((start + first, count, head));
         rest = tail;
     }
-    let mut slices = slices.into_iter();
-    let Some((first, count, mine)) = slices.next() else {
-        return Ok(());
+    let helpers = threads.min(pieces.len()).saturating_sub(1);
+    let queue = Mutex::new(pieces.into_iter());
+    let failed = AtomicBool::new(false);
+    let drain = || -> CoreResult<()> {
+        loop {
+            if failed.load(Relaxed) {
+                return Ok(());
+            }
+            let Some((first, count, part)) = queue.lock().unwrap_or_else(|p| p.into_inner()).next() else {
+                return Ok(());
+            };
+            work(first, count, part).inspect_err(|_| failed.store(true, Relaxed))?;
+        }
     };
-    let work = &work;
+    let drain = &drain;
     std::thread::scope(|s| {
-        let others: Vec<_> = slices.map(|(f, c, part)| s.spawn(move || work(f, c, part))).collect();
-        let result = work(first, count, mine);
+        let others: Vec<_> = (0..helpers).map(|_| s.spawn(drain)).collect();
+        let result = drain();
         others.into_iter().fold(result, |acc, h| {
             let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             acc.and(r)
@@ -121,15 +141,31 @@ mod tests {
 
     #[test]
     fn parts_cover_everything_on_block_boundaries() {
-        assert_eq!(parts(0, 10, 4, 2), vec![(0, 4), (4, 6)]);
-        assert_eq!(parts(0, 10, 1, 3), vec![(0, 3), (3, 3), (6, 4)]);
-        assert_eq!(parts(0, 3, 4, 8), vec![(0, 3)], "fewer blocks than threads");
-        assert_eq!(parts(0, 0, 4, 2), vec![]);
-        // A band of rows that starts inside a block: the cut is on a block boundary (8).
-        assert_eq!(parts(6, 10, 4, 2), vec![(0, 2), (2, 8)]);
-        let p = parts(0, 1_038_240, 4096, 16);
-        assert_eq!(p.iter().map(|x| x.1).sum::<u64>(), 1_038_240);
-        assert!(p.iter().all(|x| x.0 % 4096 == 0));
+        let check = |start: u64, n: u64, align: u64, threads: usize| {
+            let p = parts(start, n, align, threads);
+            assert_eq!(p.iter().map(|x| x.1).sum::<u64>(), n, "{start} {n} {align} {threads}");
+            let mut next = 0;
+            for (i, &(first, count)) in p.iter().enumerate() {
+                assert_eq!(first, next, "parts are contiguous");
+                assert!(count > 0);
+                if i > 0 {
+                    assert_eq!((start + first) % align, 0, "part {i} starts on a block boundary");
+                }
+                next += count;
+            }
+            p
+        };
+        assert_eq!(check(0, 10, 4, 1), vec![(0, 10)], "one thread: one part");
+        assert_eq!(check(0, 10, 4, 2), vec![(0, 10)], "a run smaller than a part is one part");
+        assert_eq!(check(0, 0, 4, 2), vec![]);
+        // A band of rows that starts inside a block: the first cut is on a block boundary.
+        assert_eq!(check(6, 3 * MIN_PART, 4, 2)[0], (0, MIN_PART - 2));
+        assert_eq!(check(0, 3 * MIN_PART, 5 * MIN_PART, 2), vec![(0, 3 * MIN_PART)], "blocks larger than parts");
+        let p = check(0, 1_038_240, 512, 2);
+        assert!(p.len() >= 6 && p[0].1 > 4 * p[p.len() - 2].1, "parts shrink: {p:?}");
+        assert!(p.iter().all(|x| x.1 <= 1_038_240 / 8 + 512));
+        check(333 * 1440, 367 * 1440, 4096, 16);
+        check(1, MIN_PART * 3 + 5, 1, 3);
     }
 
     #[test]
@@ -151,6 +187,7 @@ mod tests {
     fn every_part_is_filled_once() {
         let mut out = vec![0u8; 1000 * 8];
         for_each_part(&mut out, 8, 0, 7, 4, |first, count, part| {
+            assert_eq!(first % 7, 0);
             for (i, v) in part.chunks_exact_mut(8).enumerate() {
                 v.copy_from_slice(&(first + i as u64).to_ne_bytes());
             }
@@ -160,5 +197,18 @@ mod tests {
         .unwrap();
         let values: Vec<u64> = out.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
         assert_eq!(values, (0..1000).collect::<Vec<_>>());
+        // The first error is returned and stops the parts not yet started.
+        let started = AtomicUsize::new(0);
+        let mut out = vec![0u8; 100_000 * 8];
+        let result = for_each_part(&mut out, 8, 0, 16, 2, |first, _, _| {
+            started.fetch_add(1, Relaxed);
+            if first == 0 {
+                return Err(crate::errors::CoreError::new(crate::errors::Kind::Codec, "bad block"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            Ok(())
+        });
+        assert!(result.is_err());
+        assert!(started.load(Relaxed) < parts(0, 100_000, 16, 2).len());
     }
 }

@@ -283,7 +283,7 @@ fn read_split(msg: &[u8], entry: &ObjectEntry, plan: &Plan, out: &mut [u8], thre
     let options = decode_options();
     parallel::for_each_part(out, itemsize, off, align, grant.threads, |first, n, part| {
         match whole_bytes {
-            Some(packed) => packed.unpack(&packed.packed_range(payload, &offsets, first, n)?, part),
+            Some(packed) => packed.stream_into(payload, &offsets, first, part)?,
             None => {
                 let decoded = decode_range_from_payload(desc, payload, &[(first, n)], &options)
                     .map_err(|e| CoreError::from_tensogram(&e, "decode failed"))?;

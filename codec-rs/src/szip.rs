@@ -13,9 +13,9 @@
 
 use ciborium::Value;
 use libaec_sys::{
-    aec_decode, aec_decode_count_offsets, aec_decode_enable_offsets, aec_decode_end,
+    aec_buffer_seek, aec_decode, aec_decode_count_offsets, aec_decode_enable_offsets, aec_decode_end,
     aec_decode_get_offsets, aec_decode_init, aec_decode_range, aec_stream, AEC_DATA_3BYTE, AEC_DATA_MSB,
-    AEC_FLUSH, AEC_OK,
+    AEC_FLUSH, AEC_NO_FLUSH, AEC_OK,
 };
 use tensogram::DataObjectDescriptor;
 
@@ -54,6 +54,7 @@ fn decode_tracking(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<(V
     }
     let rsi = param_u32(desc, "szip_rsi")?;
     let block_size = param_u32(desc, "szip_block_size")?;
+    check_params(bits, block_size, rsi, flags)?;
     // The decoded size as tensogram computes it: decoding stops when the output is full.
     let out_size = (num_values * bits as u64).div_ceil(8) as usize;
     let mut out = crate::buffers::try_zeroed(out_size, "the szip offset scan")?;
@@ -140,6 +141,23 @@ fn digest(offsets: &[u64], payload_len: usize) -> String {
     tensogram::compute_hash(&bytes)
 }
 
+/// Refuses the parameters libaec's encoder never writes (as upstream's wrapper does before its
+/// decodes): its decoder trusts them, and an RSI of 0 would make an RSI block hold no values.
+fn check_params(bits: u32, block_size: u32, rsi: u32, flags: u32) -> CoreResult<()> {
+    let block_ok = if flags & libaec_sys::AEC_NOT_ENFORCE != 0 {
+        block_size > 0 && block_size % 2 == 0
+    } else {
+        matches!(block_size, 8 | 16 | 32 | 64)
+    };
+    if !(1..=32).contains(&bits) || !block_ok || !(1..=4096).contains(&rsi) {
+        return Err(CoreError::new(
+            Kind::Format,
+            format!("szip parameters out of range: {bits} bits, block size {block_size}, RSI {rsi}"),
+        ));
+    }
+    Ok(())
+}
+
 /// A libaec stream that reads `payload` with these parameters; its output is set by the caller.
 fn stream_over(payload: &[u8], bits: u32, block_size: u32, rsi: u32, flags: u32) -> aec_stream {
     // SAFETY: all zeroes is the state libaec expects a stream to start from.
@@ -171,6 +189,7 @@ impl<'a> RangeDecoder<'a> {
         // Blocks that start past the payload are not in it (a remote read fetches some blocks).
         let offsets: Vec<usize> =
             offsets.iter().map_while(|&o| usize::try_from(o).ok().filter(|&o| o / 8 < payload.len())).collect();
+        check_params(bits, block_size, rsi, flags)?;
         let mut flags = flags;
         if bits > 16 && bits <= 24 {
             flags |= AEC_DATA_3BYTE;
@@ -201,6 +220,62 @@ impl<'a> RangeDecoder<'a> {
 }
 
 impl Drop for RangeDecoder<'_> {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `new`, ended once.
+        unsafe { aec_decode_end(&mut *self.strm) };
+    }
+}
+
+/// A libaec decoder that runs forward through an szip stream from the start of one RSI block,
+/// filling the caller's buffers piece by piece. A long range then needs no buffer of its own,
+/// where libaec's range decode allocates one for the whole range and copies it out, and the
+/// pieces stay in the cache while they are unpacked.
+pub struct StreamDecoder<'a> {
+    /// Boxed: libaec keeps the stream's address in its state.
+    strm: Box<aec_stream>,
+    _payload: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a> StreamDecoder<'a> {
+    /// A decoder of `payload` positioned at bit `offset`, where an RSI block starts (0 for the
+    /// first); `flags` as for [`RangeDecoder::new`].
+    pub fn new(payload: &'a [u8], offset: u64, bits: u32, block_size: u32, rsi: u32, flags: u32) -> CoreResult<Self> {
+        let offset = usize::try_from(offset)
+            .ok()
+            .filter(|&o| o / 8 < payload.len())
+            .ok_or_else(|| CoreError::new(Kind::Codec, "szip RSI block offset lies past the payload"))?;
+        check_params(bits, block_size, rsi, flags)?;
+        let mut flags = flags;
+        if bits > 16 && bits <= 24 {
+            flags |= AEC_DATA_3BYTE;
+        }
+        let mut strm = Box::new(stream_over(payload, bits, block_size, rsi, flags));
+        // SAFETY: the stream is set up and boxed: libaec keeps its address while it lives.
+        check(unsafe { aec_decode_init(&mut *strm) }, "aec_decode_init")?;
+        let mut decoder = StreamDecoder { strm, _payload: std::marker::PhantomData };
+        // SAFETY: moves the input position within `avail_in` (libaec checks it).
+        check(unsafe { aec_buffer_seek(&mut *decoder.strm, offset) }, "aec_buffer_seek")?;
+        Ok(decoder)
+    }
+
+    /// Decompresses the next `out.len()` bytes of the stream (whole samples) into `out`.
+    pub fn fill(&mut self, out: &mut [u8]) -> CoreResult<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.strm.next_out = out.as_mut_ptr();
+        self.strm.avail_out = out.len();
+        // SAFETY: libaec writes at most `avail_out` bytes to `next_out` (`out`) and reads the
+        // payload within `avail_in`; its state carries over from the previous piece.
+        check(unsafe { aec_decode(&mut *self.strm, AEC_NO_FLUSH as i32) }, "aec_decode")?;
+        if self.strm.avail_out > 0 {
+            return Err(CoreError::new(Kind::Codec, "szip stream ends before the shape's values"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StreamDecoder<'_> {
     fn drop(&mut self) {
         // SAFETY: initialised in `new`, ended once.
         unsafe { aec_decode_end(&mut *self.strm) };
