@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -37,6 +38,7 @@ from zarr.core.metadata import ArrayV3Metadata
 from tgm_xarray.backend import FileRef, TensogramDataStore, _fill_value, metadata_table
 from tgm_xarray.file import TgmFile
 from tgm_xarray.hypercube import HypercubePlan, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.zarr_codec import TensogramCodec
 
@@ -78,6 +80,7 @@ class TensogramParser:
         }
 
     def __call__(self, url: str, registry) -> TensogramManifestStore:
+        url = _reference_url(url)
         handle = _open_handle(url, registry)
         infos = metadata_table(_Infos(handle))
         if self.group is None:
@@ -88,7 +91,7 @@ class TensogramParser:
             if self.group.strip("/") not in groups:
                 raise KeyError(f"{url}: no group {self.group!r}; the file's groups are {sorted(groups)}")
             plan = groups[self.group.strip("/")]
-        return _manifest_store(url, handle, plan, registry, self.hash)
+        return _manifest_store(url, _FrameRanges(infos, handle), plan, registry, self.hash)
 
 
 class TensogramManifestStore(ManifestStore):
@@ -137,14 +140,34 @@ class _Infos:
         self.handle = handle
 
 
+class _FrameRanges:
+    """``(offset, length)`` in the file of objects' data-object frames: the bytes a reference
+    points at. The metadata table has them (local files, and remote files whose messages came
+    whole); a remote file's messages read by their header and footer have them in its handle."""
+
+    def __init__(self, table: MetadataTable, handle):
+        self._table, self._handle = table, handle
+
+    def __call__(self, refs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        if not refs:
+            return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64)
+        msg, obj = np.asarray(refs, dtype=np.int64).T
+        rows = np.searchsorted(self._table.msg, msg) + obj  # rows are in message, object order
+        start, end = self._table.frame_start[rows], self._table.frame_end[rows]
+        if (start < 0).any():  # a table built from the messages' dicts
+            spans = {m: self._handle.frame_spans(m) for m in np.unique(msg[start < 0]).tolist()}
+            for i in np.flatnonzero(start < 0).tolist():
+                offset, length = spans[int(msg[i])][int(obj[i])]
+                start[i], end[i] = offset, offset + length
+        return start.astype(np.uint64), (end - start).astype(np.uint64)
+
+
 def local_repository(repo_dir, archive):
     """An Icechunk repository in the folder ``repo_dir`` whose virtual chunks may be read from the
     local folder ``archive`` (the ``.tgm`` files the references point into)."""
-    import pathlib
-
     import icechunk
 
-    archive = pathlib.Path(archive).resolve()
+    archive = Path(archive).resolve()
     prefix = archive.as_uri() + "/"
     config = icechunk.RepositoryConfig.default()
     config.set_virtual_chunk_container(
@@ -152,6 +175,14 @@ def local_repository(repo_dir, archive):
     credentials = icechunk.containers_credentials({prefix: None})
     storage = icechunk.local_filesystem_storage(str(repo_dir))
     return icechunk.Repository.open_or_create(storage, config, authorize_virtual_chunk_access=credentials)
+
+
+def _reference_url(url: str) -> str:
+    """``url``, or a local path as an absolute ``file://`` URL: references name files by URL
+    (VirtualiZarr's manifests and Icechunk's virtual chunk containers require one)."""
+    if urlparse(url).scheme:
+        return url
+    return Path(url).resolve().as_uri()
 
 
 def _open_handle(url: str, registry):
@@ -210,11 +241,12 @@ def _byte_range(request, size: int) -> tuple[int, int]:
     raise TypeError(f"unexpected byte range {request!r}")
 
 
-def _manifest_store(url: str, handle, plan: HypercubePlan, registry, hash: bool) -> TensogramManifestStore:
+def _manifest_store(url: str, frames: _FrameRanges, plan: HypercubePlan, registry,
+                    hash: bool) -> TensogramManifestStore:
     # The engine's variables (attributes, `coordinates`, metadata coordinates' values): one home
     # for those rules. Nothing is read: its arrays stay lazy and unused.
     variables, attrs = TensogramDataStore(FileRef(url), plan).load()
-    arrays = {name: _virtual_array(url, handle, p, variables[name].attrs, hash)
+    arrays = {name: _virtual_array(url, frames, p, variables[name].attrs, hash)
               for name, p in plan.variables.items()}
     inline: dict[str, bytes] = {}
     if plan.index_coords:
@@ -245,17 +277,11 @@ def _time_encodings(variables, names) -> dict[str, dict]:
     return encodings
 
 
-def _virtual_array(url: str, handle, plan: VariablePlan, attrs: dict, hash: bool) -> ManifestArray:
+def _virtual_array(url: str, frames: _FrameRanges, plan: VariablePlan, attrs: dict, hash: bool) -> ManifestArray:
     """One variable: a chunk per stored field, referencing its data-object frame."""
     n_outer = plan.fields.ndim
     object_shape = plan.shape[n_outer:]
-    spans: dict[int, list[tuple[int, int]]] = {}
-    offsets = np.empty(len(plan.refs), dtype=np.uint64)
-    lengths = np.empty(len(plan.refs), dtype=np.uint64)
-    for i, (msg, obj) in enumerate(plan.refs):
-        if msg not in spans:
-            spans[msg] = handle.frame_spans(msg)
-        offsets[i], lengths[i] = spans[msg][obj]
+    offsets, lengths = frames(plan.refs)
     grid = plan.fields.reshape(plan.fields.shape + (1,) * len(object_shape))
     present = grid >= 0
     which = np.where(present, grid, 0)
