@@ -178,6 +178,29 @@ def test_a_group_of_the_datatree(ifs_file):
         parse(ifs_file, group="nope")
 
 
+def test_open_virtual_datatree_has_the_engines_groups(tmp_path, ifs_file):
+    from virtualizarr import open_virtual_datatree
+
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "ifs.tgm"
+    shutil.copyfile(ifs_file, path)
+    vdt = open_virtual_datatree(path.as_uri(), registry=LOCAL, parser=TensogramParser(groups=True))
+    repo = icechunk_repo(tmp_path / "repo", data)
+    session = repo.writable_session("main")
+    vdt.vz.to_icechunk(session.store)
+    session.commit("every group")
+    with xr.open_datatree(path, engine=ENGINE) as want, \
+            xr.open_datatree(repo.readonly_session("main").store, engine="zarr", consolidated=False,
+                             zarr_format=3, chunks=None) as got:
+        groups = [g for g in want.groups if g != "/"]
+        assert len(groups) > 1 and set(vdt.groups) == set(got.groups) == set(want.groups)
+        for group in groups:
+            assert_identical_bits(got[group].to_dataset(), want[group].to_dataset(), group)
+    with pytest.raises(ValueError, match="one of them"):
+        TensogramParser(group=groups[0], groups=True)
+
+
 def test_one_chunk_per_object_referencing_its_frame(ifs_file):
     store = parse(ifs_file)
     spans = set(frame_spans(ifs_file).values())
