@@ -59,6 +59,7 @@ def case_virtual(ctx: Context) -> CaseResult:
                    "(pip install 'tgm-xarray[virtual]'; no free-threaded wheels)")
     import dask
     import xarray as xr
+    import zarr
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import LocalStore
     from virtualizarr import open_virtual_mfdataset
@@ -138,6 +139,10 @@ def case_virtual(ctx: Context) -> CaseResult:
     with warnings.catch_warnings(), dask.config.set(scheduler="threads", num_workers=ctx.e2e_threads[0]):
         warnings.simplefilter("ignore")
         rounds(list(flows), repeats, sample, warmup=1)
+    res.notes.append(f"both sides: dask's threaded scheduler with {ctx.e2e_threads[0]} threads, the chunks= "
+                     "each label says; the virtual store with zarr's config (async.concurrency "
+                     f"{zarr.config.get('async.concurrency')}, threading.max_workers "
+                     f"{zarr.config.get('threading.max_workers')}) and Icechunk's")
     engine_one, virtual_one, engine_levels, virtual_levels = list(flows)
     same = all(np.array_equal(means[engine_one][p], means[label][p]) for p in PARAMS for label in flows)
     res.notes.append(f"{'ok' if same else 'MISMATCH'}: every contender's {len(PARAMS)} x {files} x "
