@@ -16,8 +16,9 @@ import pytest
 import xarray as xr
 from conftest import ENGINE
 
-from tgm_xarray import handles, index
+from tgm_xarray import _core, handles, index
 from tgm_xarray.errors import TgmIndexWarning
+from tgm_xarray.hypercube.table import MetadataTable
 
 CLI = [sys.executable, "-m", "tgm_xarray.cli"]
 
@@ -288,7 +289,9 @@ def test_a_damaged_column_in_an_index_is_caught_by_its_hash(archive, tmp_path):
     open_quietly(archive).close()
     target = Path(index.cached(str(archive)))
     stored = index.Index(str(target))
-    start, length = stored.handle.frame_spans(2)[0]  # the first array of the plan's message
+    frames = MetadataTable.from_core(_core.scan_files([stored.handle]))
+    row = int(np.searchsorted(frames.msg, 2))  # the first array of the plan's message
+    start, length = int(frames.frame_start[row]), int(frames.frame_end[row] - frames.frame_start[row])
     del stored
     data = bytearray(target.read_bytes())
     data[start + length // 2] ^= 0xFF

@@ -293,14 +293,6 @@ impl FileHandle {
         Ok(self.spans[self.check_message(msg)?])
     }
 
-    /// `(offset, length)` in the file of each object's data-object frame in message `msg`: the
-    /// bytes a virtual reference points at (`read_frame` decodes them without the message).
-    fn frame_spans(&self, py: Python<'_>, msg: i64) -> PyResult<Vec<(usize, usize)>> {
-        let parsed = self.message_attached(py, msg)?;
-        let base = self.spans[msg as usize].0;
-        Ok(parsed.objects.iter().map(|o| (base + o.frame.start, o.frame.len())).collect())
-    }
-
     /// Parses every message's frames (detached); later metadata calls cost no parsing.
     fn parse_all(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| (0..self.spans.len() as i64).try_for_each(|i| self.message(i).map(|_| ())))?;

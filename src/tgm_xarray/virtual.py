@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -37,6 +38,7 @@ from zarr.core.metadata import ArrayV3Metadata
 from tgm_xarray.backend import FileRef, TensogramDataStore, _fill_value, metadata_table
 from tgm_xarray.file import TgmFile
 from tgm_xarray.hypercube import HypercubePlan, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.zarr_codec import TensogramCodec
 
@@ -54,8 +56,10 @@ class TensogramParser:
     Keywords are the engine's (``xr.open_dataset(path, engine="tgm", ...)``):
     ``variable_key``, ``dim_names``, ``filter_by_keys``, ``duplicates``, ``merge_objects``,
     ``message_index``; ``group`` picks one group of ``xr.open_datatree(path,
-    engine="tgm")`` (``"pl_721x1440"``). ``hash=False`` skips the check of each frame's
-    stored hash when a chunk is read (on by default: wrong bytes then fail instead of decoding).
+    engine="tgm")`` (``"pl_721x1440"``), and ``groups=True`` gives all of them, one subgroup
+    each, for ``virtualizarr.open_virtual_datatree``. ``hash=False`` skips the check of each
+    frame's stored hash when a chunk is read (on by default: wrong bytes then fail instead of
+    decoding).
     """
 
     def __init__(
@@ -68,9 +72,12 @@ class TensogramParser:
         duplicates: str = "error",
         merge_objects: bool = True,
         message_index: int | None = None,
+        groups: bool = False,
         hash: bool = True,
     ):
-        self.group = group
+        if groups and group is not None:
+            raise ValueError("group picks one group, groups=True takes them all: pass one of them")
+        self.group, self.groups = group, groups
         self.hash = hash
         self.mapping_options = {
             "variable_key": variable_key, "dim_names": dim_names, "filter_by_keys": filter_by_keys,
@@ -78,17 +85,21 @@ class TensogramParser:
         }
 
     def __call__(self, url: str, registry) -> TensogramManifestStore:
+        url = _reference_url(url)
         handle = _open_handle(url, registry)
         infos = metadata_table(_Infos(handle))
-        if self.group is None:
+        frames = _FrameRanges(infos, handle)
+        if self.group is None and not self.groups:
             plan = build_hypercube(infos, source=url, fingerprint=handle.fingerprint, **self.mapping_options)
-        else:
-            options = {k: v for k, v in self.mapping_options.items() if k != "message_index"}
-            groups = split_groups(infos, source=url, fingerprint=handle.fingerprint, **options)
-            if self.group.strip("/") not in groups:
-                raise KeyError(f"{url}: no group {self.group!r}; the file's groups are {sorted(groups)}")
-            plan = groups[self.group.strip("/")]
-        return _manifest_store(url, handle, plan, registry, self.hash)
+            return _manifest_store(url, frames, {"": plan}, registry, self.hash)
+        options = {k: v for k, v in self.mapping_options.items() if k != "message_index"}
+        groups = {name.strip("/"): plan for name, plan in
+                  split_groups(infos, source=url, fingerprint=handle.fingerprint, **options).items()}
+        if self.groups:
+            return _manifest_store(url, frames, groups, registry, self.hash)
+        if self.group.strip("/") not in groups:
+            raise KeyError(f"{url}: no group {self.group!r}; the file's groups are {sorted(groups)}")
+        return _manifest_store(url, frames, {"": groups[self.group.strip("/")]}, registry, self.hash)
 
 
 class TensogramManifestStore(ManifestStore):
@@ -112,19 +123,36 @@ class TensogramManifestStore(ManifestStore):
         return prototype.buffer.from_bytes(data)
 
     def to_virtual_dataset(self, group="", loadable_variables=None, decode_times=None) -> xr.Dataset:
-        if loadable_variables is None:  # VirtualiZarr's default: the dimension coordinates
-            loadable_variables = [name for name, array in self._group.arrays.items()
-                                  if tuple(array.metadata.dimension_names or ()) == (name,)]
-        loadable = list(dict.fromkeys([*loadable_variables, *self.inline_variables]))
+        loadable = self._loadable(loadable_variables)
         ds = super().to_virtual_dataset(group, loadable_variables=loadable, decode_times=decode_times)
-        for name in loadable:
-            # A loaded copy is written as data (to_icechunk, to_kerchunk): not with the codec of
-            # the references it was read through, which cannot encode.
-            serializer = ds[name].encoding.get("serializer")
-            if isinstance(serializer, TensogramCodec) and serializer.chunk == "frame":
-                for key in ("serializer", "compressors", "filters"):
-                    ds[name].encoding.pop(key, None)
+        _as_plain_data(ds.variables, loadable)
         return ds
+
+    def to_virtual_datatree(self, group="", *, loadable_variables=None, decode_times=None) -> xr.DataTree:
+        loadable = self._loadable(loadable_variables)
+        tree = super().to_virtual_datatree(group, loadable_variables=loadable, decode_times=decode_times)
+        for node in tree.subtree:
+            _as_plain_data(node.variables, loadable)
+        return tree
+
+    def _loadable(self, requested) -> list[str]:
+        """``loadable_variables`` and the metadata-built arrays; ``None`` is VirtualiZarr's
+        default: the dimension coordinates (of every group)."""
+        if requested is None:
+            groups = [self._group, *self._group.groups.values()]
+            requested = [name for g in groups for name, array in g.arrays.items()
+                         if tuple(array.metadata.dimension_names or ()) == (name,)]
+        return list(dict.fromkeys([*requested, *self.inline_variables]))
+
+
+def _as_plain_data(variables: Mapping[str, xr.Variable], loaded: Iterable[str]) -> None:
+    """A loaded copy is written as data (to_icechunk, to_kerchunk): not with the codec of the
+    references it was read through, which cannot encode."""
+    for name in loaded:
+        serializer = variables[name].encoding.get("serializer") if name in variables else None
+        if isinstance(serializer, TensogramCodec) and serializer.chunk == "frame":
+            for key in ("serializer", "compressors", "filters"):
+                variables[name].encoding.pop(key, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,14 +165,34 @@ class _Infos:
         self.handle = handle
 
 
+class _FrameRanges:
+    """``(offset, length)`` in the file of objects' data-object frames: the bytes a reference
+    points at. The metadata table has them (local files, and remote files whose messages came
+    whole); a remote file's messages read by their header and footer have them in its handle."""
+
+    def __init__(self, table: MetadataTable, handle):
+        self._table, self._handle = table, handle
+
+    def __call__(self, refs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        if not refs:
+            return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64)
+        msg, obj = np.asarray(refs, dtype=np.int64).T
+        rows = np.searchsorted(self._table.msg, msg) + obj  # rows are in message, object order
+        start, end = self._table.frame_start[rows], self._table.frame_end[rows]
+        if (start < 0).any():  # a table built from the messages' dicts
+            spans = {m: self._handle.frame_spans(m) for m in np.unique(msg[start < 0]).tolist()}
+            for i in np.flatnonzero(start < 0).tolist():
+                offset, length = spans[int(msg[i])][int(obj[i])]
+                start[i], end[i] = offset, offset + length
+        return start.astype(np.uint64), (end - start).astype(np.uint64)
+
+
 def local_repository(repo_dir, archive):
     """An Icechunk repository in the folder ``repo_dir`` whose virtual chunks may be read from the
     local folder ``archive`` (the ``.tgm`` files the references point into)."""
-    import pathlib
-
     import icechunk
 
-    archive = pathlib.Path(archive).resolve()
+    archive = Path(archive).resolve()
     prefix = archive.as_uri() + "/"
     config = icechunk.RepositoryConfig.default()
     config.set_virtual_chunk_container(
@@ -152,6 +200,14 @@ def local_repository(repo_dir, archive):
     credentials = icechunk.containers_credentials({prefix: None})
     storage = icechunk.local_filesystem_storage(str(repo_dir))
     return icechunk.Repository.open_or_create(storage, config, authorize_virtual_chunk_access=credentials)
+
+
+def _reference_url(url: str) -> str:
+    """``url``, or a local path as an absolute ``file://`` URL: references name files by URL
+    (VirtualiZarr's manifests and Icechunk's virtual chunk containers require one)."""
+    if urlparse(url).scheme:
+        return url
+    return Path(url).resolve().as_uri()
 
 
 def _open_handle(url: str, registry):
@@ -210,27 +266,40 @@ def _byte_range(request, size: int) -> tuple[int, int]:
     raise TypeError(f"unexpected byte range {request!r}")
 
 
-def _manifest_store(url: str, handle, plan: HypercubePlan, registry, hash: bool) -> TensogramManifestStore:
+def _manifest_store(url: str, frames: _FrameRanges, plans: Mapping[str, HypercubePlan], registry,
+                    hash: bool) -> TensogramManifestStore:
+    """The store of ``plans`` by group name: ``""`` is the root group, others are its subgroups."""
+    inline: dict[str, bytes] = {}
+    groups = {name: _manifest_group(url, frames, plan, hash, name, inline) for name, plan in plans.items()}
+    root = groups.pop("", None) or ManifestGroup(arrays={}, attributes={})
+    if groups:
+        root = ManifestGroup(arrays=root.arrays, groups=groups, attributes=root.metadata.attributes)
+    names = {name for plan in plans.values() for name in plan.index_coords}
+    return TensogramManifestStore(root, registry=registry, inline=inline, inline_variables=names)
+
+
+def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: bool, name: str,
+                    inline: dict[str, bytes]) -> ManifestGroup:
+    """One group's arrays; the chunks of its metadata-built arrays go into ``inline`` under the
+    store keys of group ``name``."""
     # The engine's variables (attributes, `coordinates`, metadata coordinates' values): one home
     # for those rules. Nothing is read: its arrays stay lazy and unused.
     variables, attrs = TensogramDataStore(FileRef(url), plan).load()
-    arrays = {name: _virtual_array(url, handle, p, variables[name].attrs, hash)
-              for name, p in plan.variables.items()}
-    inline: dict[str, bytes] = {}
+    arrays = {var: _virtual_array(url, frames, p, variables[var].attrs, hash) for var, p in plan.variables.items()}
     if plan.index_coords:
         memory = zarr.storage.MemoryStore()
-        xr.Dataset({name: variables[name] for name in plan.index_coords}).to_zarr(
+        xr.Dataset({var: variables[var] for var in plan.index_coords}).to_zarr(
             memory, zarr_format=3, consolidated=False, encoding=_time_encodings(variables, plan.index_coords))
+        prefix = f"{name}/" if name else ""
         for key, buffer in memory._store_dict.items():
-            name, _, rest = key.partition("/")
-            if name in plan.index_coords and rest == "zarr.json":
+            var, _, rest = key.partition("/")
+            if var in plan.index_coords and rest == "zarr.json":
                 metadata = ArrayV3Metadata.from_dict(json.loads(buffer.to_bytes()))
                 grid = tuple(-(-n // c) for n, c in zip(metadata.shape, metadata.chunks))
-                arrays[name] = ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest({}, shape=grid))
-            elif name in plan.index_coords:
-                inline[key] = buffer.to_bytes()
-    group = ManifestGroup(arrays=arrays, attributes=_json_safe(attrs))
-    return TensogramManifestStore(group, registry=registry, inline=inline, inline_variables=plan.index_coords)
+                arrays[var] = ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest({}, shape=grid))
+            elif var in plan.index_coords:
+                inline[prefix + key] = buffer.to_bytes()
+    return ManifestGroup(arrays=arrays, attributes=_json_safe(attrs))
 
 
 def _time_encodings(variables, names) -> dict[str, dict]:
@@ -245,17 +314,11 @@ def _time_encodings(variables, names) -> dict[str, dict]:
     return encodings
 
 
-def _virtual_array(url: str, handle, plan: VariablePlan, attrs: dict, hash: bool) -> ManifestArray:
+def _virtual_array(url: str, frames: _FrameRanges, plan: VariablePlan, attrs: dict, hash: bool) -> ManifestArray:
     """One variable: a chunk per stored field, referencing its data-object frame."""
     n_outer = plan.fields.ndim
     object_shape = plan.shape[n_outer:]
-    spans: dict[int, list[tuple[int, int]]] = {}
-    offsets = np.empty(len(plan.refs), dtype=np.uint64)
-    lengths = np.empty(len(plan.refs), dtype=np.uint64)
-    for i, (msg, obj) in enumerate(plan.refs):
-        if msg not in spans:
-            spans[msg] = handle.frame_spans(msg)
-        offsets[i], lengths[i] = spans[msg][obj]
+    offsets, lengths = frames(plan.refs)
     grid = plan.fields.reshape(plan.fields.shape + (1,) * len(object_shape))
     present = grid >= 0
     which = np.where(present, grid, 0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,11 @@ COMPRESSION_PARAMS = tuple(o.name for o in TABLE if o.stage in COMPRESSIONS)
 # What a chunk's bytes are: a whole single-object message (what the codec writes), or one
 # data-object frame of a message in a .tgm file (the chunks of virtual references, virtual.py).
 CHUNKS = ("message", "frame")
+#: Decoded size up to which a referenced frame decodes on zarr's event loop instead of in a
+#: worker thread: the hop there and back (30-60 us on our 2-vCPU machines, more when the
+#: interpreter is contended) costs as much as decoding ~50 KB of packed szip, and archives of
+#: small fields read thousands of such chunks (docs/virtual.md, "Measured").
+INLINE_DECODE_MAX_BYTES = 128 * 1024
 
 
 def _parse_choice(name: str, value: object, choices: tuple) -> Any:
@@ -158,6 +164,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         object.__setattr__(self, "hash", hash)
         object.__setattr__(self, "chunk", "frame")
         object.__setattr__(self, "descriptor", json.dumps(descriptor, sort_keys=True))
+        object.__setattr__(self, "_object_shape", tuple(shape))  # checked on every decode
 
     def __repr__(self) -> str:
         # The stored configuration, not the unused parameters of other compressions.
@@ -244,7 +251,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         """``_decode_region_sync`` of a chunk that is one data-object frame. The chunk is the
         object with leading axes of size 1 (the fields' stacking dimensions)."""
         dtype = chunk_spec.dtype.to_native_dtype()
-        shape = tuple(json.loads(self.descriptor)["shape"])
+        shape = self._object_shape
         lead = len(chunk_spec.shape) - len(shape)
         if lead < 0 or tuple(chunk_spec.shape[lead:]) != shape or any(n != 1 for n in chunk_spec.shape[:lead]):
             raise TgmCodecError(f"a chunk of shape {chunk_spec.shape} cannot hold objects of shape {shape}")
@@ -253,7 +260,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             core_selection, decoded_shape, result_shape = None, tuple(chunk_spec.shape), None
         else:
             core_selection, decoded_shape, result_shape = outer
-        frame = chunk_bytes.to_bytes()
+        frame = _whole_bytes(chunk_bytes.as_numpy_array())
         # A frame's inline hash covers its descriptor and payload: wrong bytes fail, not decode.
         verify = self.hash and _core.frame_footer(frame, frame, len(frame))[1] is not None
         values = _core.read_frame(frame, None if core_selection is None else core_selection[lead:], None,
@@ -273,10 +280,17 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         chunk_bytes = await byte_getter.get(prototype=chunk_spec.prototype)
         if chunk_bytes is None:
             return None
+        if self.chunk == "frame" and _small_chunk(chunk_spec):
+            return self._decode_frame_region(chunk_bytes, selection, chunk_spec)
         return await asyncio.to_thread(self._decode_region_sync, chunk_bytes, selection, chunk_spec)
 
     def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
         raise NotImplementedError
+
+
+def _small_chunk(chunk_spec: ArraySpec) -> bool:
+    """Whether a chunk decodes to at most ``INLINE_DECODE_MAX_BYTES``."""
+    return chunk_spec.dtype.to_native_dtype().itemsize * math.prod(chunk_spec.shape) <= INLINE_DECODE_MAX_BYTES
 
 
 def _check_chunk(message: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
