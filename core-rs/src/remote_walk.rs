@@ -307,6 +307,8 @@ pub struct Scan {
     postambles: HashMap<u64, Vec<u8>>,
     /// Set once every message is found: the ends of the postambles still to fetch.
     missing: Option<Vec<u64>>,
+    /// `(offset, total_length, layout)` of the last preamble parsed.
+    head: Option<(u64, u64, Layout)>,
 }
 
 /// What a step of the scan needs: the bytes are at hand, or these ranges must be fetched first.
@@ -328,6 +330,7 @@ impl Scan {
             found: Vec::new(),
             postambles: HashMap::new(),
             missing: None,
+            head: None,
             settings,
         }
     }
@@ -423,29 +426,37 @@ impl Scan {
     /// that has to fetch first starts afresh when fed.
     fn message(&mut self) -> Result<Step<()>, String> {
         let (pos, size, head, tail) = (self.pos, self.size, PREAMBLE_SIZE as u64, POSTAMBLE_SIZE as u64);
-        let step = if self.small {
-            self.need(pos, pos + head, self.ahead)
-        } else {
-            // The preamble and a header's worth, with the postamble before them.
-            self.need(pos - tail, pos + self.header_guess, 0)
-        };
-        if let Err(ranges) = step {
-            return Ok(Err(ranges));
-        }
-        if matches!(self.found.last(), Some(Found { part: Part::Header { .. }, .. })) && self.window.has(pos - tail, pos) {
-            self.postambles.insert(pos, self.window.take(pos - tail, pos).to_vec());
-        }
         let found = self.found.len();
-        let (total, layout) = match preamble(self.window.take(pos, (pos + head).min(self.window.stop()))) {
-            Ok(parsed) => parsed,
-            Err(_) if found == 0 && !self.window.take(pos, self.window.stop()).starts_with(MAGIC) => {
-                return Err("not a Tensogram file (it does not start with TENSOGRM)".into())
-            }
-            Err(_) => {
-                return Err(format!(
-                    "bytes {pos}..{size} (after {found} complete message(s)) are not a message: trailing garbage, \
-                     or a corrupt or truncated file"
-                ))
+        // The preamble once: later steps of the message may have dropped it from the window.
+        let (total, layout) = match self.head {
+            Some((at, total, layout)) if at == pos => (total, layout),
+            _ => {
+                let step = if self.small {
+                    self.need(pos, pos + head, self.ahead)
+                } else {
+                    // The preamble and a header's worth, with the postamble before them.
+                    self.need(pos - tail, pos + self.header_guess, 0)
+                };
+                if let Err(ranges) = step {
+                    return Ok(Err(ranges));
+                }
+                if matches!(self.found.last(), Some(Found { part: Part::Header { .. }, .. })) && self.window.has(pos - tail, pos) {
+                    self.postambles.insert(pos, self.window.take(pos - tail, pos).to_vec());
+                }
+                let parsed = match preamble(self.window.take(pos, (pos + head).min(self.window.stop()))) {
+                    Ok(parsed) => parsed,
+                    Err(_) if found == 0 && !self.window.take(pos, self.window.stop()).starts_with(MAGIC) => {
+                        return Err("not a Tensogram file (it does not start with TENSOGRM)".into())
+                    }
+                    Err(_) => {
+                        return Err(format!(
+                            "bytes {pos}..{size} (after {found} complete message(s)) are not a message: trailing garbage, \
+                             or a corrupt or truncated file"
+                        ))
+                    }
+                };
+                self.head = Some((pos, parsed.0, parsed.1));
+                parsed
             }
         };
         if total == 0 {
@@ -715,6 +726,21 @@ mod tests {
                 assert_eq!(&file[payload.start as usize..payload.start as usize + 8], &[0f32.to_le_bytes(), 1f32.to_le_bytes()].concat()[..]);
             }
         }
+    }
+
+    #[test]
+    fn a_walk_over_large_messages_never_asks_for_the_same_bytes_forever() {
+        let one = message(4096, 2);
+        let file = [message(16, 1), one.clone(), one].concat();
+        let settings = Settings { first_block: 256, whole_message_max: 1024, header_guess: 64, tail_guess: 64, ..Settings::default() };
+        let mut scan = Scan::new(file.len() as u64, settings, no_streaming);
+        let mut batches = 0;
+        while let Some(ranges) = scan.wanted().expect("wanted") {
+            batches += 1;
+            assert!(batches < 50, "the walk asks for the same bytes again and again");
+            scan.feed(ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect()).expect("fed");
+        }
+        assert_eq!(scan.finish().len(), 3);
     }
 
     #[test]
