@@ -165,7 +165,8 @@ def test_windows_of_byte_addressable_objects_fetch_only_their_bytes(range_server
     rf.handle.parse_all()
     rng = np.random.default_rng(11)
     for obj, spec in enumerate(BYTE_ADDRESSABLE + FETCHED_WHOLE):
-        start, stop = rf.handle._frame_range(0, obj)
+        start, length = rf.handle.frame_spans(0)[obj]
+        stop = start + length
         for _ in range(12):
             key = random_outer_key(rng, spec.shape)
             expected = lf.read(0, obj, key)
@@ -201,7 +202,8 @@ def test_windows_of_szip_fields_we_wrote_fetch_only_their_blocks(range_server, t
     url, path = serve(range_server, ours)
     rf, lf = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
     msg, obj = 0, next(i for i, d in enumerate(lf.descriptors(0)) if d["shape"] == [721, 1440])
-    start, stop = rf.handle._frame_range(msg, obj)
+    start, length = rf.handle.frame_spans(msg)[obj]
+    stop = start + length
     rng = np.random.default_rng(3)
     keys = [(slice(100, 110), slice(200, 230)), (slice(180, 360), slice(360, 720)), (np.array([700, 3, 3]), slice(None)),
             (slice(None, None, 97), 5)] + [random_outer_key(rng, (721, 1440)) for _ in range(8)]
@@ -215,7 +217,9 @@ def test_windows_of_szip_fields_we_wrote_fetch_only_their_blocks(range_server, t
     assert range_server.sent_bytes() < 0.3 * (stop - start)
     upstream = serve(range_server, REAL / "ifs-0p25-20260404.tgm")[0]
     uf = tgm_xarray.open_file(upstream)
-    u_start, u_stop = uf.handle._frame_range(0, 0)
+    u_start, u_length = uf.handle.frame_spans(0)[0]
+    u_stop = u_start + u_length
+    uf.handle.parse_all()  # its descriptors: fetched before the read, not counted with it
     range_server.reset()
     uf.read(0, 0, (slice(100, 110), slice(200, 230)))
     assert range_server.ranges("/ifs-0p25-20260404.tgm") == [(u_start, u_stop)]
@@ -765,19 +769,40 @@ def test_ten_thousand_messages_open_in_few_requests(range_server, archive):
     assert sent <= 1.01 * path.stat().st_size
 
 
-def test_scan_gives_each_message_its_metadata_bytes(range_server, archive, ifs_file):
-    """``scan_messages``: per message, its place and the bytes holding its metadata: the whole
-    message when it is small, its header frames when it is large."""
-    for source, part in ((archive, "whole"), (ifs_file, "header")):
+def test_scan_finds_every_message_and_tables_small_ones(range_server, archive, ifs_file):
+    """``_core.scan_remote``: every message's place, as the mapped reader finds it; where every
+    message came whole (small ones) its state is the core's metadata table, with each object's
+    frame range as the local table has it; none where large ones were read by their header."""
+    for source, small in ((archive, True), (ifs_file, False)):
         url, path = serve(range_server, source)
         local = tgm_xarray.open_file(path)
-        found = remote.scan_messages(remote.Fetcher(url, None))
-        assert [(m.offset, m.length) for m in found] == [local.handle.message_span(i) for i in range(len(local))]
-        data = path.read_bytes()
-        for m in found[:50]:
-            assert m.part == part
-            assert data[m.offset : m.offset + len(m.data)] == m.data
-            assert len(m.data) == m.length if part == "whole" else len(m.data) < m.length // 100
+        fetcher = remote.Fetcher(url, None)
+        messages = _core.scan_remote(url, fetcher.size, fetcher.fetch_many, remote.scan_settings())
+        assert [messages.span(i) for i in range(len(messages))] == [local.handle.message_span(i) for i in range(len(local))]
+        table = messages.table()
+        assert (table is not None) == small
+        if small:
+            expected = _core.scan_files([local.handle])
+            for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "frame_hash"):
+                np.testing.assert_array_equal(table[key], expected[key])
+            assert messages.frame_spans(7) == local.handle.frame_spans(7)
+
+
+def test_a_tabled_message_fetches_its_metadata_on_first_use(range_server, archive):
+    """Opening a small-message archive parses no message again: a message's metadata and
+    descriptors are fetched on first use (one request, for that message), reads need neither."""
+    url, path = serve(range_server, archive)
+    remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
+    assert remote_file.handle.table() is not None
+    range_server.reset()
+    assert remote_file.read(42, 0).tobytes() == local.read(42, 0).tobytes()
+    assert remote_file.handle.fingerprint(42, 1) == local.handle.fingerprint(42, 1)
+    assert range_server.count() == 1  # the frame: fingerprints come from the table's hashes
+    range_server.reset()
+    assert remote_file.metadata(42) == local.metadata(42)
+    assert remote_file.descriptors(42) == local.descriptors(42)
+    offset, length = local.handle.message_span(42)
+    assert range_server.ranges(f"/{path.name}") == [(offset, offset + length)]
 
 
 def test_a_list_of_urls_opens_as_one_dataset(range_server, tmp_path, ifs_file):

@@ -17,6 +17,7 @@ mod parallel;
 mod params;
 mod pyarray;
 mod read;
+mod remote;
 mod selection;
 mod szip;
 mod table;
@@ -38,6 +39,7 @@ fn take_max_concurrent_reads() -> usize {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::FileHandle>()?;
     m.add_class::<buffers::PooledBuffer>()?;
+    remote::register(m)?;
     buffers::limit_from_env(m.py())?;
     for f in [
         wrap_pyfunction!(buffers::py_empty, m)?,

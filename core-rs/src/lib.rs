@@ -5,3 +5,4 @@
 pub mod cbor;
 pub mod frame;
 pub mod table;
+pub mod remote_walk;

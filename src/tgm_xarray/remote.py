@@ -2,12 +2,14 @@
 
 ``RemoteHandle`` is the remote twin of the core's mapped ``FileHandle``: the same methods, so
 ``TgmFile``, the handle cache and the xarray engine use either. Opening scans the file once for
-the bytes that carry every message's metadata (``scan_messages``): small messages are read whole,
-many per request (contiguous blocks, a few in flight at once); of large ones only the header or
-footer frames, never the payload. Descriptors of large messages are fetched on first use, or for
-all at once in concurrent batches (``parse_all``); a read fetches the one data-object frame it
-needs and decodes it in the Rust core with the interpreter released.
-Python only moves bytes here: every format rule is in ``_core`` (``codec-rs/src/frames.rs``).
+the bytes that carry every message's metadata: small messages are read whole, many per request
+(contiguous blocks, a few in flight at once); of large ones only the header or footer frames,
+never the payload. Descriptors of large messages are fetched on first use, or for all at once in
+concurrent batches (``parse_all``); a read fetches the one data-object frame it needs (or the
+byte ranges of its payload) and decodes it in the Rust core with the interpreter released.
+Python only moves bytes here: the walk (which bytes to fetch next, what they say, the checks of
+index frames against frames) is ``_core.scan_remote`` and ``_core.RemoteMessages``
+(``core-rs/src/remote_walk.rs``, bound in ``codec-rs/src/remote.rs``).
 
 Every answer is checked against its request (an HTTP ``Content-Range`` that names other bytes is
 an error, never data); a server that ignores ranges is read once, whole, up to a bound.
@@ -19,15 +21,12 @@ raise at once, naming the URL. See docs/remote.md.
 from __future__ import annotations
 
 import asyncio
-import copy
-import dataclasses
 import errno
 import os
 import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,7 @@ import numpy as np
 from tgm_xarray import _core
 from tgm_xarray.errors import (
     RemoteConnectionError, RemoteError, RemoteHTTPError, RemoteRangeError, RemoteRedirectError, RemoteTimeoutError,
-    TgmFormatError, TgmIndexError,
+    TgmFormatError,
 )
 
 #: Attempts per range request before a transient failure is raised, and the first backoff (s).
@@ -381,129 +380,10 @@ class Fetcher:
                 task.cancel()
 
 
-@dataclass(frozen=True)
-class MessageBytes:
-    """The bytes of one message that carry its metadata, as ``scan_messages`` found them."""
-
-    offset: int
-    length: int
-    #: "whole": ``data`` is the message; "header": its preamble and header frames (metadata,
-    #: index); "footer": its footer frames and postamble (``data`` ends the message).
-    part: str
-    data: bytes
-    #: The last 24 bytes of a "header" message (to check against its preamble).
-    postamble: bytes = b""
-
-
-class _Window:
-    """Contiguous bytes of the object at hand while scanning it: ``data`` starts at ``start``."""
-
-    def __init__(self, fetcher: Fetcher):
-        self.fetcher = fetcher
-        self.start, self.data = 0, b""
-        self.block = FIRST_BLOCK
-
-    @property
-    def stop(self) -> int:
-        return self.start + len(self.data)
-
-    def take(self, a: int, b: int) -> bytes:
-        return self.data[a - self.start : b - self.start]
-
-    def ensure(self, a: int, b: int, blocks: int) -> bytes:
-        """Bytes ``[a, b)`` (clipped to the object's end), fetched where not at hand. ``blocks``:
-        how many whole blocks to fetch at once (growing to ``MAX_BLOCK``), for small messages;
-        0: just what is missing."""
-        size = self.fetcher.size
-        b = min(b, size)
-        if not self.start <= a <= self.stop:  # a gap: start afresh at a
-            self.start, self.data = a, b""
-        if self.stop < b:
-            if blocks:
-                count = max(blocks, -(-(b - self.stop) // self.block))
-                ranges = [(p, min(p + self.block, size))
-                          for p in range(self.stop, min(size, self.stop + count * self.block), self.block)]
-                self.block = min(2 * self.block, MAX_BLOCK)
-            else:
-                ranges = [(self.stop, b)]
-            # Bytes before `a` are done with: dropped while the new ones are joined anyway.
-            self.data = b"".join([self.data[a - self.start :], *self.fetcher.fetch_many(ranges)])
-            self.start = a
-        return self.take(a, b)
-
-
-def scan_messages(fetcher: Fetcher) -> list[MessageBytes]:
-    """Every message of the object, with the bytes that carry its metadata, in few requests.
-
-    The object is read from its start, hopping from preamble to preamble. Messages up to
-    ``WHOLE_MESSAGE_MAX`` bytes are read whole, in contiguous blocks that hold many of them;
-    of larger ones only the preamble and header frames (or the footer frames and postamble, for
-    streaming writers), never the payload. Messages in streaming mode (no length in their
-    preamble) are read whole, with the rest of the object after the first of them.
-    """
-    size, head_size, tail_size = fetcher.size, _core.PREAMBLE_SIZE, _core.POSTAMBLE_SIZE
-    window = _Window(fetcher)
-    found: list[MessageBytes] = []
-    header_guess, footer_guess = HEADER_GUESS, TAIL_GUESS
-    #: Postambles of messages read in part, by where they end (checked at the end).
-    postambles: dict[int, bytes] = {}
-    # Blocks fetched at once: one until the first message says whether the messages are small.
-    small, ahead, pos = True, 1, 0
-    while pos < size:
-        where = f"bytes {pos}..{size} (after {len(found)} complete message(s))"
-        if small:
-            window.ensure(pos, pos + head_size, ahead)
-        else:  # the preamble and a header's worth, with the postamble before them
-            window.ensure(pos - tail_size, pos + header_guess, 0)
-        if found and found[-1].part == "header" and window.start <= pos - tail_size:
-            postambles[pos] = window.take(pos - tail_size, pos)
-        head = window.take(pos, pos + head_size)
-        try:
-            total, layout = _core.parse_preamble(head)
-        except TgmFormatError:
-            if not found and not head.startswith(b"TENSOGRM"):
-                raise TgmFormatError("not a Tensogram file (it does not start with TENSOGRM)") from None
-            raise TgmFormatError(f"{where} are not a message: trailing garbage, or a corrupt or "
-                                 "truncated file") from None
-        if total == 0:
-            rest = window.ensure(pos, size, ahead)
-            found += [MessageBytes(pos + offset, length, "whole", rest[offset : offset + length])
-                      for offset, length in _core.message_spans(rest)]
-            break
-        if pos + total > size:
-            raise TgmFormatError(f"{where} are a truncated message ({total} bytes announced)")
-        end = pos + total
-        small = total <= WHOLE_MESSAGE_MAX
-        ahead = READ_AHEAD if small else 0
-        if small or layout == "whole":
-            found.append(MessageBytes(pos, total, "whole", window.ensure(pos, end, ahead)))
-        elif layout == "header":
-            frames = _core.parse_frames(window.take(pos + head_size, end), head_size)
-            # A header longer than the guess: its tail (a frame that runs past the message end is
-            # left for the message's parse to report).
-            while frames["next"] == "more" and head_size + frames["need"] <= total:
-                frames = _core.parse_frames(window.ensure(pos, pos + head_size + frames["need"], 0)[head_size:],
-                                            head_size)
-            header_end = end if frames["next"] == "more" else pos + head_size + frames["end"]
-            found.append(MessageBytes(pos, total, "header", window.take(pos, header_end)))
-            header_guess = max(HEADER_GUESS, 2 * (head_size + frames["end"]))  # room for a longer one
-        else:  # "footer": the frames before the postamble (which the message's parse checks)
-            tail = window.ensure(max(pos, end - footer_guess), end, 0)
-            try:
-                first_footer, _ = _core.parse_postamble(tail)
-            except TgmFormatError:
-                first_footer = -1
-            if head_size <= first_footer <= total - tail_size:
-                footer_guess = total - first_footer
-                tail = window.ensure(pos + first_footer, end, 0)
-            found.append(MessageBytes(pos, total, "footer", tail))
-        pos = end
-    # The postambles of messages read by their header, to check them as a local read does: most
-    # came with the next message's preamble, the others come in one batch.
-    missing = [m.offset + m.length for m in found if m.part == "header" and m.offset + m.length not in postambles]
-    postambles.update(zip(missing, fetcher.fetch_many([(end - tail_size, end) for end in missing])))
-    return [dataclasses.replace(m, postamble=postambles[m.offset + m.length]) if m.part == "header" else m
-            for m in found]
+def scan_settings() -> tuple[int, int, int, int, int, int]:
+    """How much opening reads at once, as ``_core.scan_remote`` takes it (the module's settings,
+    read at each open so that they can be changed)."""
+    return FIRST_BLOCK, MAX_BLOCK, READ_AHEAD, WHOLE_MESSAGE_MAX, HEADER_GUESS, TAIL_GUESS
 
 
 def _selects_all(index, shape: list[int]) -> bool:
@@ -515,48 +395,14 @@ def _selects_all(index, shape: list[int]) -> bool:
         isinstance(k, slice) and k.indices(n) == (0, n, 1) for k, n in zip(items, shape))
 
 
-@dataclass
-class _Message:
-    offset: int
-    length: int
-    metadata: dict
-    #: ``(offset in the message, length)`` of every data-object frame.
-    frames: list[tuple[int, int]]
-    descriptors: list[dict] = field(default_factory=list)
-    #: Each object's fingerprint where it is known without fetching the payload (the frame's
-    #: inline hash, or a frame read with its message).
-    fingerprints: list[str | None] = field(default_factory=list)
-    #: ``(descriptor CBOR, payload offset in the file, payload length)`` of each object whose
-    #: payload precedes its descriptor (where a read may fetch parts of it), else ``None``.
-    payloads: list[tuple[bytes, int, int] | None] = field(default_factory=list)
-    #: Why the message cannot be read (it is corrupt), else ``None``: the others still can.
-    error: str | None = None
-
-    def describe(self, start: int, length: int, head: bytes, tail: bytes, cbor_region=None) -> None:
-        """Adds the object whose frame starts at file offset ``start`` (``length`` bytes, as the
-        index says), from the frame's first bytes ``head`` and last bytes ``tail`` (the same
-        bytes when the frame is at hand whole). ``cbor_region(cbor, end)``: the descriptor's
-        bytes where they start before ``tail``."""
-        stop = start + length
-        cbor_offset, inline_hash = _core.frame_footer(head, tail, length)
-        cbor, end = start + cbor_offset, stop - _core.DATA_OBJECT_FOOTER_SIZE
-        region = cbor_region(cbor, end) if cbor < stop - len(tail) else tail[cbor - (stop - len(tail)) : end - (stop - len(tail))]
-        self.descriptors.append(_core.parse_descriptor(region))
-        if inline_hash is not None:
-            self.fingerprints.append(_core.hashed_fingerprint(region, inline_hash))
-        else:
-            self.fingerprints.append(_core.frame_fingerprint(tail) if len(tail) == length else None)
-        payload = start + _core.FRAME_HEADER_SIZE
-        self.payloads.append((region, payload, cbor - payload) if cbor > payload else None)
-
-
 class RemoteHandle:
     """A remote ``.tgm`` object with ``FileHandle``'s methods; thread-safe.
 
-    Opening scans the object (``scan_messages``): every message's metadata and place, and the
-    objects of the messages read whole. The descriptors of larger messages are fetched on
-    first use; ``parse_all`` (what the xarray engine calls) fetches all of them in concurrent
-    batches of range requests.
+    Opening scans the object (``_core.scan_remote``): every message's place and the bytes that
+    carry its metadata. Where every message came whole, their state is the core scan's metadata
+    table (frames, descriptors, hashes; nothing parsed per message) and a message's metadata
+    and descriptors are fetched again on first use; of larger messages the descriptors are
+    fetched on first use. ``parse_all`` fetches all of them in concurrent batches.
     """
 
     def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: Fetcher | None = None):
@@ -566,28 +412,14 @@ class RemoteHandle:
         self._fetcher = fetcher or Fetcher(url, storage_options)
         if self._fetcher.size == 0:
             raise TgmFormatError(f"{url}: the file is empty")
-        try:
-            found = scan_messages(self._fetcher)
-        except TgmFormatError as err:
-            raise TgmFormatError(f"{url}: {err}") from None
-        self._messages = [self._parse(m) for m in found]
-        self._table = self._scan_table(url, found)
+        self._messages = _core.scan_remote(url, self._fetcher.size, self._fetcher.fetch_many, scan_settings())
+        self._table = self._messages.table()
         self._lock = threading.Lock()
 
-    @staticmethod
-    def _scan_table(url: str, found: list[MessageBytes]) -> dict | None:
-        """The metadata table (``_core.scan_files``'s) when every message came whole, as those of
-        small-message archives do; ``None`` otherwise (or when one is corrupt: its own reads
-        report it), and the table is built from the messages' dicts."""
-        if not all(m.part == "whole" for m in found):
-            return None
-        try:
-            return _core.scan_table(url, [(m.offset, m.data) for m in found])
-        except TgmFormatError:
-            return None
-
     def table(self) -> dict | None:
-        """The metadata table of the messages, if the scan could build it (see ``_scan_table``)."""
+        """The metadata table of the messages (``_core.scan_table``'s) when every message came
+        whole, as those of small-message archives do; ``None`` otherwise (or when one is
+        corrupt: its own reads report it)."""
         return self._table
 
     @property
@@ -600,154 +432,56 @@ class RemoteHandle:
     def __repr__(self) -> str:
         return f"<RemoteHandle {self.path!r}: {len(self)} messages>"
 
-    # -- parsing what the scan found ----------------------------------------------------------
-    @staticmethod
-    def _parse(found: MessageBytes) -> _Message:
-        """A message's metadata and frames; its objects too when it was read whole. A corrupt
-        message is kept with its error, which its first use raises, as for a local file."""
-        try:
-            return RemoteHandle._parse_bytes(found)
-        except TgmFormatError as err:
-            return _Message(found.offset, found.length, {}, [], error=f"message at byte {found.offset}: {err}")
-
-    @staticmethod
-    def _parse_bytes(found: MessageBytes) -> _Message:
-        if found.part == "whole":  # walked frame by frame, as locally: the index is not needed
-            metadata, objects = _core.parse_message(found.data)
-            message = _Message(found.offset, found.length, metadata, [(start, size) for _, start, size in objects])
-            for start, size in message.frames:
-                frame = found.data[start : start + size]
-                message.describe(found.offset + start, size, frame, frame)
-            return message
-        head_size = _core.PREAMBLE_SIZE
-        if found.part == "header":
-            try:
-                _, length = _core.parse_postamble(found.postamble)
-            except TgmFormatError:
-                length = -1
-            if length != found.length:
-                raise TgmFormatError("its postamble does not match its preamble")
-            frames = _core.parse_frames(found.data[head_size:], head_size)
-            if frames["next"] == "more":
-                raise TgmFormatError("a header frame runs past the message end")
-        else:
-            first_footer, length = _core.parse_postamble(found.data)
-            if length != found.length or first_footer != found.length - len(found.data):
-                raise TgmFormatError("its postamble does not match its preamble")
-            frames = _core.parse_frames(found.data[: -_core.POSTAMBLE_SIZE], first_footer)
-        if frames["metadata"] is None or frames["index"] is None:
-            raise TgmFormatError("its metadata or index frame is missing")
-        offsets, lengths = frames["index"]
-        for offset, length in zip(offsets, lengths):
-            if offset < head_size or offset + length > found.length:
-                raise TgmFormatError("its index points outside the message")
-        return _Message(found.offset, found.length, frames["metadata"], list(zip(offsets, lengths)))
-
     def _ensure(self, wanted) -> None:
-        """Fetches the descriptors of the messages of ``wanted`` not described yet."""
+        """Fetches what describes the messages of ``wanted`` not described yet."""
         with self._lock:
-            todo = [self._messages[i] for i in wanted
-                    if self._messages[i].error is None and len(self._messages[i].descriptors) < len(self._messages[i].frames)]
-            try:
-                self._describe(todo)
-            except TgmFormatError as err:
-                raise TgmFormatError(f"{self.path}: {err}") from None
+            self._messages.describe(list(wanted), self._fetcher.fetch_many)
 
-    def _describe(self, messages: list[_Message]) -> None:
-        """Fetches the objects' descriptors from the end of their frames, all concurrently."""
-        # Described into fresh records, handed over whole at the end: a failure leaves none half done.
-        fresh = {id(m): _Message(m.offset, m.length, m.metadata, m.frames) for m in messages}
-        todo = [(m, m.offset + start, length) for m in messages for start, length in m.frames]
-        ranges = []
-        for _, start, length in todo:
-            if length <= TAIL_GUESS:
-                ranges.append((start, start + length))
-            else:
-                ranges += [(start, start + _core.FRAME_HEADER_SIZE), (start + length - TAIL_GUESS, start + length)]
-        parts = iter(self._fetcher.fetch_many(ranges))
-        pieces = []
-        for m, start, length in todo:
-            head = next(parts)
-            pieces.append((m, start, length, head, head if length <= TAIL_GUESS else next(parts)))
-        # Descriptors that begin before the tail (long ones, or stored before the payload): one
-        # more batch. The descriptor is the first CBOR item of its region.
-        missing = []
-        for m, start, length, head, tail in pieces:
-            try:
-                cbor_offset, _ = _core.frame_footer(head, tail, length)
-            except TgmFormatError as err:
-                obj = m.frames.index((start - m.offset, length))
-                raise TgmFormatError(f"message at byte {m.offset}, object {obj}: {err}") from None
-            if cbor_offset < length - len(tail):
-                missing.append((start + cbor_offset, start + length - _core.DATA_OBJECT_FOOTER_SIZE))
-        extra = dict(zip(missing, self._fetcher.fetch_many(missing)))
-        for m, start, length, head, tail in pieces:
-            record = fresh[id(m)]
-            try:
-                record.describe(start, length, head, tail, lambda cbor, end: extra[(cbor, end)])
-            except TgmFormatError as err:
-                raise TgmFormatError(f"message at byte {m.offset}, object {len(record.descriptors)}: {err}") from None
-        for m in messages:  # the descriptors last: they say the message is described
-            record = fresh[id(m)]
-            m.fingerprints, m.payloads, m.descriptors = record.fingerprints, record.payloads, record.descriptors
-
-    # -- FileHandle's methods -----------------------------------------------------------------
-    def _check(self, msg: int) -> int:
-        if not 0 <= msg < len(self._messages):
-            raise TgmIndexError(f"{self.path}: message {msg} is out of range ({len(self._messages)} messages)")
+    def _described(self, msg: int) -> int:
+        if not self._messages.is_described(msg):
+            self._ensure([msg])
         return msg
 
-    def _message(self, msg: int) -> _Message:
-        message = self._messages[self._check(msg)]
-        if message.error is not None:
-            raise TgmFormatError(f"{self.path}: {message.error}")
-        if len(message.descriptors) < len(message.frames):
+    def _readable(self, msg: int) -> int:
+        if self._messages.reads_need_description(msg):
             self._ensure([msg])
-        return message
+        return msg
 
-    def _frame_range(self, msg: int, obj: int) -> tuple[int, int]:
-        m = self._message(msg)
-        if not 0 <= obj < len(m.frames):
-            raise TgmIndexError(f"{self.path}: message {msg}: object {obj} is out of range "
-                                f"({len(m.frames)} objects)")
-        start, length = m.frames[obj]
-        return m.offset + start, m.offset + start + length
-
+    # -- FileHandle's methods -----------------------------------------------------------------
     def message_span(self, msg: int) -> tuple[int, int]:
-        m = self._messages[self._check(msg)]
-        return m.offset, m.length
+        return self._messages.span(msg)
 
     def frame_spans(self, msg: int) -> list[tuple[int, int]]:
-        m = self._message(msg)
-        return [(m.offset + start, length) for start, length in m.frames]
+        return self._messages.frame_spans(msg)
 
     def parse_all(self) -> None:
-        """Fetches every descriptor not fetched yet (in concurrent batches of range requests)."""
-        self._ensure(range(len(self._messages)))
+        """Fetches every descriptor that reads need and that is not fetched yet (of messages read
+        by their header or footer), in concurrent batches of range requests. Messages in the
+        table need none: their metadata and descriptors are fetched on first use."""
+        self._ensure([i for i in range(len(self._messages)) if self._messages.reads_need_description(i)])
 
     def metadata(self, msg: int) -> dict:
-        return copy.deepcopy(self._message(msg).metadata)
+        return self._messages.metadata(self._described(msg))
 
     def descriptors(self, msg: int) -> list[dict]:
-        return copy.deepcopy(self._message(msg).descriptors)
+        return self._messages.descriptors(self._described(msg))
 
     def fingerprint(self, msg: int, obj: int) -> str:
         """``FileHandle.fingerprint``: from the frame's inline hash where it has one (nothing
         fetched), else from its payload (the frame is fetched)."""
-        m = self._message(msg)
-        start, stop = self._frame_range(msg, obj)
-        if m.fingerprints[obj] is not None:
-            return m.fingerprints[obj]
-        return _core.frame_fingerprint(self._fetcher.fetch(start, stop))
+        known = self._messages.fingerprint(self._readable(msg), obj)
+        if known is not None:
+            return known
+        return _core.frame_fingerprint(self._fetcher.fetch(*self._messages.frame_range(msg, obj)))
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
              verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
         """``FileHandle.read``. Objects whose values sit at fixed places in their payload (raw,
         or whole-byte packing, uncompressed) fetch just the byte ranges a partial read needs;
         others fetch their frame (and so does ``verify_hash``, which hashes it all)."""
-        start, stop = self._frame_range(msg, obj)
+        start, stop = self._messages.frame_range(self._readable(msg), obj)
         context = f"{self.path}: message {msg}, object {obj}"
-        payload = self._message(msg).payloads[obj]
+        payload = self._messages.payload(msg, obj)
         if payload is not None and not verify_hash:
             cbor, offset, length = payload
 
@@ -763,12 +497,12 @@ class RemoteHandle:
                          verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
         """``read`` for event loops: the frame's request overlaps with any others in flight and
         the decode runs in a worker thread. Partial reads that fetch byte ranges of a payload
-        (and messages not parsed yet) run ``read`` in a worker thread."""
-        message = self._messages[self._check(msg)]
-        if message is None or not message.descriptors:  # not parsed yet: that fetches too
+        (and messages not described yet that need it) run ``read`` in a worker thread."""
+        if self._messages.reads_need_description(msg):  # that fetches too
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
-        start, stop = self._frame_range(msg, obj)
-        if message.payloads[obj] is not None and not verify_hash and not _selects_all(index, message.descriptors[obj]["shape"]):
+        start, stop = self._messages.frame_range(msg, obj)
+        if (self._messages.payload(msg, obj) is not None and not verify_hash
+                and not _selects_all(index, self._messages.shape(msg, obj))):
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         frame = await self._fetcher.fetch_async(start, stop)
         context = f"{self.path}: message {msg}, object {obj}"

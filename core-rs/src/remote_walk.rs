@@ -1,0 +1,787 @@
+//! The walk over a file read by byte range (a remote object): which bytes to fetch next, where
+//! the messages are, and what their fetched pieces say (metadata, index, each object's frame and
+//! descriptor), on top of the `tensogram` crate's wire types. The caller only moves bytes: it
+//! asks a walk what it `wanted`, fetches those ranges and `feed`s them back, until the walk
+//! wants nothing more.
+//!
+//! Opening ([`Scan`]) reads the file from its start, hopping from preamble to preamble: small
+//! messages are read whole, many per request (contiguous blocks, several in flight at once);
+//! of large ones only the preamble and header frames (or the footer frames and postamble), never
+//! the payload. Descriptors of large messages come later ([`Describe`]), from the end of each
+//! data-object frame that the message's index lists.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use tensogram::types::IndexFrame;
+use tensogram::wire::{
+    DataObjectFlags, FrameFlags, FrameHeader, FrameType, MessageFlags, Postamble, Preamble, DATA_OBJECT_FOOTER_SIZE,
+    END_MAGIC, FRAME_COMMON_FOOTER_SIZE, FRAME_END, FRAME_HEADER_SIZE, FRAME_MAGIC, MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
+};
+use tensogram::{DataObjectDescriptor, GlobalMetadata};
+
+/// Byte ranges `[start, stop)` of the file.
+pub type Ranges = Vec<(u64, u64)>;
+
+/// How much a walk reads at once (the binding takes them from `tgm_xarray.remote`'s settings).
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// The first request, and the first block of small messages.
+    pub first_block: u64,
+    /// Blocks double up to this size while the messages are small.
+    pub max_block: u64,
+    /// Blocks asked for at once while the messages are small.
+    pub read_ahead: u64,
+    /// Messages up to this size are read whole.
+    pub whole_message_max: u64,
+    /// First guess of a large message's preamble and header frames.
+    pub header_guess: u64,
+    /// Bytes read from the end of a message (footer frames) or a data-object frame (descriptor).
+    pub tail_guess: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            first_block: 64 << 10,
+            max_block: 8 << 20,
+            read_ahead: 4,
+            whole_message_max: 256 << 10,
+            header_guess: 4096,
+            tail_guess: 4096,
+        }
+    }
+}
+
+/// Where a message keeps the frames that locate its objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Metadata and index after the preamble.
+    Header,
+    /// Metadata and index before the postamble (streaming writers).
+    Footer,
+    /// Read whole: streaming mode (no length), per-object preceder frames, or no index.
+    Whole,
+}
+
+/// `(total_length, layout)` of the preamble that starts `buf`.
+pub fn preamble(buf: &[u8]) -> Result<(u64, Layout), String> {
+    let preamble = Preamble::read_from(buf).map_err(|e| format!("not a message start (bad preamble): {e}"))?;
+    let has = |flag| preamble.flags.has(flag);
+    let layout = if preamble.total_length == 0 {
+        Layout::Whole
+    } else if has(MessageFlags::FOOTER_METADATA) && has(MessageFlags::FOOTER_INDEX) {
+        // Streaming writers merge per-object preceder metadata into the footer.
+        Layout::Footer
+    } else if has(MessageFlags::HEADER_METADATA)
+        && has(MessageFlags::HEADER_INDEX)
+        && !has(MessageFlags::FOOTER_METADATA)
+        && !has(MessageFlags::PRECEDER_METADATA)
+    {
+        Layout::Header
+    } else {
+        Layout::Whole
+    };
+    Ok((preamble.total_length, layout))
+}
+
+/// `(first_footer_offset, total_length)` of the postamble in the last bytes of `buf`.
+pub fn postamble(buf: &[u8]) -> Result<(u64, u64), String> {
+    let tail = buf.len().checked_sub(POSTAMBLE_SIZE).map(|at| &buf[at..]);
+    let tail = tail.filter(|t| t.ends_with(END_MAGIC)).ok_or("the message does not end with a postamble")?;
+    let postamble = Postamble::read_from(tail).map_err(|e| format!("bad postamble: {e}"))?;
+    Ok((postamble.first_footer_offset, postamble.total_length))
+}
+
+/// How a walk over a message's non-data frames ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// At a data-object (or preceder) frame: the header frames are complete.
+    Data,
+    /// At the end of the buffer, at bytes that are no frame (the postamble), or done.
+    End,
+    /// In a frame that continues past the buffer: this many bytes from its start are needed.
+    More(usize),
+}
+
+/// The metadata and index frames found at the start of a buffer.
+#[derive(Debug)]
+pub struct Frames {
+    pub metadata: Option<GlobalMetadata>,
+    pub index: Option<IndexFrame>,
+    /// Bytes of complete frames.
+    pub end: usize,
+    pub next: Next,
+}
+
+/// Walks the metadata, index and hash frames at the start of `buf`, which begins `offset` bytes
+/// into its message (frames sit at 8-byte offsets from the message start), until it has the
+/// metadata and the index.
+pub fn frames(buf: &[u8], offset: u64) -> Result<Frames, String> {
+    let (mut metadata, mut index, mut pos) = (None, None, 0usize);
+    let align = |p: usize| ((offset as usize + p + 7) & !7) - offset as usize;
+    let next = loop {
+        if metadata.is_some() && index.is_some() {
+            break Next::End; // what comes next (the hash frame) is not needed
+        }
+        let rest = &buf[pos.min(buf.len())..];
+        if rest.is_empty() || !FRAME_MAGIC.starts_with(&rest[..rest.len().min(2)]) {
+            break Next::End;
+        }
+        if rest.len() < FRAME_HEADER_SIZE {
+            break Next::More(pos + FRAME_HEADER_SIZE);
+        }
+        let header = FrameHeader::read_from(rest).map_err(|e| format!("bad frame header: {e}"))?;
+        if matches!(header.frame_type, FrameType::NTensorFrame | FrameType::PrecederMetadata) {
+            break Next::Data;
+        }
+        let length = usize::try_from(header.total_length).unwrap_or(usize::MAX);
+        if length < FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE {
+            return Err(format!("frame at byte {} is {length} bytes long: corrupt", offset as usize + pos));
+        }
+        let Some(frame) = rest.get(..length) else {
+            break Next::More(pos.saturating_add(length));
+        };
+        if !frame.ends_with(FRAME_END) {
+            return Err(format!("frame at byte {} has no end marker: corrupt", offset as usize + pos));
+        }
+        let body = &frame[FRAME_HEADER_SIZE..length - FRAME_COMMON_FOOTER_SIZE];
+        match header.frame_type {
+            FrameType::HeaderMetadata | FrameType::FooterMetadata => {
+                metadata = Some(
+                    tensogram::metadata::cbor_to_global_metadata(body).map_err(|e| format!("bad metadata frame: {e}"))?,
+                )
+            }
+            FrameType::HeaderIndex | FrameType::FooterIndex => {
+                let parsed = tensogram::metadata::cbor_to_index(body).map_err(|e| format!("bad index frame: {e}"))?;
+                check_index_order(&parsed.offsets, &parsed.lengths)?;
+                index = Some(parsed)
+            }
+            _ => {}
+        }
+        pos = align(pos + length);
+    };
+    Ok(Frames { metadata, index, end: pos.min(buf.len()), next })
+}
+
+/// An index lists the data-object frames in the order they are stored, one after the other: a
+/// reader that trusts it (a remote one) must never be sent to another object's frame.
+pub fn check_index_order(offsets: &[u64], lengths: &[u64]) -> Result<(), String> {
+    let disordered = offsets.len() != lengths.len()
+        || offsets.windows(2).zip(lengths).any(|(pair, &length)| pair[0].saturating_add(length) > pair[1]);
+    if disordered {
+        return Err("its index does not list the data-object frames in order: corrupt".into());
+    }
+    Ok(())
+}
+
+fn u64_at(buf: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
+/// is `length` bytes long say: `(cbor_offset, flags, inline hash)`. The descriptor is the CBOR
+/// item at `cbor_offset`. The frame's own header must agree with the index.
+pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> Result<(u64, u16, Option<u64>), String> {
+    let header = FrameHeader::read_from(head).map_err(|e| format!("bad frame header: {e}"))?;
+    if header.frame_type != FrameType::NTensorFrame {
+        return Err(format!("expected a data-object frame, found {:?}", header.frame_type));
+    }
+    if header.total_length != length {
+        return Err(format!("the index gives a data-object frame {length} bytes, its header {}: corrupt", header.total_length));
+    }
+    if tail.len() < DATA_OBJECT_FOOTER_SIZE || !tail.ends_with(FRAME_END) {
+        return Err("the data-object frame has no end marker: corrupt or truncated".into());
+    }
+    let footer = &tail[tail.len() - DATA_OBJECT_FOOTER_SIZE..];
+    let cbor_offset = u64_at(footer, 0);
+    let hash = (header.flags & FrameFlags::HASH_PRESENT != 0).then(|| u64_at(footer, 8));
+    if cbor_offset < FRAME_HEADER_SIZE as u64 || cbor_offset + DATA_OBJECT_FOOTER_SIZE as u64 > header.total_length {
+        return Err(format!("descriptor offset {cbor_offset} lies outside the frame: corrupt"));
+    }
+    Ok((cbor_offset, header.flags, hash))
+}
+
+/// What `Scan` fetched of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    /// The whole message.
+    Whole,
+    /// Its preamble and header frames (metadata, index), and its last 24 bytes (`postamble`).
+    Header { postamble: Vec<u8> },
+    /// Its footer frames and postamble: `data` ends the message.
+    Footer,
+}
+
+/// One message of the file and the bytes of it that carry its metadata.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub offset: u64,
+    pub length: u64,
+    pub part: Part,
+    pub data: Vec<u8>,
+}
+
+/// A message read by its header or footer: its metadata and its objects' frames
+/// `(offset in the message, length)`, checked against the message.
+pub fn indexed(found: &Found) -> Result<(GlobalMetadata, Vec<(u64, u64)>), String> {
+    let parsed = match &found.part {
+        Part::Whole => return Err("the message was read whole".into()),
+        Part::Header { postamble: tail } => {
+            if postamble(tail).map(|(_, length)| length).ok() != Some(found.length) {
+                return Err("its postamble does not match its preamble".into());
+            }
+            let parsed = frames(&found.data[PREAMBLE_SIZE.min(found.data.len())..], PREAMBLE_SIZE as u64)?;
+            if matches!(parsed.next, Next::More(_)) {
+                return Err("a header frame runs past the message end".into());
+            }
+            parsed
+        }
+        Part::Footer => {
+            let (first_footer, length) = postamble(&found.data)?;
+            if length != found.length || first_footer != found.length - found.data.len() as u64 {
+                return Err("its postamble does not match its preamble".into());
+            }
+            frames(&found.data[..found.data.len() - POSTAMBLE_SIZE], first_footer)?
+        }
+    };
+    let (Some(metadata), Some(index)) = (parsed.metadata, parsed.index) else {
+        return Err("its metadata or index frame is missing".into());
+    };
+    let frames: Vec<(u64, u64)> = index.offsets.into_iter().zip(index.lengths).collect();
+    if frames.iter().any(|&(offset, length)| offset < PREAMBLE_SIZE as u64 || offset.saturating_add(length) > found.length) {
+        return Err("its index points outside the message".into());
+    }
+    Ok((metadata, frames))
+}
+
+/// Splits bytes that hold whole messages, streaming-mode ones included, into `(offset, length)`
+/// spans that tile them (the binding passes the mapped reader's own rule).
+pub type SplitMessages = fn(&[u8]) -> Result<Vec<(usize, usize)>, String>;
+
+/// Contiguous bytes of the file at hand: `data` starts at `start`.
+#[derive(Debug, Default)]
+struct Window {
+    start: u64,
+    data: Vec<u8>,
+}
+
+impl Window {
+    fn stop(&self) -> u64 {
+        self.start + self.data.len() as u64
+    }
+
+    fn has(&self, a: u64, b: u64) -> bool {
+        self.start <= a && b <= self.stop()
+    }
+
+    fn take(&self, a: u64, b: u64) -> &[u8] {
+        &self.data[(a - self.start) as usize..(b - self.start) as usize]
+    }
+}
+
+/// A pending request of the window: bytes before `keep_from` are dropped when it is fed.
+#[derive(Debug)]
+struct Request {
+    keep_from: u64,
+    ranges: Ranges,
+}
+
+/// The scan of a file that opening does: every message, with the bytes that carry its metadata.
+#[derive(Debug)]
+pub struct Scan {
+    size: u64,
+    settings: Settings,
+    split: SplitMessages,
+    window: Window,
+    block: u64,
+    pending: Option<Request>,
+    pos: u64,
+    /// Blocks fetched at once: one until the first message says whether the messages are small.
+    small: bool,
+    ahead: u64,
+    header_guess: u64,
+    footer_guess: u64,
+    found: Vec<Found>,
+    /// Postambles of messages read by their header, by where they end.
+    postambles: HashMap<u64, Vec<u8>>,
+    /// Set once every message is found: the ends of the postambles still to fetch.
+    missing: Option<Vec<u64>>,
+    /// `(offset, total_length, layout)` of the last preamble parsed.
+    head: Option<(u64, u64, Layout)>,
+}
+
+/// What a step of the scan needs: the bytes are at hand, or these ranges must be fetched first.
+type Step<T> = Result<T, Ranges>;
+
+impl Scan {
+    pub fn new(size: u64, settings: Settings, split: SplitMessages) -> Self {
+        Scan {
+            size,
+            split,
+            window: Window::default(),
+            block: settings.first_block,
+            pending: None,
+            pos: 0,
+            small: true,
+            ahead: 1,
+            header_guess: settings.header_guess,
+            footer_guess: settings.tail_guess,
+            found: Vec::new(),
+            postambles: HashMap::new(),
+            missing: None,
+            head: None,
+            settings,
+        }
+    }
+
+    /// Bytes `[a, b)` (clipped to the file's end) if at hand, else the ranges to fetch for them.
+    /// `blocks`: how many whole blocks to fetch at once (growing to `max_block`), for small
+    /// messages; 0: just what is missing.
+    fn need(&mut self, a: u64, b: u64, blocks: u64) -> Step<&[u8]> {
+        let b = b.min(self.size);
+        if self.window.has(a, b) {
+            return Ok(self.window.take(a, b));
+        }
+        let from = if self.window.start <= a && a <= self.window.stop() { self.window.stop() } else { a };
+        let ranges = if blocks > 0 {
+            let count = blocks.max((b - from).div_ceil(self.block));
+            let last = self.size.min(from + count * self.block);
+            let ranges = (from..last).step_by(self.block as usize).map(|p| (p, (p + self.block).min(self.size))).collect();
+            self.block = (2 * self.block).min(self.settings.max_block);
+            ranges
+        } else {
+            vec![(from, b)]
+        };
+        self.pending = Some(Request { keep_from: a, ranges: ranges.clone() });
+        Err(ranges)
+    }
+
+    /// The ranges to fetch next, `None` when the scan is complete.
+    pub fn wanted(&mut self) -> Result<Option<Ranges>, String> {
+        if let Some(missing) = &self.missing {
+            let tail = POSTAMBLE_SIZE as u64;
+            return Ok((!missing.is_empty()).then(|| missing.iter().map(|&end| (end - tail, end)).collect()));
+        }
+        while self.pos < self.size {
+            match self.message()? {
+                Ok(()) => {}
+                Err(ranges) => return Ok(Some(ranges)),
+            }
+        }
+        // The postambles of messages read by their header, to check them as a local read does:
+        // most came with the next message's preamble, the others come in one batch.
+        let missing: Vec<u64> = self
+            .found
+            .iter()
+            .filter(|m| matches!(m.part, Part::Header { .. }) && !self.postambles.contains_key(&(m.offset + m.length)))
+            .map(|m| m.offset + m.length)
+            .collect();
+        let wanted = self.missing.insert(missing);
+        Ok((!wanted.is_empty()).then(|| wanted.iter().map(|&end| (end - POSTAMBLE_SIZE as u64, end)).collect()))
+    }
+
+    /// The bytes of the ranges `wanted` gave, in its order.
+    pub fn feed(&mut self, pieces: Vec<Vec<u8>>) -> Result<(), String> {
+        if let Some(missing) = self.missing.take() {
+            if pieces.len() != missing.len() {
+                return Err(format!("{} pieces fed for {} ranges", pieces.len(), missing.len()));
+            }
+            self.postambles.extend(missing.into_iter().zip(pieces));
+            self.missing = Some(Vec::new());
+            return Ok(());
+        }
+        let request = self.pending.take().ok_or("bytes fed that no step asked for")?;
+        if pieces.len() != request.ranges.len() {
+            return Err(format!("{} pieces fed for {} ranges", pieces.len(), request.ranges.len()));
+        }
+        for (piece, &(a, b)) in pieces.iter().zip(&request.ranges) {
+            if piece.len() as u64 != b - a {
+                return Err(format!("{} bytes fed for bytes {a}..{b}", piece.len()));
+            }
+        }
+        let (a, window) = (request.keep_from, &mut self.window);
+        if !(window.start <= a && a <= window.stop()) {
+            // A gap: start afresh at `a`.
+            *window = Window { start: a, data: Vec::new() };
+        }
+        // Bytes before `a` are done with.
+        window.data.drain(..(a - window.start) as usize);
+        window.start = a;
+        pieces.iter().for_each(|p| window.data.extend_from_slice(p));
+        Ok(())
+    }
+
+    /// Every message found, once `wanted` gives `None`.
+    pub fn finish(mut self) -> Vec<Found> {
+        for m in &mut self.found {
+            if let Part::Header { postamble } = &mut m.part {
+                *postamble = self.postambles.remove(&(m.offset + m.length)).unwrap_or_default();
+            }
+        }
+        self.found
+    }
+
+    /// Goes over the message at `pos`; its state changes only once it is complete, so a step
+    /// that has to fetch first starts afresh when fed.
+    fn message(&mut self) -> Result<Step<()>, String> {
+        let (pos, size, head, tail) = (self.pos, self.size, PREAMBLE_SIZE as u64, POSTAMBLE_SIZE as u64);
+        let found = self.found.len();
+        // The preamble once: later steps of the message may have dropped it from the window.
+        let (total, layout) = match self.head {
+            Some((at, total, layout)) if at == pos => (total, layout),
+            _ => {
+                let step = if self.small {
+                    self.need(pos, pos + head, self.ahead)
+                } else {
+                    // The preamble and a header's worth, with the postamble before them.
+                    self.need(pos - tail, pos + self.header_guess, 0)
+                };
+                if let Err(ranges) = step {
+                    return Ok(Err(ranges));
+                }
+                if matches!(self.found.last(), Some(Found { part: Part::Header { .. }, .. })) && self.window.has(pos - tail, pos) {
+                    self.postambles.insert(pos, self.window.take(pos - tail, pos).to_vec());
+                }
+                let parsed = match preamble(self.window.take(pos, (pos + head).min(self.window.stop()))) {
+                    Ok(parsed) => parsed,
+                    Err(_) if found == 0 && !self.window.take(pos, self.window.stop()).starts_with(MAGIC) => {
+                        return Err("not a Tensogram file (it does not start with TENSOGRM)".into())
+                    }
+                    Err(_) => {
+                        return Err(format!(
+                            "bytes {pos}..{size} (after {found} complete message(s)) are not a message: trailing garbage, \
+                             or a corrupt or truncated file"
+                        ))
+                    }
+                };
+                self.head = Some((pos, parsed.0, parsed.1));
+                parsed
+            }
+        };
+        if total == 0 {
+            // Streaming mode: the rest of the file, read whole and split as a mapped file is.
+            let ahead = self.ahead;
+            if let Err(ranges) = self.need(pos, size, ahead) {
+                return Ok(Err(ranges));
+            }
+            let rest = self.window.take(pos, size);
+            let found = (self.split)(rest)?.into_iter().map(|(offset, length)| Found {
+                offset: pos + offset as u64,
+                length: length as u64,
+                part: Part::Whole,
+                data: rest[offset..offset + length].to_vec(),
+            });
+            let found: Vec<Found> = found.collect();
+            self.found.extend(found);
+            self.pos = size;
+            return Ok(Ok(()));
+        }
+        if pos.saturating_add(total) > size {
+            return Err(format!("bytes {pos}..{size} (after {found} complete message(s)) are a truncated message ({total} bytes announced)"));
+        }
+        let end = pos + total;
+        let small = total <= self.settings.whole_message_max;
+        let ahead = if small { self.settings.read_ahead } else { 0 };
+        let mut header_guess = self.header_guess;
+        let mut footer_guess = self.footer_guess;
+        let message = if small || layout == Layout::Whole {
+            match self.need(pos, end, ahead) {
+                Ok(data) => Found { offset: pos, length: total, part: Part::Whole, data: data.to_vec() },
+                Err(ranges) => return Ok(Err(ranges)),
+            }
+        } else if layout == Layout::Header {
+            let mut parsed = frames(self.window.take(pos + head, end.min(self.window.stop())), head)?;
+            // A header longer than the guess: its tail (a frame that runs past the message end
+            // is left for `indexed` to report).
+            while let Next::More(need) = parsed.next {
+                if head + need as u64 > total {
+                    break;
+                }
+                match self.need(pos, pos + head + need as u64, 0) {
+                    Ok(bytes) => parsed = frames(&bytes[head as usize..], head)?,
+                    Err(ranges) => return Ok(Err(ranges)),
+                }
+            }
+            let header_end = if matches!(parsed.next, Next::More(_)) { end } else { pos + head + parsed.end as u64 };
+            header_guess = self.settings.header_guess.max(2 * (head + parsed.end as u64)); // room for a longer one
+            let data = self.window.take(pos, header_end.min(self.window.stop())).to_vec();
+            Found { offset: pos, length: total, part: Part::Header { postamble: Vec::new() }, data }
+        } else {
+            // The footer frames before the postamble (which `indexed` checks).
+            let mut from = pos.max(end.saturating_sub(footer_guess));
+            let bytes = match self.need(from, end, 0) {
+                Ok(bytes) => bytes,
+                Err(ranges) => return Ok(Err(ranges)),
+            };
+            let first_footer = postamble(bytes).map(|(first, _)| first).ok();
+            if let Some(first) = first_footer.filter(|&f| head <= f && f <= total - tail) {
+                footer_guess = total - first;
+                from = pos + first;
+            }
+            match self.need(from, end, 0) {
+                Ok(data) => Found { offset: pos, length: total, part: Part::Footer, data: data.to_vec() },
+                Err(ranges) => return Ok(Err(ranges)),
+            }
+        };
+        self.found.push(message);
+        (self.small, self.ahead, self.header_guess, self.footer_guess) = (small, ahead, header_guess, footer_guess);
+        self.pos = end;
+        Ok(Ok(()))
+    }
+}
+
+/// One object described from the ends of its frame.
+#[derive(Debug, Clone)]
+pub struct Described {
+    pub descriptor: DataObjectDescriptor,
+    /// The frame's inline hash, if it has one.
+    pub hash: Option<u64>,
+    /// The whole frame, where it was fetched whole and has no inline hash (to fingerprint it).
+    pub frame: Option<Vec<u8>>,
+    /// `(descriptor CBOR, payload range in the file)` of an object whose payload precedes its
+    /// descriptor: a read may fetch parts of that payload.
+    pub payload: Option<(Vec<u8>, Range<u64>)>,
+}
+
+/// The descriptors of data-object frames, each `(file offset, length)` as an index lists them,
+/// fetched from the end of each frame: its first and last bytes, and where the descriptor starts
+/// before those, one more batch.
+#[derive(Debug)]
+pub struct Describe {
+    frames: Vec<(u64, u64)>,
+    tail_guess: u64,
+    /// Per frame: its head and tail (the same bytes when it came whole).
+    ends: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Per frame: its descriptor region, where it starts before the tail.
+    regions: HashMap<usize, Vec<u8>>,
+    /// The frames whose descriptor regions were asked for.
+    asked: Option<Vec<usize>>,
+}
+
+/// An error of one frame of a `Describe`: `(its position in the list, the message)`.
+pub type FrameError = (usize, String);
+
+impl Describe {
+    pub fn new(frames: Vec<(u64, u64)>, tail_guess: u64) -> Self {
+        Describe { frames, tail_guess, ends: Vec::new(), regions: HashMap::new(), asked: None }
+    }
+
+    fn whole(&self, length: u64) -> bool {
+        length <= self.tail_guess
+    }
+
+    /// The ranges to fetch next, `None` when every descriptor is at hand.
+    pub fn wanted(&mut self) -> Result<Option<Ranges>, FrameError> {
+        if self.ends.len() < self.frames.len() {
+            let header = FRAME_HEADER_SIZE as u64;
+            let mut ranges = Ranges::new();
+            for &(start, length) in &self.frames {
+                if self.whole(length) {
+                    ranges.push((start, start + length));
+                } else {
+                    ranges.extend([(start, start + header), (start + length - self.tail_guess, start + length)]);
+                }
+            }
+            return Ok(Some(ranges));
+        }
+        if self.asked.is_some() {
+            return Ok(None);
+        }
+        let mut asked = Vec::new();
+        let mut ranges = Ranges::new();
+        for (i, (&(start, length), (head, tail))) in self.frames.iter().zip(&self.ends).enumerate() {
+            let (cbor_offset, _, _) = frame_footer(head, tail, length).map_err(|e| (i, e))?;
+            if cbor_offset < length - tail.len() as u64 {
+                asked.push(i);
+                ranges.push((start + cbor_offset, start + length - DATA_OBJECT_FOOTER_SIZE as u64));
+            }
+        }
+        self.asked = Some(asked);
+        Ok((!ranges.is_empty()).then_some(ranges))
+    }
+
+    /// The bytes of the ranges `wanted` gave, in its order.
+    pub fn feed(&mut self, pieces: Vec<Vec<u8>>) -> Result<(), String> {
+        if self.ends.len() < self.frames.len() {
+            let mut pieces = pieces.into_iter();
+            for &(_, length) in &self.frames {
+                let head = pieces.next().ok_or("fewer pieces fed than asked for")?;
+                let tail = if self.whole(length) { head.clone() } else { pieces.next().ok_or("fewer pieces fed than asked for")? };
+                self.ends.push((head, tail));
+            }
+            return Ok(());
+        }
+        let asked = self.asked.as_ref().ok_or("bytes fed that no step asked for")?;
+        if asked.len() != pieces.len() {
+            return Err(format!("{} pieces fed for {} ranges", pieces.len(), asked.len()));
+        }
+        self.regions.extend(asked.iter().copied().zip(pieces));
+        Ok(())
+    }
+
+    /// Every frame's object, in the order given, once `wanted` gives `None`.
+    pub fn finish(mut self) -> Result<Vec<Described>, FrameError> {
+        let mut described = Vec::with_capacity(self.frames.len());
+        for (i, (&(start, length), (head, tail))) in self.frames.iter().zip(&self.ends).enumerate() {
+            let (cbor_offset, flags, hash) = frame_footer(head, tail, length).map_err(|e| (i, e))?;
+            let footer = length - DATA_OBJECT_FOOTER_SIZE as u64;
+            let region = match self.regions.remove(&i) {
+                Some(region) => region,
+                None => {
+                    let tail_start = length - tail.len() as u64;
+                    tail[(cbor_offset - tail_start) as usize..(footer - tail_start) as usize].to_vec()
+                }
+            };
+            // The descriptor is the first CBOR item of its region.
+            let descriptor = tensogram::metadata::cbor_to_object_descriptor(&region)
+                .map_err(|e| (i, format!("bad object descriptor: {e}")))?;
+            let payload_start = FRAME_HEADER_SIZE as u64;
+            let payload = (flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 && cbor_offset > payload_start)
+                .then(|| (region, start + payload_start..start + cbor_offset));
+            let frame = (hash.is_none() && tail.len() as u64 == length).then(|| tail.clone());
+            described.push(Described { descriptor, hash, frame, payload });
+        }
+        Ok(described)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use tensogram::{ByteOrder, Dtype, EncodeOptions};
+
+    /// A message of `n` float32 values per object, `objects` objects, written by the crate.
+    fn message(n: usize, objects: usize) -> Vec<u8> {
+        let desc = DataObjectDescriptor {
+            obj_type: "ntensor".into(),
+            ndim: 1,
+            shape: vec![n as u64],
+            strides: vec![1],
+            dtype: Dtype::Float32,
+            byte_order: ByteOrder::Little,
+            encoding: "none".into(),
+            filter: "none".into(),
+            compression: "none".into(),
+            masks: None,
+            params: BTreeMap::new(),
+        };
+        let data: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let meta = GlobalMetadata { base: vec![BTreeMap::new(); objects], ..Default::default() };
+        let objects: Vec<_> = (0..objects).map(|_| (&desc, &data[..])).collect();
+        tensogram::encode(&meta, &objects, &EncodeOptions::default()).expect("encodes")
+    }
+
+    fn no_streaming(_: &[u8]) -> Result<Vec<(usize, usize)>, String> {
+        Err("streaming mode".into())
+    }
+
+    /// Runs `scan` over `file`: what it found and the ranges it asked for, batch by batch.
+    fn scan(file: &[u8], settings: Settings) -> Result<(Vec<Found>, Vec<Ranges>), String> {
+        let mut scan = Scan::new(file.len() as u64, settings, no_streaming);
+        let mut requests = Vec::new();
+        while let Some(ranges) = scan.wanted()? {
+            requests.push(ranges.clone());
+            scan.feed(ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect())?;
+        }
+        Ok((scan.finish(), requests))
+    }
+
+    #[test]
+    fn small_messages_are_read_whole_in_few_blocks() {
+        let one = message(16, 2);
+        let file = one.repeat(500);
+        let (found, batches) = scan(&file, Settings { first_block: 1024, ..Settings::default() }).expect("scans");
+        assert_eq!(found.len(), 500);
+        assert!(found.iter().enumerate().all(|(i, m)| m.offset == (i * one.len()) as u64 && m.part == Part::Whole && m.data == one));
+        // Blocks doubling in size, `read_ahead` of them at once, each byte asked for once.
+        assert!(batches.len() <= 7, "{} batches", batches.len());
+        let ranges: Ranges = batches.concat();
+        assert_eq!((ranges[0], ranges.last().unwrap().1), ((0, 1024), file.len() as u64));
+        assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0));
+    }
+
+    #[test]
+    fn large_messages_give_their_header_and_index() {
+        let one = message(4096, 3);
+        let file = one.repeat(3);
+        let settings = Settings { first_block: 1024, whole_message_max: 1024, ..Settings::default() };
+        let (found, _) = scan(&file, settings).expect("scans");
+        assert_eq!(found.iter().map(|m| (m.offset, m.length)).collect::<Vec<_>>(), (0..3).map(|i| ((i * one.len()) as u64, one.len() as u64)).collect::<Vec<_>>());
+        for m in &found {
+            assert!(matches!(&m.part, Part::Header { postamble } if postamble.len() == POSTAMBLE_SIZE));
+            assert!(m.data.len() < 1024);
+            let (_, frames) = indexed(m).expect("indexed");
+            assert_eq!(frames.len(), 3);
+            // The descriptors, from the ends of the frames.
+            let absolute: Vec<_> = frames.iter().map(|&(o, l)| (m.offset + o, l)).collect();
+            let mut describe = Describe::new(absolute.clone(), 256);
+            while let Some(ranges) = describe.wanted().expect("wanted") {
+                describe.feed(ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect()).expect("fed");
+            }
+            let described = describe.finish().expect("described");
+            assert!(described.iter().all(|d| d.descriptor.shape == vec![4096]));
+            if let Some((_, payload)) = &described[0].payload {
+                assert_eq!(&file[payload.start as usize..payload.start as usize + 8], &[0f32.to_le_bytes(), 1f32.to_le_bytes()].concat()[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_walk_over_large_messages_never_asks_for_the_same_bytes_forever() {
+        let one = message(4096, 2);
+        let file = [message(16, 1), one.clone(), one].concat();
+        let settings = Settings { first_block: 256, whole_message_max: 1024, header_guess: 64, tail_guess: 64, ..Settings::default() };
+        let mut scan = Scan::new(file.len() as u64, settings, no_streaming);
+        let mut batches = 0;
+        while let Some(ranges) = scan.wanted().expect("wanted") {
+            batches += 1;
+            assert!(batches < 50, "the walk asks for the same bytes again and again");
+            scan.feed(ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect()).expect("fed");
+        }
+        assert_eq!(scan.finish().len(), 3);
+    }
+
+    #[test]
+    fn a_truncated_file_and_garbage_are_errors() {
+        let one = message(16, 1);
+        let err = scan(&one[..one.len() - 5], Settings::default()).expect_err("truncated");
+        assert!(err.contains("truncated message"), "{err}");
+        let err = scan(&[one.clone(), b"x".repeat(100)].concat(), Settings::default()).expect_err("garbage");
+        assert!(err.contains(&format!("bytes {}..{} (after 1 complete message(s)) are not a message", one.len(), one.len() + 100)), "{err}");
+        let err = scan(&[b"GRIB".as_slice(), &[0; 200]].concat(), Settings::default()).expect_err("not tgm");
+        assert!(err.starts_with("not a Tensogram file"), "{err}");
+    }
+
+    #[test]
+    fn a_postamble_that_disagrees_fails_its_message() {
+        let mut one = message(4096, 1);
+        let end = one.len();
+        one[end - 16..end - 8].copy_from_slice(&(end as u64 + 8).to_be_bytes());
+        let (found, _) = scan(&one, Settings { first_block: 1024, whole_message_max: 0, ..Settings::default() }).expect("scans");
+        assert_eq!(indexed(&found[0]).expect_err("disagrees"), "its postamble does not match its preamble");
+    }
+
+    #[test]
+    fn an_index_must_list_frames_in_order_without_overlaps() {
+        assert!(check_index_order(&[480, 17024], &[16538, 16538]).is_ok());
+        assert!(check_index_order(&[], &[]).is_ok());
+        assert!(check_index_order(&[17024, 480], &[16538, 16538]).is_err()); // swapped
+        assert!(check_index_order(&[480, 490], &[16538, 16538]).is_err()); // overlapping
+        assert!(check_index_order(&[480], &[16538, 16538]).is_err()); // lengths without offsets
+    }
+
+    #[test]
+    fn a_frame_of_another_length_than_its_index_entry_is_an_error() {
+        let one = message(64, 1);
+        let (_, frames) = {
+            let found = Found { offset: 0, length: one.len() as u64, part: Part::Header { postamble: one[one.len() - 24..].to_vec() }, data: one.clone() };
+            indexed(&found).expect("indexed")
+        };
+        let (start, length) = frames[0];
+        let frame = &one[start as usize..(start + length) as usize];
+        let err = frame_footer(frame, frame, length + 8).expect_err("wrong length");
+        assert!(err.starts_with("the index gives a data-object frame"), "{err}");
+    }
+}
