@@ -193,6 +193,15 @@ impl RemoteMessages {
         }
     }
 
+    /// Object `obj`'s descriptor: from the message's description, or from the table's rows.
+    fn descriptor(&self, msg: usize, obj: usize) -> PyResult<&DataObjectDescriptor> {
+        let m = self.message(msg)?;
+        if let (None, Some(table), Some(first)) = (m.described.get(), &self.table, m.first_row) {
+            return Ok(&table.descriptors[table.descriptor[first + obj] as usize]);
+        }
+        Ok(&self.described(msg)?.objects[obj].descriptor)
+    }
+
     fn object(&self, msg: usize, obj: usize) -> PyResult<(u64, u64)> {
         let frames = self.frames(msg)?;
         frames.get(obj).copied().ok_or_else(|| {
@@ -318,19 +327,20 @@ impl RemoteMessages {
         metadata_to_py(py, &self.described(msg)?.metadata)
     }
 
-    /// Message `msg`'s descriptors (described first).
+    /// Message `msg`'s descriptors: the table's where it holds the message (nothing fetched),
+    /// else those of its description.
     fn descriptors<'py>(&self, py: Python<'py>, msg: usize) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for object in &self.described(msg)?.objects {
-            list.append(descriptor_to_py(py, &object.descriptor)?)?;
+        for obj in 0..self.frames(msg)?.len() {
+            list.append(descriptor_to_py(py, self.descriptor(msg, obj)?)?)?;
         }
         Ok(list)
     }
 
-    /// Object `obj`'s shape (described first).
+    /// Object `obj`'s shape (as `descriptors`).
     fn shape(&self, msg: usize, obj: usize) -> PyResult<Vec<u64>> {
         self.object(msg, obj)?;
-        Ok(self.described(msg)?.objects[obj].descriptor.shape.clone())
+        Ok(self.descriptor(msg, obj)?.shape.clone())
     }
 
     /// `FileHandle.fingerprint` of object `obj` where it is known without fetching the payload

@@ -464,7 +464,7 @@ class RemoteHandle:
         return self._messages.metadata(self._described(msg))
 
     def descriptors(self, msg: int) -> list[dict]:
-        return self._messages.descriptors(self._described(msg))
+        return self._messages.descriptors(self._readable(msg))
 
     def fingerprint(self, msg: int, obj: int) -> str:
         """``FileHandle.fingerprint``: from the frame's inline hash where it has one (nothing
