@@ -25,9 +25,6 @@ MiB = 1 << 20
 #: Address space a read may add in these tests (beyond the imports): far below what the
 #: hostile payloads claim, far above what their declared shapes need.
 BUDGET = 256 * MiB
-#: SZ3 allocates from sizes in its stream without checking the result: under a tight limit a
-#: corrupt size makes it write through a null pointer (docs/errors.md, "What is not defended").
-SZ3_BUDGET = 8 * 1024 * MiB
 #: Windows inside each object as well as the whole object.
 KEYS = (None, [[0, 3]], [[10, 12]])
 
@@ -48,12 +45,10 @@ def assert_raises_in_child(path, expected: str, contains: str = "", budget: int 
     return run
 
 
-# Not strict: an out-of-bounds write crashes the child only when it hits unmapped memory, so the
-# test passes on some runs; it stays here to turn green for good once SZ3 is fixed.
-@pytest.mark.xfail(strict=False, reason="SZ3's decoder still writes out of bounds on some corrupt streams "
-                   "(its exceptions and its zstd stage are contained): docs/errors.md")
 def test_corrupt_sz3_payload_without_hash_raises_codec_error(tmp_path):
-    """SZ3 throws C++ exceptions on corrupt input: they must not cross into Rust (an abort)."""
+    """SZ3 throws C++ exceptions on corrupt input (they must not cross into Rust: an abort), and
+    trusted the sizes in its stream (out-of-bounds writes): each flipped byte of the first 96
+    of the payload gives values or a ``TgmCodecError``."""
     rng = np.random.default_rng(3)
     values = np.cumsum(rng.standard_normal(4096)).reshape(64, 64)
     good = encode(descriptor((64, 64), compression="sz3", sz3_error_bound_mode="abs", sz3_error_bound=0.01), values)
@@ -62,7 +57,7 @@ def test_corrupt_sz3_payload_without_hash_raises_codec_error(tmp_path):
     for pos in range(start, min(end, start + 96)):
         bad = bytearray(good)
         bad[pos] ^= 0xFF
-        run = read_in_child(write(tmp_path, "sz3.tgm", bad), SZ3_BUDGET, keys=(None,))
+        run = read_in_child(write(tmp_path, "sz3.tgm", bad), BUDGET, keys=(None,))
         assert run["returncode"] == 0, f"byte {pos - start} of the payload: the child died: {run['stderr']}"
         outcomes |= {kind for kind, _ in run["outcomes"]}
     assert outcomes <= {"values", "tgm_xarray.errors.TgmCodecError"}, outcomes

@@ -83,6 +83,9 @@ fn main() {
         .file(manifest_dir.join("cpp/sz3_ffi.cpp"))
         .include(&sz3_include_dir) // SZ3 source headers
         .include(&gen_include_dir) // generated version.hpp
+        // tgm-xarray: as SZ3's own release builds (CMake Release): its asserts would abort the
+        // process on a corrupt stream; the decoders throw instead (vendor/README.md).
+        .define("NDEBUG", None)
         .warnings(false); // suppress SZ3 header warnings
 
     // Add zstd include paths (semicolon-separated list from zstd-sys)

@@ -136,6 +136,11 @@ void SZ_decompress(SZ3::Config& config, const char* cmpData, size_t cmpSize, T*&
 
     uint64_t cmpDataSize = 0;
     read(cmpDataSize, cmpDataPos);
+    // tgm-xarray: the config follows the payload; a size past the stream's end reads elsewhere.
+    const size_t header = cmpDataPos - reinterpret_cast<const uchar*>(cmpData);
+    if (cmpSize < header || cmpDataSize >= cmpSize - header) {
+        throw std::invalid_argument("SZ3: the recorded payload size exceeds the stream");
+    }
 
     auto cmpConfPos = cmpDataPos + cmpDataSize;
     config.load(cmpConfPos);

@@ -2,6 +2,7 @@
 #define SZ3_COMPRESSOR_TYPE_ONE_HPP
 
 #include <cstring>
+#include <memory>
 
 #include "SZ3/compressor/Compressor.hpp"
 #include "SZ3/decomposition/Decomposition.hpp"
@@ -67,17 +68,36 @@ class SZGenericCompressor : public concepts::CompressorInterface<T> {
         size_t bufferSize = 0;
         lossless.decompress(cmpData, cmpSize, buffer, bufferSize);
 
+        // tgm-xarray: freed on every path (the stages below throw on a corrupt stream).
+        std::unique_ptr<uchar, decltype(&free)> owned(buffer, &free);
         uchar const *bufferPos = buffer;
+        uchar const *const bufferEnd = buffer + bufferSize;
+        // What is left after each stage, counted from positions: a stage's own count of what
+        // it read is not trusted.
+        auto remaining = [&]() -> size_t {
+            if (bufferPos > bufferEnd) {
+                throw std::length_error("SZ3: a stage read past the end of the stream");
+            }
+            return bufferEnd - bufferPos;
+        };
 
-        decomposition.load(bufferPos, bufferSize);
-        encoder.load(bufferPos, bufferSize);
+        size_t left = remaining();
+        decomposition.load(bufferPos, left);
+        left = remaining();
+        encoder.load(bufferPos, left);
 
         size_t quant_inds_size = 0;
-        read(quant_inds_size, bufferPos);
+        left = remaining();
+        read(quant_inds_size, bufferPos, left);
+        // Every decomposition quantizes each value once: the decoders index the symbols by
+        // position in the output, so the count must be the output's.
+        if (quant_inds_size != conf.num) {
+            throw std::length_error("SZ3: the symbol count does not match the element count");
+        }
         auto quant_inds = encoder.decode(bufferPos, quant_inds_size);
         encoder.postprocess_decode();
-
-        free(buffer);
+        remaining();
+        owned.reset();
 
         decomposition.decompress(conf, quant_inds, decData);
         return decData;

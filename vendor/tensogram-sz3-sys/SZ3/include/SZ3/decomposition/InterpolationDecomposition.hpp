@@ -1,7 +1,9 @@
 #ifndef SZ3_INTERPOLATION_DECOMPOSITION_HPP
 #define SZ3_INTERPOLATION_DECOMPOSITION_HPP
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <cstring>
 
 #include "Decomposition.hpp"
@@ -24,7 +26,11 @@ class InterpolationDecomposition : public concepts::DecompositionInterface<T, in
     }
 
     T *decompress(const Config &conf, std::vector<int> &quant_inds, T *dec_data) override {
+        check_loaded(conf, quant_inds.size());
         init();
+        if (static_cast<size_t>(direction_sequence_id) >= dim_sequences.size()) {
+            throw std::invalid_argument("SZ3: corrupt interpolation direction");
+        }
 
         this->quant_inds = quant_inds.data();
         double eb = quantizer.get_eb();
@@ -173,6 +179,22 @@ class InterpolationDecomposition : public concepts::DecompositionInterface<T, in
     std::pair<int, int> get_out_range() override { return quantizer.get_out_range(); }
 
    private:
+    /// tgm-xarray: what load() read from the stream, checked before it sizes the walk over
+    /// `dec_data` (a buffer of conf.num values) and `quant_inds`.
+    void check_loaded(const Config &conf, size_t quant_inds_size) const {
+        if (conf.dims.size() != N || !std::equal(original_dimensions.begin(), original_dimensions.end(),
+                                                 conf.dims.begin())) {
+            throw std::invalid_argument("SZ3: the interpolation's dimensions differ from the config's");
+        }
+        if (quant_inds_size < conf.num) {
+            throw std::length_error("SZ3: fewer symbols than values");
+        }
+        if (blocksize == 0 || blocksize % 2 != 0 || (anchor_stride & (anchor_stride - 1)) != 0 ||
+            interp_id < 0 || static_cast<size_t>(interp_id) >= interpolators.size() || direction_sequence_id < 0) {
+            throw std::invalid_argument("SZ3: corrupt interpolation parameters");
+        }
+    }
+
     void init() {
         quant_index = 0;
         assert(blocksize % 2 == 0 && "Interpolation block size should be even numbers");

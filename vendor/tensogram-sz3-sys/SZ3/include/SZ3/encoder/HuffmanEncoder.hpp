@@ -68,6 +68,11 @@ class HuffmanEncoder : public concepts::EncoderInterface<T> {
         huffmanTree->qqq = static_cast<node *>(malloc(huffmanTree->allNodes * 2 * sizeof(node)));
         huffmanTree->code = static_cast<uint64_t **>(malloc(huffmanTree->stateNum * sizeof(uint64_t *)));
         huffmanTree->cout = static_cast<unsigned char *>(malloc(huffmanTree->stateNum * sizeof(unsigned char)));
+        if (!huffmanTree->pool || !huffmanTree->qqq || !huffmanTree->code || !huffmanTree->cout) {
+            free(huffmanTree->pool), free(huffmanTree->qqq), free(huffmanTree->code), free(huffmanTree->cout);
+            free(huffmanTree);
+            throw std::bad_alloc();  // tgm-xarray: sizes come from the stream
+        }
 
         memset(huffmanTree->pool, 0, huffmanTree->allNodes * 2 * sizeof(struct node_t));
         memset(huffmanTree->qqq, 0, huffmanTree->allNodes * 2 * sizeof(node));
@@ -227,19 +232,30 @@ class HuffmanEncoder : public concepts::EncoderInterface<T> {
     // perform decoding
     std::vector<T> decode(const uchar *&bytes, size_t targetLength) override {
         node t = treeRoot;
-        std::vector<T> out(targetLength);
         size_t i = 0, byteIndex = 0, count = 0;
         int r;
         node n = treeRoot;
         size_t encodedLength = 0;
+        // tgm-xarray: the bits read stop at the encoded length, which must fit in the stream.
+        if (streamEnd == nullptr || bytes > streamEnd || streamEnd - bytes < sizeof(encodedLength)) {
+            throw std::length_error("SZ3: the stream ends before the Huffman codes");
+        }
         read(encodedLength, bytes);
+        if (encodedLength > static_cast<size_t>(streamEnd - bytes)) {
+            throw std::length_error("SZ3: the Huffman codes are longer than the stream");
+        }
+        const size_t encodedBits = encodedLength * 8;
+        if (!n->t && targetLength > encodedBits) {  // each symbol takes a bit at least
+            throw std::length_error("SZ3: more symbols than the Huffman codes hold");
+        }
+        std::vector<T> out(targetLength);
         if (n->t)  // root->t==1 means that all state values are the same (constant)
         {
             for (count = 0; count < targetLength; count++) out[count] = n->c + offset;
             return out;
         }
 
-        for (i = 0; count < targetLength; i++) {
+        for (i = 0; count < targetLength && i < encodedBits; i++) {
             byteIndex = i >> 3;  // i/8
             r = i % 8;
             if (((bytes[byteIndex] >> (7 - r)) & 0x01) == 0)
@@ -253,6 +269,9 @@ class HuffmanEncoder : public concepts::EncoderInterface<T> {
                 count++;
             }
         }
+        if (count < targetLength) {
+            throw std::length_error("SZ3: the Huffman codes end before the symbols do");
+        }
         bytes += encodedLength;
         return out;
     }
@@ -263,8 +282,13 @@ class HuffmanEncoder : public concepts::EncoderInterface<T> {
     // load Huffman tree
     void load(const uchar *&c, size_t &remaining_length) override {
         read(offset, c, remaining_length);
+        // tgm-xarray: the node count and the tree's bytes are checked against the stream, and
+        // the tree is sized by its node count, not by the state count the stream records
+        // (decoding needs only the nodes).
+        if (remaining_length < 2 * sizeof(int)) {
+            throw std::length_error("SZ3: the stream ends inside the Huffman tree");
+        }
         nodeCount = bytesToInt32_bigEndian(c);
-        int stateNum = bytesToInt32_bigEndian(c + sizeof(int)) * 2;
         size_t encodeStartIndex;
         if (nodeCount <= 256)
             encodeStartIndex = 1 + 3 * nodeCount * sizeof(unsigned char) + nodeCount * sizeof(T);
@@ -275,9 +299,14 @@ class HuffmanEncoder : public concepts::EncoderInterface<T> {
             encodeStartIndex =
                 1 + 2 * nodeCount * sizeof(unsigned int) + nodeCount * sizeof(unsigned char) + nodeCount * sizeof(T);
 
-        huffmanTree = createHuffmanTree(stateNum);
+        if (nodeCount == 0 || encodeStartIndex > remaining_length - 2 * sizeof(int)) {
+            throw std::length_error("SZ3: the Huffman tree is longer than the stream");
+        }
+        huffmanTree = createHuffmanTree(static_cast<int>(nodeCount));
         treeRoot = reconstruct_HuffTree_from_bytes_anyStates(c + sizeof(int) + sizeof(int), nodeCount);
         c += sizeof(int) + sizeof(int) + encodeStartIndex;
+        remaining_length -= sizeof(int) + sizeof(int) + encodeStartIndex;
+        streamEnd = c + remaining_length;
         loaded = true;
     }
 
@@ -290,6 +319,8 @@ class HuffmanEncoder : public concepts::EncoderInterface<T> {
     uchar sysEndianType;  // 0: little endian, 1: big endian
     bool loaded = false;
     T offset;
+    const uchar *streamEnd = nullptr;  // tgm-xarray: end of the stream load() was given
+    static constexpr unsigned kMaxCodeLength = 128;  // tgm-xarray: codes are two uint64 words
 
     node reconstruct_HuffTree_from_bytes_anyStates(const unsigned char *bytes, uint nodeCount) {
         if (nodeCount <= 256) {
@@ -586,21 +617,29 @@ class HuffmanEncoder : public concepts::EncoderInterface<T> {
     }
 
     template <class T1>
-    void unpad_tree(T1 *L, T1 *R, T *C, unsigned char *t, unsigned int i, node root) {
+    void unpad_tree(T1 *L, T1 *R, T *C, unsigned char *t, unsigned int i, node root, unsigned depth = 0) {
         // root->c = C[i];
         if (root->t == 0) {
             T1 l, r;
             l = L[i];
+            r = R[i];
+            // tgm-xarray: the encoder writes the tree in preorder, so a child follows its parent
+            // inside the table; each inner node has two children; codes are at most
+            // kMaxCodeLength bits; the pool holds the table's nodes. Anything else is corrupt
+            // (it would index past the table or the pool, loop, or leave a null child).
+            if (l <= i || r <= i || l >= nodeCount || r >= nodeCount || depth >= kMaxCodeLength ||
+                static_cast<size_t>(huffmanTree->n_nodes) + 2 > 2 * static_cast<size_t>(huffmanTree->allNodes)) {
+                throw std::invalid_argument("SZ3: corrupt Huffman tree");
+            }
             if (l != 0) {
                 node lroot = new_node2(C[l], t[l]);
                 root->left = lroot;
-                unpad_tree(L, R, C, t, l, lroot);
+                unpad_tree(L, R, C, t, l, lroot, depth + 1);
             }
-            r = R[i];
             if (r != 0) {
                 node rroot = new_node2(C[r], t[r]);
                 root->right = rroot;
-                unpad_tree(L, R, C, t, r, rroot);
+                unpad_tree(L, R, C, t, r, rroot, depth + 1);
             }
         }
     }

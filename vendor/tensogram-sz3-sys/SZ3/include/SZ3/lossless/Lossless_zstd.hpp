@@ -39,14 +39,29 @@ class Lossless_zstd : public concepts::LosslessInterface {
     }
 
     size_t decompress(const uchar *src, const size_t srcLen, uchar *&dst, size_t &dstLen) override {
+        // tgm-xarray: with a caller's `dst`, `dstLen` comes in as its capacity; the size the
+        // stream records may not exceed it (the lossless algorithm decodes into the output).
+        const size_t capacity = dstLen;
         read(dstLen, src);
+        if (dst != nullptr && dstLen > capacity) {
+            throw std::length_error("SZ3: the zstd stage is larger than the output");
+        }
+        if (srcLen < sizeof(dstLen)) {
+            throw std::length_error("SZ3: corrupt zstd stage");
+        }
         if (dst == nullptr) {
-            dst = static_cast<uchar *>(malloc(dstLen));
+            // tgm-xarray: zeros after the decoded bytes, so that a reader of a corrupt stage that
+            // overruns it by a little reads zeros (the stages check their sizes besides).
+            if (dstLen > SIZE_MAX - kReadPad) {
+                throw std::bad_alloc();
+            }
+            dst = static_cast<uchar *>(malloc(dstLen + kReadPad));
             // tgm-xarray: `dstLen` comes from the stream; a corrupt one must not become a write
             // through a null pointer (the FFI shim catches the exception).
             if (dst == nullptr) {
                 throw std::bad_alloc();
             }
+            memset(dst + dstLen, 0, kReadPad);
         }
         size_t written = ZSTD_decompress(dst, dstLen, src, srcLen - sizeof(dstLen));
         if (ZSTD_isError(written) || written != dstLen) {
@@ -54,6 +69,9 @@ class Lossless_zstd : public concepts::LosslessInterface {
         }
         return written;
     }
+
+    /// Zero bytes after a decoded buffer (tgm-xarray).
+    static constexpr size_t kReadPad = 64;
 
    private:
     int compression_level = 3;  // default setting of level is 3

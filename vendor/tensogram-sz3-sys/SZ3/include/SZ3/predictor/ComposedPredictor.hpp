@@ -45,6 +45,10 @@ class ComposedPredictor : public concepts::PredictorInterface<T, N> {
     }
 
     bool predecompress(const block_iter &block) override {
+        // tgm-xarray: one recorded selection per block, each naming one of the predictors.
+        if (current_index >= selection.size() || static_cast<size_t>(selection[current_index]) >= predictors.size()) {
+            throw std::invalid_argument("SZ3: corrupt predictor selection");
+        }
         sid = selection[current_index++];
         return predictors[sid]->predecompress(block);
     }

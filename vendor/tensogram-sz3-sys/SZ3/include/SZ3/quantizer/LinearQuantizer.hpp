@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cstring>
 #include <iostream>
+#include <stdexcept>
 #include <vector>
 
 #include "SZ3/def.hpp"
@@ -83,7 +84,13 @@ public:
         return pred + 2 * (quant_index - this->radius) * this->error_bound;
     }
 
-    ALWAYS_INLINE T recover_unpred() { return unpred[index++]; }
+    ALWAYS_INLINE T recover_unpred() {
+        // tgm-xarray: a corrupt symbol stream may name more unpredictable values than recorded.
+        if (index >= unpred.size()) {
+            throw std::length_error("SZ3: a symbol names an unpredictable value the stream lacks");
+        }
+        return unpred[index++];
+    }
 
     ALWAYS_INLINE int force_save_unpred(T ori) override {
         unpred.push_back(ori);
@@ -114,6 +121,11 @@ public:
         read(this->radius, c, remaining_length);
         size_t unpred_size = 0;
         read(unpred_size, c, remaining_length);
+        // tgm-xarray: checked before the resize, which would otherwise allocate what the
+        // stream claims.
+        if (unpred_size > remaining_length / sizeof(T)) {
+            throw std::length_error("SZ3: more unpredictable values recorded than the stream holds");
+        }
         if (unpred_size > 0) {
             unpred.resize(unpred_size);
             read(unpred.data(), unpred_size, c, remaining_length);

@@ -366,10 +366,25 @@ class Config {
         read(N, c);
         uint8_t bitWidth;
         read(bitWidth, c);
+        // tgm-xarray: the decoders write along `dims` into a buffer of `num` values; a stream
+        // whose dimensions do not multiply to `num` would make them write past it.
+        if (N < 1 || N > 4 || bitWidth < 1 || bitWidth > 64) {
+            throw std::invalid_argument("SZ3: corrupt config (dimension count or width)");
+        }
         dims = bytes2vector<size_t>(c, bitWidth, N);
         // dims.resize(N);
         // read(dims.data(), N, c);
         read(num, c);
+        size_t product = 1;
+        for (auto d : dims) {
+            if (d == 0 || product > SIZE_MAX / d) {
+                throw std::invalid_argument("SZ3: corrupt config (a dimension is 0 or they overflow)");
+            }
+            product *= d;
+        }
+        if (product != num) {
+            throw std::invalid_argument("SZ3: corrupt config (the dimensions do not multiply to the count)");
+        }
         read(cmprAlgo, c);
 
         read(errorBoundMode, c);

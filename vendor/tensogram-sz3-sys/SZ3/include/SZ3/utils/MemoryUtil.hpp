@@ -8,6 +8,7 @@
 #include <cassert>
 #include <cstring>
 #include <cstdint>
+#include <stdexcept>
 
 #include "SZ3/def.hpp"
 
@@ -73,7 +74,11 @@ inline T byteswap(T value) {
 // read array
 template <class T1>
 void read(T1 *array, size_t num_elements, uchar const *&compressed_data_pos, size_t &remaining_length) {
-    assert(num_elements * sizeof(T1) <= remaining_length);
+    // tgm-xarray: the count comes from the stream; a short buffer throws (the assert is off
+    // in release builds, and a read past the buffer is what a corrupt count asks for).
+    if (num_elements > remaining_length / sizeof(T1)) {
+        throw std::length_error("SZ3: the stream is shorter than the array it records");
+    }
     memcpy(array, compressed_data_pos, num_elements * sizeof(T1));
     if constexpr (SZ3_BIG_ENDIAN) {
         for (size_t i = 0; i < num_elements; i++) {
@@ -109,7 +114,9 @@ void read(T1 &var, uchar const *&compressed_data_pos) {
 // read variable
 template <class T1>
 void read(T1 &var, uchar const *&compressed_data_pos, size_t &remaining_length) {
-    assert(sizeof(T1) <= remaining_length);
+    if (sizeof(T1) > remaining_length) {  // tgm-xarray: see the array read above
+        throw std::length_error("SZ3: the stream ends inside a value");
+    }
     memcpy(&var, compressed_data_pos, sizeof(T1));
     if constexpr (SZ3_BIG_ENDIAN) {
         var = byteswap(var);

@@ -79,7 +79,7 @@ template <class T, uint N>
 void SZ_decompress_dispatcher(Config &conf, const uchar *cmpData, size_t cmpSize, T *decData) {
     if (conf.cmprAlgo == ALGO_LOSSLESS) {
         auto zstd = Lossless_zstd();
-        size_t decDataSize = 0;
+        size_t decDataSize = conf.num * sizeof(T);  // tgm-xarray: the output's capacity
         auto decDataPos = reinterpret_cast<uchar *>(decData);
         zstd.decompress(cmpData, cmpSize, decDataPos, decDataSize);
         if (decDataSize != conf.num * sizeof(T)) {
@@ -91,10 +91,10 @@ void SZ_decompress_dispatcher(Config &conf, const uchar *cmpData, size_t cmpSize
         SZ_decompress_Interp<T, N>(conf, cmpData, cmpSize, decData);
     } else if (conf.cmprAlgo == ALGO_NOPRED) {
         SZ_decompress_nopred<T, N>(conf, cmpData, cmpSize, decData);
-    } else if (conf.cmprAlgo == ALGO_BIOMD) {
-        SZ_decompress_bioMD<T, N>(conf, cmpData, cmpSize, decData);
-    } else if (conf.cmprAlgo == ALGO_BIOMDXTC) {
-        SZ_decompress_bioMDXtcBased<T, N>(conf, cmpData, cmpSize, decData);
+    } else if (conf.cmprAlgo == ALGO_BIOMD || conf.cmprAlgo == ALGO_BIOMDXTC) {
+        // tgm-xarray: the molecular-dynamics decoders (their own encoders) trust the sizes in
+        // the stream, and tensogram never writes them: a stream that names them is rejected.
+        throw std::invalid_argument("SZ3: the BioMD algorithms are not decoded by this build");
     } else {
         throw std::invalid_argument("Unknown compression algorithm");
     }
