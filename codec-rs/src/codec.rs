@@ -12,6 +12,7 @@ use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMet
 
 use crate::cbor::{from_py, map_from_py};
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::exceptions::Raised;
 use crate::message::ParsedMessage;
 use crate::pyarray::{parse_index, read_into_out, InBuffer};
 use crate::szip;
@@ -136,23 +137,23 @@ pub fn encode_message<'py>(
     allow_nan: bool,
     allow_inf: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let global = global_metadata(metadata, objects.len())?;
+    let global = global_metadata(metadata, objects.len()).raised()?;
     let mut descriptors = Vec::with_capacity(objects.len());
     let mut inputs = Vec::with_capacity(objects.len());
     for (i, item) in objects.iter().enumerate() {
         let what = format!("objects[{i}]");
         let (desc, array): (Bound<'py, PyAny>, Bound<'py, PyUntypedArray>) = item
             .extract()
-            .map_err(|_| type_err(format!("{what} must be a (descriptor dict, numpy array) pair")))?;
-        let desc = descriptor(&desc, &what)?;
-        let input = InBuffer::new(&array, &what)?;
+            .map_err(|_| type_err(format!("{what} must be a (descriptor dict, numpy array) pair"))).raised()?;
+        let desc = descriptor(&desc, &what).raised()?;
+        let input = InBuffer::new(&array, &what).raised()?;
         let expected = desc.shape.iter().product::<u64>() * desc.dtype.byte_width() as u64;
         if input.len as u64 != expected {
             return Err(CoreError::new(
                 Kind::Value,
                 format!("{what}: the array has {} bytes, shape {:?} of {} needs {expected}", input.len, desc.shape, desc.dtype),
             )
-            .into());
+            .raised());
         }
         descriptors.push(desc);
         inputs.push(input);
@@ -165,7 +166,7 @@ pub fn encode_message<'py>(
         let message =
             tensogram::encode(&global, &pairs, &options).map_err(|e| CoreError::from_tensogram(&e, "encode failed"))?;
         verify_szip_offsets(message)
-    })?;
+    }).raised()?;
     Ok(PyBytes::new(py, &encoded))
 }
 
@@ -232,7 +233,7 @@ pub fn decode_message_into(
 ) -> PyResult<()> {
     let view = PyBuffer::<u8>::get(buf)?;
     if !view.is_c_contiguous() {
-        return Err(CoreError::new(Kind::Value, "buf must be a C-contiguous buffer").into());
+        return Err(CoreError::new(Kind::Value, "buf must be a C-contiguous buffer").raised());
     }
     // SAFETY: `view` holds the buffer (and its exporter) for the whole call; only read.
     let bytes: &[u8] = if view.len_bytes() == 0 {
@@ -240,12 +241,12 @@ pub fn decode_message_into(
     } else {
         unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) }
     };
-    let parsed = py.detach(|| parse(bytes))?;
+    let parsed = py.detach(|| parse(bytes)).raised()?;
     let entry = parsed.objects.get(obj).ok_or_else(|| {
         CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
-    })?;
-    let index = parse_index(selection, &entry.descriptor.shape)?;
-    read_into_out(py, bytes, entry, index, out, verify_hash, threads)?;
+    }).raised()?;
+    let index = parse_index(selection, &entry.descriptor.shape).raised()?;
+    read_into_out(py, bytes, entry, index, out, verify_hash, threads).raised()?;
     Ok(())
 }
 

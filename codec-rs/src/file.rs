@@ -12,6 +12,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::cbor::{map_to_py, to_py};
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::exceptions::Raised;
 use crate::message::ParsedMessage;
 use crate::pyarray::{parse_index, read_into_out, read_to_array};
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
@@ -128,7 +129,7 @@ impl FileHandle {
                 released = pos;
             }
         })
-        .map_err(|e| e.context(path))?;
+        .map_err(|e| e.context(path)).raised()?;
         release(&map, 0..map.len());
         let parsed = spans.iter().map(|_| OnceLock::new()).collect();
         Ok(FileHandle { path: path.to_owned(), map, spans, parsed })
@@ -290,32 +291,32 @@ impl FileHandle {
 
     /// `(offset, length)` of message `msg` in the file.
     fn message_span(&self, msg: i64) -> PyResult<(usize, usize)> {
-        Ok(self.spans[self.check_message(msg)?])
+        Ok(self.spans[self.check_message(msg).raised()?])
     }
 
     /// `(offset, length)` in the file of each object's data-object frame in message `msg`: the
     /// bytes a virtual reference points at (`read_frame` decodes them without the message).
     fn frame_spans(&self, py: Python<'_>, msg: i64) -> PyResult<Vec<(usize, usize)>> {
-        let parsed = self.message_attached(py, msg)?;
+        let parsed = self.message_attached(py, msg).raised()?;
         let base = self.spans[msg as usize].0;
         Ok(parsed.objects.iter().map(|o| (base + o.frame.start, o.frame.len())).collect())
     }
 
     /// Parses every message's frames (detached); later metadata calls cost no parsing.
     fn parse_all(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| (0..self.spans.len() as i64).try_for_each(|i| self.message(i).map(|_| ())))?;
+        py.detach(|| (0..self.spans.len() as i64).try_for_each(|i| self.message(i).map(|_| ()))).raised()?;
         Ok(())
     }
 
     /// The message's metadata: `{"base": [...], "_extra_": {...}, "_reserved_": {...}}`.
     fn metadata<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyDict>> {
-        let parsed = self.message_attached(py, msg)?;
+        let parsed = self.message_attached(py, msg).raised()?;
         metadata_to_py(py, &parsed.metadata)
     }
 
     /// The descriptors of the message's objects, as dicts.
     fn descriptors<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyList>> {
-        let parsed = self.message_attached(py, msg)?;
+        let parsed = self.message_attached(py, msg).raised()?;
         let list = PyList::empty(py);
         for entry in &parsed.objects {
             list.append(descriptor_to_py(py, &entry.descriptor)?)?;
@@ -328,7 +329,7 @@ impl FileHandle {
         Ok(py.detach(|| -> CoreResult<String> {
             let (parsed, obj) = self.object(msg, obj)?;
             Ok(parsed.objects[obj].fingerprint(self.message_bytes(msg as usize)))
-        })?)
+        }).raised()?)
     }
 
     /// Reads `index` of object `obj` of message `msg` (numpy outer indexing: slices, ints, 1-D
@@ -349,7 +350,7 @@ impl FileHandle {
         verify_hash: bool,
         threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
-        let (parsed, obj) = self.object_attached(py, msg, obj)?;
+        let (parsed, obj) = self.object_attached(py, msg, obj).raised()?;
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
         read_to_array(py, self.message_bytes(msg as usize), &parsed.objects[obj], index, out, verify_hash, threads, &where_)
     }
@@ -367,12 +368,12 @@ impl FileHandle {
         verify_hash: bool,
         threads: Option<usize>,
     ) -> PyResult<()> {
-        let (parsed, obj) = self.object_attached(py, msg, obj)?;
+        let (parsed, obj) = self.object_attached(py, msg, obj).raised()?;
         let entry = &parsed.objects[obj];
         let where_ = || format!("{}: message {msg}, object {obj}", self.path);
         let bytes = self.message_bytes(msg as usize);
         parse_index(selection, &entry.descriptor.shape)
             .and_then(|index| read_into_out(py, bytes, entry, index, out, verify_hash, threads))
-            .map_err(|e| e.context(&where_()).into())
+            .map_err(|e| e.context(&where_()).raised())
     }
 }

@@ -6,20 +6,14 @@ use pyo3::prelude::*;
 mod buffers;
 mod cbor;
 mod codec;
-mod counters;
-mod errors;
-mod fetch;
+mod exceptions;
 mod file;
 mod frames;
-mod message;
-mod packing;
-mod parallel;
-mod params;
 mod pyarray;
-mod read;
-mod selection;
-mod szip;
 mod table;
+
+// The core's modules, under the names the binding's modules use.
+use tgm_core::{counters, errors, fetch, message, read, selection, szip};
 
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]

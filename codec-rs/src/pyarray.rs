@@ -10,6 +10,7 @@ use tensogram::{DataObjectDescriptor, Dtype};
 
 use crate::buffers;
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::exceptions::Raised;
 use crate::message::ObjectEntry;
 use crate::read::{full_selection, read_object, worth_releasing};
 use crate::selection::AxisSel;
@@ -381,9 +382,9 @@ pub fn read_to_array<'py>(
     threads: Option<usize>,
     where_: &dyn Fn() -> String,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let index = parse_index(index, &entry.descriptor.shape).map_err(|e| e.context(&where_()))?;
+    let index = parse_index(index, &entry.descriptor.shape).map_err(|e| e.context(&where_())).raised()?;
     let out = out_array(py, &entry.descriptor, &index.shape, out, where_)?;
-    read_into_out(py, bytes, entry, index, &out, verify_hash, threads).map_err(|e| e.context(&where_()))?;
+    read_into_out(py, bytes, entry, index, &out, verify_hash, threads).map_err(|e| e.context(&where_())).raised()?;
     Ok(out)
 }
 
@@ -397,7 +398,7 @@ pub fn out_array<'py>(
     where_: &dyn Fn() -> String,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let dtype = || {
-        numpy_dtype(py, desc.dtype).map_err(|e| PyErr::from(CoreError::new(Kind::Codec, format!("{}: {e}", where_()))))
+        numpy_dtype(py, desc.dtype).map_err(|e| CoreError::new(Kind::Codec, format!("{}: {e}", where_())).raised())
     };
     match out {
         None => buffers::empty(py, shape, dtype()?),
@@ -413,7 +414,7 @@ pub fn out_array<'py>(
                 dtype()?
             ),
         )
-        .into()),
+        .raised()),
     }
 }
 

@@ -7,6 +7,7 @@ use tgm_core::table::{Column, Table};
 
 use crate::cbor::to_py;
 use crate::errors::{CoreError, Kind};
+use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, FileHandle};
 
 /// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released;
@@ -17,7 +18,7 @@ pub fn scan<'a>(
     where_: impl Fn(usize) -> String,
 ) -> PyResult<Table> {
     py.detach(|| tgm_core::table::scan(messages))
-        .map_err(|e| CoreError::new(Kind::Format, format!("{}: {}", where_(e.message), e.error)).into())
+        .map_err(|e| CoreError::new(Kind::Format, format!("{}: {}", where_(e.message), e.error)).raised())
 }
 
 fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
