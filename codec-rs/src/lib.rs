@@ -30,6 +30,7 @@ fn take_max_concurrent_reads() -> usize {
 
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    exceptions::add_to(m)?;
     m.add_class::<file::FileHandle>()?;
     m.add_class::<buffers::PooledBuffer>()?;
     buffers::limit_from_env(m.py())?;
