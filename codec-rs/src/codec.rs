@@ -211,7 +211,7 @@ fn reframe(
 
 /// Parses an in-memory message (for the zarr codec: one message per chunk).
 fn parse(buf: &[u8]) -> CoreResult<ParsedMessage> {
-    if crate::file::index_messages(buf)?.len() != 1 {
+    if crate::mapped_file::index_messages(buf)?.len() != 1 {
         return Err(CoreError::new(Kind::Format, "the buffer holds more than one Tensogram message"));
     }
     ParsedMessage::parse(buf)

@@ -2,7 +2,7 @@
 //! core raises are made here, with that module's name, and re-exported there: the binding never
 //! imports the Python package.
 
-use pyo3::exceptions::{PyIndexError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyMemoryError, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -98,6 +98,7 @@ impl Raised for CoreError {
             Kind::Value => PyValueError::new_err(self.message),
             Kind::Type => PyTypeError::new_err(self.message),
             Kind::Memory => PyMemoryError::new_err(self.message),
+            Kind::Os => PyOSError::new_err(self.message),
         }
     }
 }

@@ -14,7 +14,8 @@ use tensogram::wire::{
 
 use crate::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
-use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
+use crate::file::{descriptor_to_py, metadata_to_py};
+use crate::mapped_file::index_messages;
 use crate::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
 use crate::fetch::PayloadRanges;
 use crate::pyarray::{fill_out, out_array, parse_index, read_to_array};

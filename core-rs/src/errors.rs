@@ -14,6 +14,8 @@ pub enum Kind {
     Type,
     /// An allocation failed: `MemoryError`, as numpy raises.
     Memory,
+    /// The operating system refused (opening or mapping a file): `OSError`.
+    Os,
 }
 
 /// An error with its full, user-facing message (file, message and object included).

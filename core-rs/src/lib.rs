@@ -8,6 +8,7 @@ pub mod counters;
 pub mod errors;
 pub mod fetch;
 pub mod frame;
+pub mod mapped_file;
 pub mod message;
 pub mod packing;
 pub mod parallel;
