@@ -52,25 +52,11 @@ fn global_metadata(meta: &Bound<'_, PyDict>, num_objects: usize) -> CoreResult<G
     Ok(global)
 }
 
+/// A dtype an array can be encoded as: any but bitmask (bits, not whole items).
 fn parse_dtype(name: &str) -> CoreResult<Dtype> {
-    use Dtype::*;
-    Ok(match name {
-        "float16" => Float16,
-        "bfloat16" => Bfloat16,
-        "float32" => Float32,
-        "float64" => Float64,
-        "complex64" => Complex64,
-        "complex128" => Complex128,
-        "int8" => Int8,
-        "int16" => Int16,
-        "int32" => Int32,
-        "int64" => Int64,
-        "uint8" => Uint8,
-        "uint16" => Uint16,
-        "uint32" => Uint32,
-        "uint64" => Uint64,
-        _ => return Err(CoreError::new(Kind::Codec, format!("unsupported dtype {name:?}"))),
-    })
+    crate::dtypes::parse(name)
+        .filter(|d| d.byte_width() > 0)
+        .ok_or_else(|| CoreError::new(Kind::Codec, format!("unsupported dtype {name:?}")))
 }
 
 /// A descriptor from upstream's dict form: the named fields, every other key a parameter.

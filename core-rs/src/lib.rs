@@ -5,6 +5,7 @@
 pub mod buffers;
 pub mod cbor;
 pub mod counters;
+pub mod dtypes;
 pub mod errors;
 pub mod fetch;
 pub mod frame;
