@@ -13,7 +13,7 @@ mod pyarray;
 mod table;
 
 // The core's modules, under the names the binding's modules use.
-use tgm_core::{counters, dtypes, errors, fetch, mapped_file, message, read, selection, szip};
+use tgm_core::{counters, dtypes, encode, errors, fetch, mapped_file, message, read, selection};
 
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]

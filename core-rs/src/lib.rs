@@ -6,6 +6,7 @@ pub mod buffers;
 pub mod cbor;
 pub mod counters;
 pub mod dtypes;
+pub mod encode;
 pub mod errors;
 pub mod fetch;
 pub mod frame;
