@@ -11,7 +11,7 @@
 //! [`DEFAULT_LIMIT_MB`]; 0 turns it off), so what it holds is bounded by what the process had
 //! alive at once.
 
-use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
+use std::alloc::{alloc, dealloc, Layout};
 use std::ptr::{self, NonNull};
 use std::sync::Mutex;
 
@@ -20,7 +20,8 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::errors::{CoreError, CoreResult};
+use crate::errors::CoreError;
+use crate::exceptions::Raised;
 
 /// Arrays smaller than this come from numpy's allocator: malloc keeps such blocks.
 pub const MIN_POOLED: usize = 256 * 1024;
@@ -154,23 +155,6 @@ impl Drop for PooledBuffer {
     }
 }
 
-/// A zeroed `Vec` of `len` bytes, or `MemoryError` when it cannot be had: sizes that come
-/// from a file's descriptor must not abort the process.
-pub fn try_zeroed(len: usize, what: &str) -> CoreResult<Vec<u8>> {
-    let Some(layout) = Layout::array::<u8>(len).ok().filter(|l| l.size() > 0) else {
-        return if len == 0 { Ok(Vec::new()) } else { Err(CoreError::out_of_memory(len, what)) };
-    };
-    // Zeroed by the allocator, as `vec![0; len]` is: fresh pages need no writing.
-    // SAFETY: the layout is not zero-sized.
-    let ptr = unsafe { alloc_zeroed(layout) };
-    if ptr.is_null() {
-        return Err(CoreError::out_of_memory(len, what));
-    }
-    // SAFETY: `ptr` holds `len` initialised bytes, allocated by the global allocator with
-    // `u8`'s alignment, as a `Vec<u8>` of capacity `len` would be.
-    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
-}
-
 /// A new uninitialised C-contiguous array, from the pool when it is big enough.
 pub fn empty<'py>(py: Python<'py>, shape: &[usize], dtype: Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyUntypedArray>> {
     let len = shape.iter().try_fold(dtype.itemsize(), |acc, &n| acc.checked_mul(n));
@@ -180,7 +164,7 @@ pub fn empty<'py>(py: Python<'py>, shape: &[usize], dtype: Bound<'py, PyArrayDes
             .call_method1("empty", (PyTuple::new(py, shape)?, dtype))?
             .cast_into::<PyUntypedArray>()?);
     };
-    let block = take(len).ok_or_else(|| CoreError::out_of_memory(len, "the array"))?;
+    let block = take(len).ok_or_else(|| CoreError::out_of_memory(len, "the array")).raised()?;
     let data = block.ptr.as_ptr();
     let owner = Bound::new(py, PooledBuffer { block: Some(block) })?;
     let mut dims: Vec<npy_intp> = shape.iter().map(|&n| n as npy_intp).collect();

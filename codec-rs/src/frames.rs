@@ -13,7 +13,9 @@ use tensogram::wire::{
 };
 
 use crate::errors::{CoreError, Kind};
-use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
+use crate::exceptions::Raised;
+use crate::file::{descriptor_to_py, metadata_to_py};
+use crate::mapped_file::index_messages;
 use crate::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
 use crate::fetch::PayloadRanges;
 use crate::pyarray::{fill_out, out_array, parse_index, read_to_array};
@@ -33,7 +35,7 @@ fn u64_at(buf: &[u8], at: usize) -> u64 {
 #[pyfunction]
 pub fn parse_preamble(buf: &[u8]) -> PyResult<(u64, &'static str)> {
     let preamble = Preamble::read_from(buf)
-        .map_err(|e| CoreError::from_tensogram(&e, "not a message start (bad preamble)"))?;
+        .map_err(|e| CoreError::from_tensogram(&e, "not a message start (bad preamble)")).raised()?;
     let has = |flag| preamble.flags.has(flag);
     let layout = if preamble.total_length == 0 {
         "whole"
@@ -59,7 +61,7 @@ pub fn parse_postamble(buf: &[u8]) -> PyResult<(u64, u64)> {
     let postamble = tail
         .filter(|t| t.ends_with(END_MAGIC))
         .ok_or_else(|| format_err("the message does not end with a postamble"))
-        .and_then(|t| Postamble::read_from(t).map_err(|e| CoreError::from_tensogram(&e, "bad postamble")))?;
+        .and_then(|t| Postamble::read_from(t).map_err(|e| CoreError::from_tensogram(&e, "bad postamble"))).raised()?;
     Ok((postamble.first_footer_offset, postamble.total_length))
 }
 
@@ -96,32 +98,32 @@ pub fn parse_frames<'py>(py: Python<'py>, buf: &[u8], offset: u64) -> PyResult<B
         if rest.len() < FRAME_HEADER_SIZE {
             break Stop::Need(pos + FRAME_HEADER_SIZE);
         }
-        let header = FrameHeader::read_from(rest).map_err(|e| CoreError::from_tensogram(&e, "bad frame header"))?;
+        let header = FrameHeader::read_from(rest).map_err(|e| CoreError::from_tensogram(&e, "bad frame header")).raised()?;
         if matches!(header.frame_type, FrameType::NTensorFrame | FrameType::PrecederMetadata) {
             break Stop::Data;
         }
         let length = usize::try_from(header.total_length).unwrap_or(usize::MAX);
         if length < FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE {
-            return Err(format_err(format!("frame at byte {} is {length} bytes long: corrupt", offset as usize + pos)).into());
+            return Err(format_err(format!("frame at byte {} is {length} bytes long: corrupt", offset as usize + pos)).raised());
         }
         let Some(frame) = rest.get(..length) else {
             break Stop::Need(pos.saturating_add(length));
         };
         if !frame.ends_with(FRAME_END) {
-            return Err(format_err(format!("frame at byte {} has no end marker: corrupt", offset as usize + pos)).into());
+            return Err(format_err(format!("frame at byte {} has no end marker: corrupt", offset as usize + pos)).raised());
         }
         let body = &frame[FRAME_HEADER_SIZE..length - FRAME_COMMON_FOOTER_SIZE];
         match header.frame_type {
             FrameType::HeaderMetadata | FrameType::FooterMetadata => {
                 metadata = Some(
                     tensogram::metadata::cbor_to_global_metadata(body)
-                        .map_err(|e| CoreError::from_tensogram(&e, "bad metadata frame"))?,
+                        .map_err(|e| CoreError::from_tensogram(&e, "bad metadata frame")).raised()?,
                 )
             }
             FrameType::HeaderIndex | FrameType::FooterIndex => {
                 let parsed =
-                    tensogram::metadata::cbor_to_index(body).map_err(|e| CoreError::from_tensogram(&e, "bad index frame"))?;
-                check_index_order(&parsed.offsets, &parsed.lengths)?;
+                    tensogram::metadata::cbor_to_index(body).map_err(|e| CoreError::from_tensogram(&e, "bad index frame")).raised()?;
+                check_index_order(&parsed.offsets, &parsed.lengths).raised()?;
                 index = Some(parsed)
             }
             _ => {}
@@ -158,25 +160,25 @@ fn check_index_order(offsets: &[u64], lengths: &[u64]) -> Result<(), CoreError> 
 /// item at `cbor_offset`. The frame's own header must agree with the index.
 #[pyfunction]
 pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> PyResult<(u64, Option<u64>)> {
-    let header = FrameHeader::read_from(head).map_err(|e| CoreError::from_tensogram(&e, "bad frame header"))?;
+    let header = FrameHeader::read_from(head).map_err(|e| CoreError::from_tensogram(&e, "bad frame header")).raised()?;
     if header.frame_type != FrameType::NTensorFrame {
-        return Err(format_err(format!("expected a data-object frame, found {:?}", header.frame_type)).into());
+        return Err(format_err(format!("expected a data-object frame, found {:?}", header.frame_type)).raised());
     }
     if header.total_length != length {
         return Err(format_err(format!(
             "the index gives a data-object frame {length} bytes, its header {}: corrupt",
             header.total_length
         ))
-        .into());
+        .raised());
     }
     if tail.len() < DATA_OBJECT_FOOTER_SIZE || !tail.ends_with(FRAME_END) {
-        return Err(format_err("the data-object frame has no end marker: corrupt or truncated").into());
+        return Err(format_err("the data-object frame has no end marker: corrupt or truncated").raised());
     }
     let footer = &tail[tail.len() - DATA_OBJECT_FOOTER_SIZE..];
     let cbor_offset = u64_at(footer, 0);
     let hash = (header.flags & FrameFlags::HASH_PRESENT != 0).then(|| u64_at(footer, 8));
     if cbor_offset < FRAME_HEADER_SIZE as u64 || cbor_offset + DATA_OBJECT_FOOTER_SIZE as u64 > header.total_length {
-        return Err(format_err(format!("descriptor offset {cbor_offset} lies outside the frame: corrupt")).into());
+        return Err(format_err(format!("descriptor offset {cbor_offset} lies outside the frame: corrupt")).raised());
     }
     Ok((cbor_offset, hash))
 }
@@ -184,19 +186,19 @@ pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> PyResult<(u64, Opt
 /// The descriptor encoded by the CBOR item at the start of `cbor`, as a dict.
 #[pyfunction]
 pub fn parse_descriptor<'py>(py: Python<'py>, cbor: &[u8]) -> PyResult<Bound<'py, PyDict>> {
-    descriptor_to_py(py, &object_descriptor(cbor)?)
+    descriptor_to_py(py, &object_descriptor(cbor).raised()?)
 }
 
 /// `(offset, length)` of every message in `buf`, which they must tile.
 #[pyfunction]
 pub fn message_spans(py: Python<'_>, buf: &[u8]) -> PyResult<Vec<(usize, usize)>> {
-    Ok(py.detach(|| index_messages(buf))?)
+    Ok(py.detach(|| index_messages(buf)).raised()?)
 }
 
 /// A whole message: `(metadata, [(descriptor, frame_offset, frame_length), ...])`.
 #[pyfunction]
 pub fn parse_message<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
-    let parsed = py.detach(|| ParsedMessage::parse(buf))?;
+    let parsed = py.detach(|| ParsedMessage::parse(buf)).raised()?;
     let objects = PyList::empty(py);
     for entry in &parsed.objects {
         objects.append((descriptor_to_py(py, &entry.descriptor)?, entry.frame.start, entry.frame.len()))?;
@@ -218,7 +220,7 @@ pub fn read_frame<'py>(
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let bytes = frame.as_bytes();
-    let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context))?;
+    let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context)).raised()?;
     read_to_array(py, bytes, &entry, index, out, verify_hash, threads, &|| context.to_owned())
 }
 
@@ -238,7 +240,7 @@ pub fn read_payload_ranges<'py>(
     out: Option<Bound<'py, PyUntypedArray>>,
     context: &str,
 ) -> PyResult<Option<Bound<'py, PyUntypedArray>>> {
-    let in_context = |e: CoreError| PyErr::from(e.context(context));
+    let in_context = |e: CoreError| e.context(context).raised();
     let desc = object_descriptor(cbor).map_err(in_context)?;
     let index = parse_index(index, &desc.shape).map_err(in_context)?;
     let shape = index.shape.clone();
@@ -262,14 +264,14 @@ fn object_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, CoreError> {
 #[pyfunction]
 pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult<String> {
     let bytes = frame.as_bytes();
-    Ok(py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes)))?)
+    Ok(py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes))).raised()?)
 }
 
 /// The same fingerprint from the frame's descriptor (the CBOR item starting `cbor`) and its
 /// inline hash: what a remote reader knows without fetching the payload.
 #[pyfunction]
 pub fn hashed_fingerprint(cbor: &[u8], frame_hash: u64) -> PyResult<String> {
-    Ok(fingerprint(&object_descriptor(cbor)?, Stored::FrameHash(frame_hash)))
+    Ok(fingerprint(&object_descriptor(cbor).raised()?, Stored::FrameHash(frame_hash)))
 }
 
 #[cfg(test)]

@@ -6,21 +6,15 @@ use pyo3::prelude::*;
 mod buffers;
 mod cbor;
 mod codec;
-mod counters;
-mod errors;
-mod fetch;
+mod exceptions;
 mod file;
 mod frames;
-mod message;
-mod packing;
-mod parallel;
-mod params;
 mod pyarray;
-mod read;
 mod remote;
-mod selection;
-mod szip;
 mod table;
+
+// The core's modules, under the names the binding's modules use.
+use tgm_core::{counters, dtypes, encode, errors, fetch, mapped_file, message, read, selection};
 
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]
@@ -37,6 +31,7 @@ fn take_max_concurrent_reads() -> usize {
 
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    exceptions::add_to(m)?;
     m.add_class::<file::FileHandle>()?;
     m.add_class::<buffers::PooledBuffer>()?;
     remote::register(m)?;

@@ -5,11 +5,14 @@ use std::os::raw::c_int;
 use numpy::npyffi::{NPY_ARRAY_WRITEABLE, NPY_TYPES};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple, PyTupleMethods};
 use tensogram::{DataObjectDescriptor, Dtype};
 
 use crate::buffers;
+use crate::dtypes;
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::exceptions::Raised;
 use crate::message::ObjectEntry;
 use crate::read::{full_selection, read_object, worth_releasing};
 use crate::selection::AxisSel;
@@ -67,27 +70,6 @@ fn descr_of<'a, 'py>(array: &'a Bound<'py, PyUntypedArray>) -> Borrowed<'a, 'py,
     }
 }
 
-/// numpy's type number for a Tensogram dtype (`None` where no builtin one matches).
-fn npy_type(dtype: Dtype) -> Option<NPY_TYPES> {
-    use NPY_TYPES::*;
-    Some(match dtype {
-        Dtype::Float16 => NPY_HALF,
-        Dtype::Float32 => NPY_FLOAT,
-        Dtype::Float64 => NPY_DOUBLE,
-        Dtype::Complex64 => NPY_CFLOAT,
-        Dtype::Complex128 => NPY_CDOUBLE,
-        Dtype::Int8 => NPY_BYTE,
-        Dtype::Int16 => NPY_SHORT,
-        Dtype::Int32 => NPY_INT,
-        Dtype::Int64 => NPY_LONG,
-        Dtype::Uint8 => NPY_UBYTE,
-        Dtype::Uint16 => NPY_USHORT,
-        Dtype::Uint32 => NPY_UINT,
-        Dtype::Uint64 => NPY_ULONG,
-        _ => return None,
-    })
-}
-
 /// Whether `out` has the object's shape and dtype, checked without making a dtype object where
 /// the type numbers already agree (the usual case).
 fn out_fits(out: &Bound<'_, PyUntypedArray>, shape: &[usize], dtype: Dtype) -> PyResult<bool> {
@@ -95,10 +77,10 @@ fn out_fits(out: &Bound<'_, PyUntypedArray>, shape: &[usize], dtype: Dtype) -> P
         return Ok(false);
     }
     let descr = descr_of(out);
-    if npy_type(dtype).is_some_and(|t| descr.num() == t as c_int) && descr.is_native_byteorder() != Some(false) {
+    if builtin_dtype(out.py(), dtype).is_some_and(|d| descr.num() == d.num()) && descr.is_native_byteorder() != Some(false) {
         return Ok(true);
     }
-    Ok(descr.is_equiv_to(&numpy_dtype(out.py(), dtype)?))
+    Ok(descr.is_equiv_to(&numpy_dtype(out.py(), dtype).raised()?))
 }
 
 /// The bytes of a read-only, C-contiguous numpy array (an encoder's input).
@@ -346,25 +328,31 @@ fn int64_index(array: &Bound<'_, PyUntypedArray>, axis: usize, n: u64, made: &mu
     InBuffer::new(&made_array(converted, made), "index")
 }
 
-/// The numpy dtype of a Tensogram dtype (bfloat16 through `tgm_xarray.file.numpy_dtype`, which
-/// knows where ml_dtypes keeps it).
-fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> PyResult<Bound<'py, PyArrayDescr>> {
-    Ok(match dtype {
-        Dtype::Float32 => numpy::dtype::<f32>(py),
-        Dtype::Float64 => numpy::dtype::<f64>(py),
-        Dtype::Int8 => numpy::dtype::<i8>(py),
-        Dtype::Int16 => numpy::dtype::<i16>(py),
-        Dtype::Int32 => numpy::dtype::<i32>(py),
-        Dtype::Int64 => numpy::dtype::<i64>(py),
-        Dtype::Uint8 => numpy::dtype::<u8>(py),
-        Dtype::Uint16 => numpy::dtype::<u16>(py),
-        Dtype::Uint32 => numpy::dtype::<u32>(py),
-        Dtype::Uint64 => numpy::dtype::<u64>(py),
-        other => py
-            .import("tgm_xarray.file")?
-            .call_method1("numpy_dtype", (other.to_string(),))?
-            .cast_into::<PyArrayDescr>()?,
-    })
+/// The numpy dtypes of the core's table (`tgm_core::dtypes`), made once per interpreter.
+static BUILTIN_DTYPES: PyOnceLock<Vec<(Dtype, Py<PyArrayDescr>)>> = PyOnceLock::new();
+
+/// numpy's builtin dtype for a Tensogram dtype, borrowed (`None` where numpy has none).
+fn builtin_dtype(py: Python<'_>, dtype: Dtype) -> Option<&Bound<'_, PyArrayDescr>> {
+    let table = BUILTIN_DTYPES.get_or_init(py, || {
+        dtypes::numpy_typestrs()
+            .map(|(d, typestr)| (d, PyArrayDescr::new(py, typestr).expect("numpy knows its type strings").unbind()))
+            .collect()
+    });
+    table.iter().find(|(d, _)| *d == dtype).map(|(_, descr)| descr.bind(py))
+}
+
+/// The numpy dtype of a Tensogram dtype: numpy's own, or for bfloat16 ml_dtypes'.
+fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> CoreResult<Bound<'py, PyArrayDescr>> {
+    if let Some(descr) = builtin_dtype(py, dtype) {
+        return Ok(descr.clone());
+    }
+    match dtype {
+        Dtype::Bfloat16 => py
+            .import("ml_dtypes")
+            .and_then(|m| PyArrayDescr::new(py, m.getattr("bfloat16")?))
+            .map_err(|_| CoreError::new(Kind::Codec, "bfloat16 objects need the ml_dtypes package")),
+        other => Err(CoreError::new(Kind::Codec, format!("{other} objects cannot be read as arrays"))),
+    }
 }
 
 /// Reads `index` of object `entry` (stored in `bytes`) into `out`, or into a new array when
@@ -381,9 +369,9 @@ pub fn read_to_array<'py>(
     threads: Option<usize>,
     where_: &dyn Fn() -> String,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let index = parse_index(index, &entry.descriptor.shape).map_err(|e| e.context(&where_()))?;
+    let index = parse_index(index, &entry.descriptor.shape).map_err(|e| e.context(&where_())).raised()?;
     let out = out_array(py, &entry.descriptor, &index.shape, out, where_)?;
-    read_into_out(py, bytes, entry, index, &out, verify_hash, threads).map_err(|e| e.context(&where_()))?;
+    read_into_out(py, bytes, entry, index, &out, verify_hash, threads).map_err(|e| e.context(&where_())).raised()?;
     Ok(out)
 }
 
@@ -396,9 +384,7 @@ pub fn out_array<'py>(
     out: Option<Bound<'py, PyUntypedArray>>,
     where_: &dyn Fn() -> String,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let dtype = || {
-        numpy_dtype(py, desc.dtype).map_err(|e| PyErr::from(CoreError::new(Kind::Codec, format!("{}: {e}", where_()))))
-    };
+    let dtype = || numpy_dtype(py, desc.dtype).map_err(|e| e.context(&where_()).raised());
     match out {
         None => buffers::empty(py, shape, dtype()?),
         Some(out) if out_fits(&out, shape, desc.dtype)? => Ok(out),
@@ -413,7 +399,7 @@ pub fn out_array<'py>(
                 dtype()?
             ),
         )
-        .into()),
+        .raised()),
     }
 }
 

@@ -13,11 +13,13 @@ use tgm_core::remote_walk::{indexed, Describe, Found, Part, Ranges, Scan, Settin
 use tgm_core::table::Table;
 
 use crate::errors::{CoreError, Kind};
-use crate::file::{descriptor_to_py, index_messages, metadata_to_py};
+use crate::exceptions::Raised;
+use crate::file::{descriptor_to_py, metadata_to_py};
+use crate::mapped_file::index_messages;
 use crate::message::{fingerprint, ParsedMessage, Stored};
 
 fn format_err(m: impl Into<String>) -> PyErr {
-    CoreError::new(Kind::Format, m).into()
+    CoreError::new(Kind::Format, m).raised()
 }
 
 /// Calls `fetch(ranges)`, which returns the bytes of each range.
@@ -176,7 +178,7 @@ impl RemoteMessages {
     fn message(&self, msg: usize) -> PyResult<&Message> {
         let n = self.messages.len();
         self.messages.get(msg).ok_or_else(|| {
-            CoreError::new(Kind::Index, format!("{}: message {msg} is out of range ({n} messages)", self.source)).into()
+            CoreError::new(Kind::Index, format!("{}: message {msg} is out of range ({n} messages)", self.source)).raised()
         })
     }
 
@@ -206,7 +208,7 @@ impl RemoteMessages {
         let frames = self.frames(msg)?;
         frames.get(obj).copied().ok_or_else(|| {
             let message = format!("{}: message {msg}: object {obj} is out of range ({} objects)", self.source, frames.len());
-            CoreError::new(Kind::Index, message).into()
+            CoreError::new(Kind::Index, message).raised()
         })
     }
 }

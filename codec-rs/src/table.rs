@@ -7,7 +7,9 @@ use tgm_core::table::{Column, Table};
 
 use crate::cbor::to_py;
 use crate::errors::{CoreError, Kind};
+use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, FileHandle};
+use crate::mapped_file::MappedFile;
 
 /// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released;
 /// `where_(i)` names message `i` in an error.
@@ -17,7 +19,7 @@ pub fn scan<'a>(
     where_: impl Fn(usize) -> String,
 ) -> PyResult<Table> {
     py.detach(|| tgm_core::table::scan(messages))
-        .map_err(|e| CoreError::new(Kind::Format, format!("{}: {}", where_(e.message), e.error)).into())
+        .map_err(|e| CoreError::new(Kind::Format, format!("{}: {}", where_(e.message), e.error)).raised())
 }
 
 fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
@@ -85,11 +87,11 @@ pub fn scan_table<'py>(py: Python<'py>, source: &str, messages: Vec<(usize, Vec<
 /// file to the next; byte ranges stay within each message's own file.
 #[pyfunction]
 pub fn scan_files<'py>(py: Python<'py>, handles: Vec<PyRef<'py, FileHandle>>) -> PyResult<Bound<'py, PyDict>> {
-    let files: Vec<&FileHandle> = handles.iter().map(|h| &**h).collect();
+    let files: Vec<&MappedFile> = handles.iter().map(|h| h.file()).collect();
     let where_ = |mut m: usize| {
         for f in &files {
             if m < f.message_count() {
-                return format!("{}: message {m}", f.path_str());
+                return format!("{}: message {m}", f.path());
             }
             m -= f.message_count();
         }

@@ -5,25 +5,15 @@ a read keeps working); messages name the file, the message and the object concer
 file stays a ``FileNotFoundError``.
 """
 
-
-class TgmError(ValueError):
-    """Base class of every tgm-xarray error."""
-
-
-class TgmFormatError(TgmError):
-    """The bytes are not a well-formed Tensogram file: truncated, corrupt or another format."""
-
-
-class TgmCodecError(TgmError):
-    """An object's encoding, filter or compression is unsupported, or its payload fails to decode."""
-
-
-class TgmHashMismatchError(TgmError):
-    """An object's stored xxh3 hash does not match its bytes (with ``verify_hash=True``)."""
-
-
-class TgmIndexError(TgmError, IndexError):
-    """A message, object or element index is out of range."""
+# The classes the Rust core raises are made by `_core` (with this module's name, so they pickle
+# and print as this module's): the core never imports this package.
+from tgm_xarray._core import (  # noqa: F401  (re-exported)
+    TgmCodecError,
+    TgmError,
+    TgmFormatError,
+    TgmHashMismatchError,
+    TgmIndexError,
+)
 
 
 class TgmConflictError(TgmError):

@@ -1,10 +1,9 @@
-//! Errors of the core, raised in Python as the classes of `tgm_xarray.errors`.
+//! Errors of the core: a kind and a full message. The binding raises each kind as its Python
+//! exception class (`codec-rs/src/exceptions.rs`).
 
-use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
-use pyo3::prelude::*;
 use tensogram::TensogramError;
 
-/// Which `tgm_xarray.errors` class an error becomes.
+/// Which Python exception class an error becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Format,
@@ -15,6 +14,8 @@ pub enum Kind {
     Type,
     /// An allocation failed: `MemoryError`, as numpy raises.
     Memory,
+    /// The operating system refused (opening or mapping a file): `OSError`.
+    Os,
 }
 
 /// An error with its full, user-facing message (file, message and object included).
@@ -50,25 +51,5 @@ impl CoreError {
     /// Prefixes the message with more context (the file, the message, the object).
     pub fn context(self, prefix: &str) -> Self {
         CoreError { kind: self.kind, message: format!("{prefix}: {}", self.message) }
-    }
-}
-
-impl From<CoreError> for PyErr {
-    fn from(err: CoreError) -> PyErr {
-        let class = match err.kind {
-            Kind::Format => "TgmFormatError",
-            Kind::Codec => "TgmCodecError",
-            Kind::Hash => "TgmHashMismatchError",
-            Kind::Index => "TgmIndexError",
-            Kind::Value => return PyValueError::new_err(err.message),
-            Kind::Type => return PyTypeError::new_err(err.message),
-            Kind::Memory => return PyMemoryError::new_err(err.message),
-        };
-        Python::attach(|py| {
-            match py.import("tgm_xarray.errors").and_then(|m| m.getattr(class)) {
-                Ok(cls) => PyErr::from_type(cls.cast_into().expect("an exception class"), err.message),
-                Err(import_err) => import_err,
-            }
-        })
     }
 }

@@ -45,7 +45,7 @@ impl AxisSel {
         }
     }
 
-    pub(crate) fn is_full(&self, n: u64) -> bool {
+    pub fn is_full(&self, n: u64) -> bool {
         matches!(self, AxisSel::Range { start: 0, step: 1, len } if *len == n)
             || (n == 1 && self.len() == 1)
     }

@@ -146,4 +146,4 @@ pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
     }
 }
 
-pub use tgm_core::frame::inline_hash;
+pub use crate::frame::inline_hash;

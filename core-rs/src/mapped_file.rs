@@ -1,0 +1,292 @@
+//! One mapped `.tgm` file: the walk that finds its messages, and each message's frames parsed
+//! on first use. The binding's `FileHandle` is this and its Python methods.
+
+use std::fs::File;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use memmap2::Mmap;
+use tensogram::wire::{FrameHeader, Preamble, END_MAGIC, FRAME_HEADER_SIZE, FRAME_MAGIC, MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE};
+
+use crate::errors::{CoreError, CoreResult, Kind};
+use crate::message::ParsedMessage;
+
+/// A `.tgm` file mapped once and shared by every thread: `&self` methods only.
+pub struct MappedFile {
+    path: String,
+    map: Mmap,
+    /// `(offset, length)` of every message; together they cover the file exactly.
+    spans: Vec<(usize, usize)>,
+    /// Each message's frames, parsed on first use.
+    parsed: Vec<OnceLock<CoreResult<ParsedMessage>>>,
+}
+
+/// Finds every message, requiring that they tile the file: a truncated message or bytes that
+/// belong to no message are errors, never skipped (`tensogram::scan` skips them silently).
+pub fn index_messages(data: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
+    index_messages_with(data, |_| {})
+}
+
+/// `index_messages`, calling `passed(end)` after each message.
+fn index_messages_with(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult<Vec<(usize, usize)>> {
+    let format = |m: String| CoreError::new(Kind::Format, m);
+    if data.is_empty() {
+        return Err(format("the file is empty".into()));
+    }
+    if !data.starts_with(MAGIC) {
+        return Err(format("not a Tensogram file (it does not start with the magic bytes TENSOGRM)".into()));
+    }
+    let mut spans = Vec::new();
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let here = |m: &str| {
+            format(format!("bytes {pos}..{} (after {} complete message(s)) {m}", data.len(), spans.len()))
+        };
+        if !data[pos..].starts_with(MAGIC) {
+            return Err(here("are not a message: trailing garbage or a corrupt file"));
+        }
+        let preamble = Preamble::read_from(&data[pos..]).map_err(|_| here("are a truncated message"))?;
+        let length = if preamble.total_length > 0 {
+            let length = usize::try_from(preamble.total_length).unwrap_or(usize::MAX);
+            let end = pos.checked_add(length).filter(|&e| e <= data.len() && length >= PREAMBLE_SIZE + POSTAMBLE_SIZE);
+            match end {
+                Some(end) if &data[end - END_MAGIC.len()..end] == END_MAGIC => length,
+                Some(_) => return Err(here("are a message whose end marker is missing (corrupt file)")),
+                None => return Err(here("are a truncated message")),
+            }
+        } else {
+            streaming_length(&data[pos..]).ok_or_else(|| here("are a truncated or corrupt streaming-mode message"))?
+        };
+        spans.push((pos, length));
+        pos += length;
+        passed(pos);
+    }
+    Ok(spans)
+}
+
+/// The length of a message written in streaming mode (no length in its preamble), found by
+/// walking its frame headers to the postamble: searching for the end marker instead would stop
+/// inside any payload that happens to contain those eight bytes.
+fn streaming_length(msg: &[u8]) -> Option<usize> {
+    let mut pos = PREAMBLE_SIZE;
+    loop {
+        let rest = msg.get(pos..)?;
+        if rest.starts_with(FRAME_MAGIC) {
+            let length = usize::try_from(FrameHeader::read_from(rest).ok()?.total_length).ok()?;
+            if length < FRAME_HEADER_SIZE {
+                return None;
+            }
+            // Frames start at 8-byte offsets from the message start.
+            pos = pos.checked_add(length)?.checked_add(7)? & !7;
+        } else {
+            let end = pos.checked_add(POSTAMBLE_SIZE)?;
+            return (msg.get(end - END_MAGIC.len()..end)? == END_MAGIC).then_some(end);
+        }
+    }
+}
+
+/// Scans release the pages they have passed every this many bytes.
+const RELEASE_WINDOW: usize = 32 << 20;
+
+/// Drops the mapped pages of `range` from the process's resident memory. A scan touches a page or
+/// two of every message: without this, opening a 1 GB archive of small messages kept ~1 GB
+/// resident. The pages stay in the kernel's page cache and a later read maps them again.
+fn release(map: &Mmap, range: Range<usize>) {
+    if !range.is_empty() {
+        // SAFETY: the map is read-only and file-backed: dropping its pages only makes the next
+        // access fault them in again from the file, with the same contents.
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len()) };
+    }
+}
+
+impl MappedFile {
+    /// Maps the file at `path` and finds its messages.
+    pub fn open(path: &str) -> CoreResult<MappedFile> {
+        let os = |e: std::io::Error| CoreError::new(Kind::Os, format!("{path}: {e}"));
+        let file = File::open(path).map_err(os)?;
+        let size = file.metadata().map_err(os)?.len();
+        let map = if size == 0 {
+            // mmap refuses empty files; an empty anonymous map gives the same "empty file" error.
+            memmap2::MmapOptions::new().len(0).map_anon().and_then(|m| m.make_read_only())
+        } else {
+            // SAFETY: the map is read-only; a file truncated by another process while mapped
+            // is outside what any mmap reader can defend against (documented in docs/errors.md).
+            unsafe { Mmap::map(&file) }
+        }
+        .map_err(|e| CoreError::new(Kind::Os, format!("{path}: cannot map the file: {e}")))?;
+        let mut released = 0;
+        let spans = index_messages_with(&map, |pos| {
+            if pos - released >= RELEASE_WINDOW {
+                release(&map, released..pos);
+                released = pos;
+            }
+        })
+        .map_err(|e| e.context(path))?;
+        release(&map, 0..map.len());
+        let parsed = spans.iter().map(|_| OnceLock::new()).collect();
+        Ok(MappedFile { path: path.to_owned(), map, spans, parsed })
+    }
+
+    /// Drops the file's pages from the process's resident memory (see `release`).
+    pub fn release_all(&self) {
+        release(&self.map, 0..self.map.len())
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn message_count(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// `(offset, bytes)` of every message, in file order; the pages of messages passed are
+    /// released as the walk goes on (see `release`).
+    pub fn messages(&self) -> impl Iterator<Item = (usize, &[u8])> + Send + '_ {
+        let mut released = 0;
+        self.spans.iter().map(move |&(offset, length)| {
+            if offset - released >= RELEASE_WINDOW {
+                release(&self.map, released..offset);
+                released = offset;
+            }
+            (offset, &self.map[offset..offset + length])
+        })
+    }
+
+    /// Message `msg` as an index, or an error naming the file (negative indices included).
+    pub fn check_message(&self, msg: i64) -> CoreResult<usize> {
+        usize::try_from(msg).ok().filter(|&m| m < self.spans.len()).ok_or_else(|| {
+            CoreError::new(
+                Kind::Index,
+                format!("{}: message {msg} is out of range ({} messages)", self.path, self.spans.len()),
+            )
+        })
+    }
+
+    pub fn message_bytes(&self, msg: usize) -> &[u8] {
+        let (offset, length) = self.spans[msg];
+        &self.map[offset..offset + length]
+    }
+
+    /// The parsed frames of message `msg` (parsed on first use, then shared).
+    pub fn message(&self, msg: i64) -> CoreResult<&ParsedMessage> {
+        let msg = self.check_message(msg)?;
+        self.parsed[msg]
+            .get_or_init(|| {
+                ParsedMessage::parse(self.message_bytes(msg))
+                    .map_err(|e| e.context(&format!("{}: message {msg}", self.path)))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Message `msg` parsed and object `obj`'s place in it, or an error naming the file.
+    pub fn object(&self, msg: i64, obj: i64) -> CoreResult<(&ParsedMessage, usize)> {
+        let parsed = self.message(msg)?;
+        let Some(obj) = usize::try_from(obj).ok().filter(|&o| o < parsed.objects.len()) else {
+            return Err(CoreError::new(
+                Kind::Index,
+                format!(
+                    "{}: message {msg}: object {obj} is out of range ({} objects)",
+                    self.path,
+                    parsed.objects.len()
+                ),
+            ));
+        };
+        Ok((parsed, obj))
+    }
+
+    /// The file's size in bytes.
+    pub fn size(&self) -> usize {
+        self.map.len()
+    }
+
+    /// `(offset, length)` of every message, in file order.
+    pub fn spans(&self) -> &[(usize, usize)] {
+        &self.spans
+    }
+
+    /// Whether message `msg` has been parsed already (a lookup that costs nothing).
+    pub fn is_parsed(&self, msg: i64) -> bool {
+        usize::try_from(msg).ok().and_then(|m| self.parsed.get(m)).is_some_and(|p| p.get().is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata, StreamingEncoder};
+
+    fn descriptor(n: u64) -> DataObjectDescriptor {
+        DataObjectDescriptor {
+            obj_type: "ntensor".into(),
+            ndim: 1,
+            shape: vec![n],
+            strides: vec![1],
+            dtype: Dtype::Uint8,
+            byte_order: ByteOrder::native(),
+            encoding: "none".into(),
+            filter: "none".into(),
+            compression: "none".into(),
+            masks: None,
+            params: Default::default(),
+        }
+    }
+
+    /// A message of one object holding `values`.
+    fn message(values: &[u8]) -> Vec<u8> {
+        let desc = descriptor(values.len() as u64);
+        tensogram::encode(&GlobalMetadata::default(), &[(&desc, values)], &EncodeOptions::default()).unwrap()
+    }
+
+    /// The same, written in streaming mode (no length in the preamble). Its payload holds the
+    /// end marker: a walk that searched for it would stop inside the payload.
+    fn streaming_message() -> Vec<u8> {
+        let mut encoder = StreamingEncoder::new(Vec::new(), &GlobalMetadata::default(), &EncodeOptions::default()).unwrap();
+        let values = [END_MAGIC.as_slice(), END_MAGIC].concat();
+        encoder.write_object(&descriptor(values.len() as u64), &values).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    fn error(data: &[u8]) -> String {
+        let err = index_messages(data).unwrap_err();
+        assert_eq!(err.kind, Kind::Format);
+        err.message
+    }
+
+    #[test]
+    fn messages_must_tile_the_file() {
+        let (a, b, s) = (message(&[1, 2, 3]), message(&[4; 100]), streaming_message());
+        let file = [a.as_slice(), &s, &b].concat();
+        assert_eq!(index_messages(&file).unwrap(), vec![(0, a.len()), (a.len(), s.len()), (a.len() + s.len(), b.len())]);
+
+        assert!(error(&[]).contains("the file is empty"));
+        assert!(error(b"GRIB....").contains("not a Tensogram file"));
+        assert!(error(&[a.as_slice(), b"junk"].concat()).contains("trailing garbage"));
+        let truncated = &file[..file.len() - 1];
+        assert!(error(truncated).contains("truncated"), "{}", error(truncated));
+        assert!(error(truncated).contains("after 2 complete message(s)"));
+        assert!(error(&s[..s.len() - 1]).contains("streaming-mode"));
+    }
+
+    #[test]
+    fn a_mapped_file_names_itself_in_errors() {
+        let path = std::env::temp_dir().join(format!("tgm-core-mapped-{}.tgm", std::process::id()));
+        std::fs::write(&path, [message(&[1, 2, 3]), message(&[4, 5])].concat()).unwrap();
+        let name = path.to_str().unwrap();
+        let file = MappedFile::open(name).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(file.message_count(), 2);
+        assert!(!file.is_parsed(1));
+        let (parsed, obj) = file.object(1, 0).unwrap();
+        assert_eq!(parsed.objects[obj].descriptor.shape, vec![2]);
+        assert!(file.is_parsed(1) && !file.is_parsed(0));
+        for err in [file.check_message(2).unwrap_err(), file.object(0, 1).unwrap_err(), file.message(-1).unwrap_err()] {
+            assert_eq!(err.kind, Kind::Index);
+            assert!(err.message.starts_with(name), "{}", err.message);
+        }
+        let missing = MappedFile::open(name).err().unwrap();
+        assert_eq!(missing.kind, Kind::Os);
+        assert!(missing.message.starts_with(name));
+    }
+}
