@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 
 from tgm_xarray import handles
-from tgm_xarray.dtypes import numpy_dtype  # the core looks dtypes up here too (pyarray.rs)
+from tgm_xarray.dtypes import numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
 
 
@@ -27,6 +26,15 @@ class TgmFile:
     opened: a worker reopens through its own cache, and raises ``TgmStaleFileError`` if the file
     has been replaced or rewritten since (rather than read other values than the client's).
     ``version`` is that check: ``None`` opens whatever version is there.
+
+    ``read(msg, obj, index=None, out=None, verify_hash=False, threads=None)`` reads an object, or
+    the part ``index`` selects (outer indexing), into ``out``. ``index`` is a slice, an int, a
+    1-D integer or boolean array, or a tuple of those (one per axis, ``...`` allowed, missing
+    trailing axes are whole); only what it selects is decoded where the codec allows. ``out``,
+    when given, must be C-contiguous and of the result's shape and dtype. The whole read, index
+    included, runs in the Rust core. ``threads``: at most this many threads decode one large
+    read (szip, blosc2: whole objects and bands of rows); None lets a process-wide budget of one
+    thread per core decide (docs/architecture.md).
     """
 
     def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,
@@ -38,8 +46,9 @@ class TgmFile:
         # threaded CPython a dict lookup with an equal-but-not-identical tuple key from another
         # thread than the writer's can take ~50 us (the lock-free lookup's retry path).
         self._layouts: list[list[tuple[tuple[int, ...], np.dtype]] | None] = [None] * len(self._handle)
-        # `read` below only forwards to the handle: bound here, a read is one call into the core
-        # and no Python frame (a one-element read: 358 ns -> 340 ns, all of it holding the GIL).
+        # `read` (see the class docstring) is the handle's own method, bound here: a read is one
+        # call into the core and no Python frame (a one-element read: 358 ns -> 340 ns, all of it
+        # holding the GIL).
         self.read = self._handle.read
 
     def __reduce__(self):
@@ -81,20 +90,6 @@ class TgmFile:
         if isinstance(layout, TgmCodecError):
             raise TgmCodecError(f"{self.path}: message {msg}, object {obj}: {layout}")
         return layout
-
-    def read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
-             verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
-        """Reads an object, or the part ``index`` selects (outer indexing), into ``out``.
-
-        ``index`` is a slice, an int, a 1-D integer or boolean array, or a tuple of those (one per
-        axis, ``...`` allowed, missing trailing axes are whole); only what it selects is decoded
-        where the codec allows. ``out``, when given, must be C-contiguous and of the result's
-        shape and dtype. The whole read, index included, runs in the Rust core. ``threads``: at
-        most this many threads decode one large read (szip, blosc2: whole objects and bands of
-        rows); None lets a process-wide budget of one thread per core decide
-        (docs/architecture.md).
-        """
-        return self._handle.read(msg, obj, index, out, verify_hash, threads)
 
     def close(self) -> None:
         """Lets go of the file: later reads and metadata raise ``ValueError`` (and ``len`` is 0).
