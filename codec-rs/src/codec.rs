@@ -161,11 +161,33 @@ fn parse(buf: &[u8]) -> CoreResult<ParsedMessage> {
     ParsedMessage::parse(buf)
 }
 
+/// Fails unless `parsed` holds one object, of `shape` and dtype `dtype`.
+fn check_holds(parsed: &ParsedMessage, shape: &[u64], dtype: &str) -> CoreResult<()> {
+    let found: Vec<(&[u64], String)> =
+        parsed.objects.iter().map(|o| (&o.descriptor.shape[..], o.descriptor.dtype.to_string())).collect();
+    if found.len() == 1 && found[0].0 == shape && found[0].1 == dtype {
+        return Ok(());
+    }
+    let shape_text = |s: &[u64]| match s {
+        [n] => format!("({n},)"),
+        _ => format!("({})", s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+    };
+    let what = found.iter().map(|(s, t)| format!("shape {} {t}", shape_text(s))).collect::<Vec<_>>().join(", ");
+    let what = if what.is_empty() { "no object".to_string() } else { what };
+    Err(CoreError::new(
+        Kind::Codec,
+        format!("tensogram codec: the chunk holds {what}, not one object of shape {} {dtype} as the array's chunk spec says", shape_text(shape)),
+    ))
+}
+
 /// Reads `selection` of object `obj` of the message in `buf` (any C-contiguous buffer: bytes,
 /// a uint8 array, a memoryview) into `out`; runs detached, on up to `threads` threads (see
-/// `read::read_object`).
+/// `read::read_object`). `expect`: `(shape, dtype name)` the message must hold as its only object
+/// (a zarr chunk spec): the decoder checks only the size of what it fills, and a chunk of another
+/// shape or dtype of the same size would decode into wrong values (int64 7 as float64 3.5e-323).
 #[pyfunction]
-#[pyo3(signature = (buf, obj, selection, out, verify_hash = false, threads = None))]
+#[pyo3(signature = (buf, obj, selection, out, verify_hash = false, threads = None, expect = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn decode_message_into(
     py: Python<'_>,
     buf: &Bound<'_, PyAny>,
@@ -174,6 +196,7 @@ pub fn decode_message_into(
     out: &Bound<'_, PyUntypedArray>,
     verify_hash: bool,
     threads: Option<usize>,
+    expect: Option<(Vec<u64>, String)>,
 ) -> PyResult<()> {
     let view = PyBuffer::<u8>::get(buf)?;
     if !view.is_c_contiguous() {
@@ -186,6 +209,9 @@ pub fn decode_message_into(
         unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) }
     };
     let parsed = py.detach(|| parse(bytes)).raised()?;
+    if let Some((shape, dtype)) = &expect {
+        check_holds(&parsed, shape, dtype).raised()?;
+    }
     let entry = parsed.objects.get(obj).ok_or_else(|| {
         CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
     }).raised()?;
