@@ -5,12 +5,18 @@ read in a child process under an address-space limit."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
 import tgm_xarray
 
 from hostile import (
+    MEMORY_LIMIT,
     descriptor,
     encode,
     payload_span,
@@ -195,3 +201,37 @@ def test_nan_masks_as_upstream_writes_them_still_read(tmp_path, method):
     got = tgm_xarray.open_file(path).read(0, 0)
     np.testing.assert_array_equal(got, expected)
     assert np.isnan(got).sum() == np.isnan(expected).sum() > 1000
+
+
+# Encodes 16 Mi float64 with sz3 (what the writer and the zarr codec call) in a child whose
+# address space may grow by `budget`; prints the outcome as JSON.
+SZ3_ENCODE = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from tgm_xarray import _core
+    budget = int(sys.argv[1])
+    values = np.random.default_rng(0).standard_normal(16 * 2**20).cumsum()
+    desc = json.loads(sys.argv[2])
+""") + MEMORY_LIMIT + textwrap.dedent("""
+    try:
+        _core.encode_message({}, [(desc, values)], hash=False)
+        print(json.dumps(["values", ""]))
+    except Exception as e:
+        print(json.dumps([type(e).__name__, str(e)]))
+""")
+
+
+def test_sz3_compress_out_of_memory_raises_memory_error():
+    """SZ3 throws ``std::bad_alloc`` when its buffers cannot be had: the shim catches it on the
+    compress side too (before, the exception crossed ``extern "C"``: ``terminate``, an abort).
+    Budgets from 'the encoder's own Rust buffers fail' (an abort Rust gives, not SZ3's) to 'SZ3's
+    fit'; in between SZ3's allocations fail, and that must be a ``MemoryError``."""
+    desc = descriptor((16 * 2**20,), compression="sz3", sz3_error_bound_mode="abs", sz3_error_bound=1e-6)
+    outcomes = {}
+    for budget in range(200 * MiB, 340 * MiB, 20 * MiB):
+        run = subprocess.run([sys.executable, "-c", SZ3_ENCODE, str(budget), json.dumps(desc)],
+                             capture_output=True, text=True, timeout=120)
+        assert "std::bad_alloc" not in run.stderr and "terminate called" not in run.stderr, run.stderr[-2000:]
+        if run.returncode == 0:
+            outcomes[budget // MiB] = json.loads(run.stdout.strip().splitlines()[-1])
+    assert ["MemoryError", "sz3 encode failed: out of memory"] in outcomes.values(), outcomes
