@@ -5,10 +5,18 @@ read in a child process under an address-space limit."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
+import tgm_xarray
+
 from hostile import (
+    MEMORY_LIMIT,
     descriptor,
     encode,
     payload_span,
@@ -130,3 +138,100 @@ def test_blosc2_frame_claiming_more_than_its_shape(tmp_path):
     assert run["returncode"] == 0, f"the child died with {run['returncode']}: {run['stderr']}"
     assert {kind for kind, _ in run["outcomes"]} == {"tgm_xarray.errors.TgmCodecError"}, run["outcomes"]
     assert run["rss_growth"] < 64 * MiB, run["rss_growth"]
+
+
+def masked(n: int, method: str, seed: int) -> tuple[bytearray, int]:
+    """A real file of ``n`` float64 with NaNs at random positions (about half, so that a
+    compressed mask stays about ``n / 8`` bytes), its NaN mask written with ``method``; and
+    where its mask starts."""
+    import tensogram
+
+    values = np.random.default_rng(seed).standard_normal(n)
+    values[values < 0] = np.nan
+    message = bytearray(tensogram.encode({"base": [{"name": "v"}]}, [(descriptor((n,)), values)], hash=None,
+                                         allow_nan=True, nan_mask_method=method, small_mask_threshold_bytes=0))
+    start, _ = payload_span(message)
+    return message, start + n * 8  # the mask follows the raw payload
+
+
+def test_zstd_nan_mask_inflating_past_its_shape(tmp_path):
+    """A NaN mask of 2**18 elements (32 KiB of bits) whose zstd stream inflates to 1 GiB."""
+    message, mask = masked(2**18, "zstd", seed=4)
+    _, end = payload_span(message)
+    blocks = min(8192, (end - mask - 16) // 4)
+    message[mask:end] = zstd_padded(zstd_zeros(blocks), end - mask)
+    path = write(tmp_path, "zstd-mask-bomb.tgm", message)
+    run = assert_raises_in_child(path, "tgm_xarray.errors.TgmCodecError", "the zstd nan mask decodes to more than 32768")
+    assert run["rss_growth"] < 64 * MiB, run["rss_growth"]
+
+
+def test_lz4_nan_mask_size_prefix_past_its_shape(tmp_path):
+    """An lz4 NaN mask whose size prefix claims 4 GiB for 4,096 elements (512 bytes of bits)."""
+    message, mask = masked(4096, "lz4", seed=5)
+    message[mask : mask + 4] = b"\xff\xff\xff\xff"
+    path = write(tmp_path, "lz4-mask-prefix.tgm", message)
+    run = assert_raises_in_child(path, "tgm_xarray.errors.TgmCodecError", "the lz4 nan mask decodes to 4294967295")
+    assert run["rss_growth"] < 64 * MiB, run["rss_growth"]
+
+
+def test_blosc2_nan_mask_claiming_more_than_its_shape(tmp_path):
+    """A blosc2 NaN mask whose frame and chunk sizes claim 1.3 GB for 4,096 elements."""
+    message, mask = masked(4096, "blosc2", seed=6)
+    big, packed = 1_300_000_000, 4096 // 8
+    nbytes = message.find(b"\xd3" + packed.to_bytes(8, "big"), mask)  # the frame's uncompressed size
+    message[nbytes + 1 : nbytes + 9] = big.to_bytes(8, "big")
+    sizes = message.find(b"\xd2" + packed.to_bytes(4, "big") + b"\xd2" + packed.to_bytes(4, "big"), mask)
+    message[sizes + 6 : sizes + 10] = big.to_bytes(4, "big")  # the chunk size (after the block size)
+    chunk = message.find(b"\x05\x01", sizes)  # the chunk's header: version 5, lz version 1, flags, typesize
+    assert message[chunk + 4 : chunk + 8] == packed.to_bytes(4, "little")
+    message[chunk + 4 : chunk + 8] = big.to_bytes(4, "little")  # its uncompressed size
+    path = write(tmp_path, "blosc2-mask-sizes.tgm", message)
+    run = assert_raises_in_child(path, "tgm_xarray.errors.TgmCodecError", "blosc2 nan mask")
+    assert run["rss_growth"] < 64 * MiB, run["rss_growth"]
+
+
+@pytest.mark.parametrize("method", ["none", "rle", "roaring", "lz4", "zstd", "blosc2"])
+def test_nan_masks_as_upstream_writes_them_still_read(tmp_path, method):
+    """The mask checks pass every method's real masks: NaNs come back where they were written."""
+    import tensogram
+
+    message, _ = masked(4096, method, seed=7)
+    path = write(tmp_path, f"mask-{method}.tgm", message)
+    expected = tensogram.decode(bytes(message)).objects[0][1]
+    got = tgm_xarray.open_file(path).read(0, 0)
+    np.testing.assert_array_equal(got, expected)
+    assert np.isnan(got).sum() == np.isnan(expected).sum() > 1000
+
+
+# Encodes 16 Mi float64 with sz3 (what the writer and the zarr codec call) in a child whose
+# address space may grow by `budget`; prints the outcome as JSON.
+SZ3_ENCODE = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from tgm_xarray import _core
+    budget = int(sys.argv[1])
+    values = np.random.default_rng(0).standard_normal(16 * 2**20).cumsum()
+    desc = json.loads(sys.argv[2])
+""") + MEMORY_LIMIT + textwrap.dedent("""
+    try:
+        _core.encode_message({}, [(desc, values)], hash=False)
+        print(json.dumps(["values", ""]))
+    except Exception as e:
+        print(json.dumps([type(e).__name__, str(e)]))
+""")
+
+
+def test_sz3_compress_out_of_memory_raises_memory_error():
+    """SZ3 throws ``std::bad_alloc`` when its buffers cannot be had: the shim catches it on the
+    compress side too (before, the exception crossed ``extern "C"``: ``terminate``, an abort).
+    Budgets from 'the encoder's own Rust buffers fail' (an abort Rust gives, not SZ3's) to 'SZ3's
+    fit'; in between SZ3's allocations fail, and that must be a ``MemoryError``."""
+    desc = descriptor((16 * 2**20,), compression="sz3", sz3_error_bound_mode="abs", sz3_error_bound=1e-6)
+    outcomes = {}
+    for budget in range(200 * MiB, 340 * MiB, 20 * MiB):
+        run = subprocess.run([sys.executable, "-c", SZ3_ENCODE, str(budget), json.dumps(desc)],
+                             capture_output=True, text=True, timeout=120)
+        assert "std::bad_alloc" not in run.stderr and "terminate called" not in run.stderr, run.stderr[-2000:]
+        if run.returncode == 0:
+            outcomes[budget // MiB] = json.loads(run.stdout.strip().splitlines()[-1])
+    assert ["MemoryError", "sz3 encode failed: out of memory"] in outcomes.values(), outcomes

@@ -4,7 +4,7 @@
 use tensogram::framing::{self, DecodedMessage, EncodedObject, HashFramePolicy};
 use tensogram::{DataObjectDescriptor, EncodeOptions, GlobalMetadata, MessageFlags};
 
-use crate::errors::{CoreError, CoreResult};
+use crate::errors::{CoreError, CoreResult, Kind};
 use crate::szip;
 
 /// Encodes one message of `objects` (descriptor and native-order values each).
@@ -13,9 +13,29 @@ pub fn encode(
     objects: &[(&DataObjectDescriptor, &[u8])],
     options: &EncodeOptions,
 ) -> CoreResult<Vec<u8>> {
+    take_sz3_compress_failure(); // one left by an encode that failed before asking
     let message =
-        tensogram::encode(global, objects, options).map_err(|e| CoreError::from_tensogram(&e, "encode failed"))?;
-    verify_szip_offsets(message)
+        tensogram::encode(global, objects, options).map_err(|e| CoreError::from_tensogram(&e, "encode failed"));
+    sz3_compressed()?;
+    verify_szip_offsets(message?)
+}
+
+/// SZ3 throws C++ exceptions; the vendored shim catches them during compression and its
+/// compressor then returns an empty stream, which upstream would write as the payload. The
+/// shim records the failure per thread: our callers encode with `threads: 1`, on this thread.
+fn sz3_compressed() -> CoreResult<()> {
+    match take_sz3_compress_failure() {
+        tensogram_sz3_sys::COMPRESS_OK => Ok(()),
+        tensogram_sz3_sys::COMPRESS_OUT_OF_MEMORY => {
+            Err(CoreError::new(Kind::Memory, "sz3 encode failed: out of memory"))
+        }
+        _ => Err(CoreError::new(Kind::Codec, "sz3 encode failed: SZ3 refused the values or its configuration")),
+    }
+}
+
+fn take_sz3_compress_failure() -> std::ffi::c_int {
+    // SAFETY: reads and resets a thread-local of the shim.
+    unsafe { tensogram_sz3_sys::sz3_take_compress_failure() }
 }
 
 /// `message` with every szip object's RSI offsets replaced by the decoder's and marked verified

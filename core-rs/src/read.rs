@@ -208,6 +208,8 @@ pub fn read_object(
                     whole
                 }
                 None => {
+                    // Upstream decodes the NaN/Inf masks here too.
+                    bounds::check_masks(desc, &msg[entry.payload.start..entry.frame.end])?;
                     let decoded = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1;
                     if desc.compression == "sz3" {
                         bounds::sz3_failed()?;

@@ -7,6 +7,9 @@
 //! Each is checked here against the bytes the descriptor declares. szip and zfp decode to the
 //! descriptor's size already; uncompressed payloads must be exactly that long.
 //!
+//! The NaN/Inf masks of an object are decoded the same ways (zstd, lz4 and blosc2 among them):
+//! each is checked against the bits of the object's elements.
+//!
 //! SZ3 also reports corrupt input by throwing a C++ exception; the vendored shim
 //! (`vendor/tensogram-sz3-sys`) catches it and [`sz3_failed`] reports it after the decode.
 
@@ -36,11 +39,9 @@ fn expected_len(desc: &DataObjectDescriptor) -> CoreResult<u64> {
     bytes.ok_or_else(overflow)
 }
 
-fn too_big(codec: &str, claim: impl std::fmt::Display, limit: u64) -> CoreError {
-    CoreError::new(
-        Kind::Codec,
-        format!("the {codec} payload decodes to {claim} bytes, but the descriptor declares {limit}"),
-    )
+/// `what` names the stream: "zstd payload", "lz4 nan mask".
+fn too_big(what: &str, claim: impl std::fmt::Display, limit: u64) -> CoreError {
+    CoreError::new(Kind::Codec, format!("the {what} decodes to {claim} bytes, but the descriptor declares {limit}"))
 }
 
 /// Checks that `payload` cannot decode to more than `desc` declares (and, uncompressed, that
@@ -52,28 +53,65 @@ pub fn check_payload(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<
             Kind::Format,
             format!("the payload holds {} bytes, but shape {:?} of {} needs {limit}", payload.len(), desc.shape, desc.dtype),
         )),
-        "zstd" => zstd_within(payload, limit),
-        "lz4" => match payload.get(..4) {
-            // lz4_flex's size prefix: little-endian u32.
-            Some(prefix) => {
-                let claim = u32::from_le_bytes(prefix.try_into().expect("4 bytes")) as u64;
-                if claim > limit {
-                    return Err(too_big("lz4", claim, limit));
-                }
-                Ok(())
-            }
-            None => Err(CoreError::new(Kind::Codec, "the lz4 payload is shorter than its size prefix")),
-        },
-        "blosc2" => blosc2_within(payload, limit),
+        "zstd" => zstd_within(payload, limit, "zstd payload"),
+        "lz4" => lz4_within(payload, limit, "lz4 payload"),
+        "blosc2" => blosc2_within(payload, limit, "blosc2 payload"),
         "sz3" => sz3_within(payload, limit / 8),
         _ => Ok(()),
     }
 }
 
+/// Checks that no NaN/Inf mask of the object can decode to more than one bit per element (the
+/// bit-packed size upstream's mask codecs decompress to) before upstream decodes them.
+/// `frame_from_payload` is the object's frame from its payload's first byte: mask offsets count
+/// from there. rle, roaring and uncompressed masks need no check: upstream stops them at the
+/// element count (runs past it, keys past it and wrong lengths are errors).
+pub fn check_masks(desc: &DataObjectDescriptor, frame_from_payload: &[u8]) -> CoreResult<()> {
+    let Some(masks) = &desc.masks else {
+        return Ok(());
+    };
+    let packed_len = desc.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).unwrap_or(u64::MAX).div_ceil(8);
+    for (kind, mask) in [("nan", &masks.nan), ("+inf", &masks.pos_inf), ("-inf", &masks.neg_inf)] {
+        let Some(mask) = mask else {
+            continue;
+        };
+        let blob = usize::try_from(mask.offset)
+            .ok()
+            .zip(usize::try_from(mask.length).ok())
+            .and_then(|(offset, length)| frame_from_payload.get(offset..offset.checked_add(length)?))
+            .ok_or_else(|| {
+                CoreError::new(
+                    Kind::Format,
+                    format!("the {kind} mask (offset {}, {} bytes) lies outside its frame", mask.offset, mask.length),
+                )
+            })?;
+        let what = format!("{} {kind} mask", mask.method);
+        match mask.method.as_str() {
+            "zstd" => zstd_within(blob, packed_len, &what)?,
+            "lz4" => lz4_within(blob, packed_len, &what)?,
+            "blosc2" if !blob.is_empty() => blosc2_within(blob, packed_len, &what)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// lz4_flex's size prefix (a little-endian u32, which it allocates) against `limit`.
+fn lz4_within(payload: &[u8], limit: u64, what: &str) -> CoreResult<()> {
+    let prefix = payload
+        .get(..4)
+        .ok_or_else(|| CoreError::new(Kind::Codec, format!("the {what} is shorter than its size prefix")))?;
+    let claim = u32::from_le_bytes(prefix.try_into().expect("4 bytes")) as u64;
+    if claim > limit {
+        return Err(too_big(what, claim, limit));
+    }
+    Ok(())
+}
+
 /// Decodes the zstd stream into a small scratch buffer, counting: a zstd frame need not record
 /// its decoded size, so only decoding tells it. Memory: the scratch and the decoder's window.
-fn zstd_within(payload: &[u8], limit: u64) -> CoreResult<()> {
-    let err = |e: std::io::Error| CoreError::new(Kind::Codec, format!("zstd decode failed: {e}"));
+fn zstd_within(payload: &[u8], limit: u64, what: &str) -> CoreResult<()> {
+    let err = |e: std::io::Error| CoreError::new(Kind::Codec, format!("zstd decode failed ({what}): {e}"));
     let mut decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(err)?;
     let mut scratch = vec![0u8; 64 * 1024];
     let mut total = 0u64;
@@ -84,7 +122,7 @@ fn zstd_within(payload: &[u8], limit: u64) -> CoreResult<()> {
         }
         total += n as u64;
         if total > limit {
-            return Err(too_big("zstd", format!("more than {limit}"), limit));
+            return Err(too_big(what, format!("more than {limit}"), limit));
         }
     }
 }
@@ -95,9 +133,9 @@ fn zstd_within(payload: &[u8], limit: u64) -> CoreResult<()> {
 /// checks. The safe wrapper (what upstream decodes with) copies every chunk out of the frame first,
 /// and a corrupt chunk there makes c-blosc2 free pointers it never set (`frame_to_schunk`): a
 /// crash found by fuzzing. A frame whose chunks all pass here gets through that copy too.
-fn blosc2_within(payload: &[u8], limit: u64) -> CoreResult<()> {
+fn blosc2_within(payload: &[u8], limit: u64, what: &str) -> CoreResult<()> {
     use blosc2_sys::{blosc2_cbuffer_sizes, blosc2_schunk_free, blosc2_schunk_from_buffer, blosc2_schunk_get_chunk};
-    let corrupt = |what: &str| CoreError::new(Kind::Codec, format!("blosc2 decode failed: {what}"));
+    let corrupt = |why: &str| CoreError::new(Kind::Codec, format!("blosc2 decode failed ({what}): {why}"));
     // As upstream does before it decodes: chunks cannot be read before the library's init.
     static INIT: std::sync::Once = std::sync::Once::new();
     // SAFETY: blosc2_init has no preconditions.
@@ -130,7 +168,7 @@ fn blosc2_within(payload: &[u8], limit: u64) -> CoreResult<()> {
             }
             total += u64::try_from(nbytes).unwrap_or(u64::MAX);
             if total > limit {
-                result = Err(too_big("blosc2", format!("at least {total}"), limit));
+                result = Err(too_big(what, format!("at least {total}"), limit));
                 break;
             }
         }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 // ---------------------------------------------------------------------------
@@ -114,6 +115,34 @@ extern "C" bool sz3_take_decompress_failed() {
     return failed;
 }
 
+// Why a sz3_compress_size_bound_* / sz3_compress_* call on this thread failed
+// since the last sz3_take_compress_failure(): SZ3 throws (out of memory, or a
+// config it refuses), and both return a size, so a failure returns 0 and is
+// recorded here. Sticky: an encoder calls the bound, then compress, and its
+// caller asks once after the whole encode.
+enum CompressFailure : int { kCompressOk = 0, kCompressThrew = 1, kCompressOutOfMemory = 2 };
+static thread_local int compress_failure = kCompressOk;
+
+extern "C" int sz3_take_compress_failure() {
+    int failure = compress_failure;
+    compress_failure = kCompressOk;
+    return failure;
+}
+
+// Runs `f` (returning a size); on a C++ exception records it and returns 0.
+template <typename F>
+static size_t compress_guarded(F f) {
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        compress_failure = kCompressOutOfMemory;
+    } catch (...) {
+        /* An exception crossing extern "C" aborts the process. */
+        compress_failure = kCompressThrew;
+    }
+    return 0;
+}
+
 // ---------------------------------------------------------------------------
 // Macro to generate the 3 per-type FFI functions
 // ---------------------------------------------------------------------------
@@ -121,9 +150,11 @@ extern "C" bool sz3_take_decompress_failed() {
 #define SZ3_FFI_IMPL(T, suffix)                                               \
                                                                               \
 extern "C" size_t sz3_compress_size_bound_##suffix(SZ3_Config_C config) {     \
-    auto cfg = config_c_to_cpp(config);                                       \
-    using namespace SZ3;                                                      \
-    return SZ_compress_size_bound<T>(cfg);                                    \
+    return compress_guarded([&] {                                             \
+        auto cfg = config_c_to_cpp(config);                                   \
+        using namespace SZ3;                                                  \
+        return SZ_compress_size_bound<T>(cfg);                                \
+    });                                                                       \
 }                                                                             \
                                                                               \
 extern "C" size_t sz3_compress_##suffix(                                      \
@@ -131,8 +162,15 @@ extern "C" size_t sz3_compress_##suffix(                                      \
         const T* data,                                                        \
         char* compressed_data,                                                \
         size_t compressed_capacity) {                                         \
-    auto cfg = config_c_to_cpp(config);                                       \
-    return SZ_compress<T>(cfg, data, compressed_data, compressed_capacity);   \
+    /* After a failed bound the capacity means nothing: compress nothing. */ \
+    if (compress_failure != kCompressOk) {                                    \
+        return 0;                                                             \
+    }                                                                         \
+    return compress_guarded([&] {                                             \
+        auto cfg = config_c_to_cpp(config);                                   \
+        return SZ_compress<T>(cfg, data, compressed_data,                     \
+                                   compressed_capacity);                      \
+    });                                                                       \
 }                                                                             \
                                                                               \
 extern "C" void sz3_decompress_##suffix(                                      \

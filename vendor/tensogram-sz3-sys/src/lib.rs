@@ -105,7 +105,19 @@ unsafe extern "C" {
     /// input and the shim caught it; the output is then garbage). Resets the flag.
     /// Added by tgm-xarray's vendored copy.
     pub fn sz3_take_decompress_failed() -> bool;
+
+    /// Why a `compress_size_bound` or `compress` call on this thread failed since the last
+    /// call of this function (both then return 0): [`COMPRESS_OK`], [`COMPRESS_THREW`] or
+    /// [`COMPRESS_OUT_OF_MEMORY`]. Resets it. Added by tgm-xarray's vendored copy.
+    pub fn sz3_take_compress_failure() -> std::ffi::c_int;
 }
+
+/// [`sz3_take_compress_failure`]: no failure.
+pub const COMPRESS_OK: std::ffi::c_int = 0;
+/// [`sz3_take_compress_failure`]: SZ3 threw (a configuration or input it refuses).
+pub const COMPRESS_THREW: std::ffi::c_int = 1;
+/// [`sz3_take_compress_failure`]: an allocation failed (`std::bad_alloc`).
+pub const COMPRESS_OUT_OF_MEMORY: std::ffi::c_int = 2;
 
 // ---------------------------------------------------------------------------
 // Constants
