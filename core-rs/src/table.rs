@@ -554,9 +554,9 @@ fn key_text(key: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::float32_descriptor;
+    use crate::testing::vector_descriptor;
     use std::collections::BTreeMap;
-    use tensogram::{EncodeOptions, GlobalMetadata};
+    use tensogram::{Dtype, EncodeOptions, GlobalMetadata};
 
     fn text(s: &str) -> Value {
         Value::Text(s.into())
@@ -579,7 +579,7 @@ mod tests {
         let mut params = BTreeMap::new();
         params.insert("units".into(), text("K"));
         params.insert("name".into(), text("ignored: base names it"));
-        let desc = float32_descriptor(2, params);
+        let desc = vector_descriptor(2, Dtype::Float32, params);
         let data = [1f32.to_le_bytes(), 2f32.to_le_bytes()].concat();
         let options = EncodeOptions { hashing, ..Default::default() };
         tensogram::encode(&meta, &[(&desc, &data)], &options).expect("encodes")
