@@ -16,8 +16,9 @@ from tgm_xarray import attrs
 from conftest import FIXTURES, REAL, require_shared
 
 
-def _assert_netcdf_friendly(values: dict) -> None:
-    """Strings, numbers (not booleans), or non-empty lists of numbers or of strings."""
+def assert_netcdf_friendly(values: dict) -> None:
+    """Strings, numbers (not booleans), or non-empty lists of numbers or of strings (what netCDF
+    attributes hold; test_hypercube checks its plans' attributes with it too)."""
     for key, value in values.items():
         assert isinstance(key, str)
         if isinstance(value, list):
@@ -79,7 +80,7 @@ def test_to_attrs_orders_cf_keys_first_and_drops_none():
     got = attrs.to_attrs({"zeta": 1, "long_name": "x", "alpha": None, "units": "K", "beta": 2,
                           "standard_name": "air_temperature"})
     assert list(got) == ["units", "long_name", "standard_name", "beta", "zeta"]
-    _assert_netcdf_friendly(got)
+    assert_netcdf_friendly(got)
 
 
 @pytest.mark.parametrize("path", ["real/ifs-0p25-20260404.tgm", "upstream/remote-parity/metadata_parity.tgm",
@@ -95,7 +96,7 @@ def test_real_metadata_survives_netcdf(path, tmp_path):
             flat = attrs.flatten(base)
             assert not any(key.startswith("_reserved_") for key in flat)
             got = attrs.to_attrs(flat)
-            _assert_netcdf_friendly(got)
+            assert_netcdf_friendly(got)
             target = tmp_path / f"{m}-{obj}.nc"
             xr.Dataset({"v": ((), 0.0, got)}, attrs=attrs.to_attrs(attrs.flatten(meta["_extra_"]))).to_netcdf(
                 target, engine="netcdf4")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import numbers
 import random
 import warnings
 from pathlib import Path
@@ -35,6 +34,8 @@ from tgm_xarray.hypercube import (  # noqa: E402
     split_groups,
 )
 from tgm_xarray.hypercube import extra, objects, variables  # noqa: E402
+
+from test_attrs import assert_netcdf_friendly  # noqa: E402
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
@@ -144,17 +145,6 @@ def _materialize(plan: HypercubePlan, path) -> xr.Dataset:
     return xr.Dataset(variables, coords=coords, attrs=plan.attrs)
 
 
-def _assert_netcdf_friendly(attrs: dict) -> None:
-    for key, value in attrs.items():
-        assert isinstance(key, str)
-        if isinstance(value, list):
-            assert value and (all(isinstance(v, str) for v in value)
-                              or all(isinstance(v, numbers.Real) and not isinstance(v, bool)
-                                     for v in value)), (key, value)
-        else:
-            assert isinstance(value, (str, int, float)) and not isinstance(value, bool), (key, value)
-
-
 def _assert_plan_consistent(plan: HypercubePlan) -> None:
     """Invariants every plan keeps: refs exist, fields index refs, every dim has one size."""
     sizes = {}
@@ -166,7 +156,7 @@ def _assert_plan_consistent(plan: HypercubePlan) -> None:
         assert used == list(range(len(var.refs)))
         assert var.encoding["preferred_chunks"] == {
             d: 1 if i < var.fields.ndim else n for i, (d, n) in enumerate(zip(var.dims, var.shape))}
-        _assert_netcdf_friendly(var.attrs)
+        assert_netcdf_friendly(var.attrs)
         for dim, size in zip(var.dims, var.shape):
             assert sizes.setdefault(dim, size) == size, dim
     for name, (dims, values, _) in plan.index_coords.items():
@@ -174,7 +164,7 @@ def _assert_plan_consistent(plan: HypercubePlan) -> None:
         assert values.dtype != object, name
         for dim, size in zip(dims, values.shape):
             assert sizes.setdefault(dim, size) == size, dim
-    _assert_netcdf_friendly(plan.attrs)
+    assert_netcdf_friendly(plan.attrs)
 
 
 # --------------------------------------------------------------------------------------------

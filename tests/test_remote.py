@@ -21,6 +21,7 @@ from conftest import (  # noqa: E402
 )
 from range_server import Fault  # noqa: E402
 from tgm_xarray import _core, handles, remote  # noqa: E402
+from tgm_xarray.backend import metadata_table  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
     RemoteConnectionError, RemoteHTTPError, RemoteRangeError, RemoteRedirectError, RemoteTimeoutError, TgmFormatError,
     TgmIndexError,
@@ -788,6 +789,19 @@ def test_scan_finds_every_message_and_tables_small_ones(range_server, archive, i
             rows = expected["msg"] == 7
             assert messages.frame_spans(7) == [(int(a), int(b - a)) for a, b in
                                                zip(expected["frame_start"][rows], expected["frame_end"][rows])]
+
+
+def test_the_table_of_large_remote_messages_has_every_frame_range(range_server, ifs_file):
+    """Large messages are read by their header: their table is built from the messages' dicts,
+    with each object's frame range from the scan (references point at them: virtual.py),
+    as the local table has it."""
+    url, path = serve(range_server, ifs_file)
+    remote_file = tgm_xarray.open_file(url)
+    assert remote_file.handle.table() is None
+    remote_table, local_table = metadata_table(remote_file), metadata_table(tgm_xarray.open_file(path))
+    assert (remote_table.frame_start >= 0).all()
+    for key in ("msg", "obj", "frame_start", "frame_end"):
+        np.testing.assert_array_equal(getattr(remote_table, key), getattr(local_table, key), err_msg=key)
 
 
 def test_a_tabled_message_fetches_its_metadata_on_first_use(range_server, archive):

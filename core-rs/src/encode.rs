@@ -80,24 +80,15 @@ fn reframe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::vector_descriptor;
     use ciborium::Value;
     use tensogram::decode::{decode_range_from_payload, DecodeOptions};
     use tensogram::{ByteOrder, Dtype, EncodeOptions, GlobalMetadata};
 
     fn descriptor(n: u64, dtype: Dtype, compression: &str, params: &[(&str, u64)]) -> DataObjectDescriptor {
-        DataObjectDescriptor {
-            obj_type: "ntensor".into(),
-            ndim: 1,
-            shape: vec![n],
-            strides: vec![1],
-            dtype,
-            byte_order: ByteOrder::native(),
-            encoding: "none".into(),
-            filter: "none".into(),
-            compression: compression.into(),
-            masks: None,
-            params: params.iter().map(|&(k, v)| (k.to_string(), Value::Integer(v.into()))).collect(),
-        }
+        let params = params.iter().map(|&(k, v)| (k.to_string(), Value::Integer(v.into()))).collect();
+        // Native order: the values are given as `to_ne_bytes`.
+        DataObjectDescriptor { byte_order: ByteOrder::native(), compression: compression.into(), ..vector_descriptor(n, dtype, params) }
     }
 
     /// 1,024 float32 values, szip in RSI blocks of 128: zeros with five values at 112 and ones

@@ -20,3 +20,5 @@ pub mod selection;
 pub mod szip;
 pub mod table;
 pub mod remote_walk;
+#[cfg(test)]
+mod testing;

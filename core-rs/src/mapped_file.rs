@@ -215,27 +215,12 @@ impl MappedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata, StreamingEncoder};
-
-    fn descriptor(n: u64) -> DataObjectDescriptor {
-        DataObjectDescriptor {
-            obj_type: "ntensor".into(),
-            ndim: 1,
-            shape: vec![n],
-            strides: vec![1],
-            dtype: Dtype::Uint8,
-            byte_order: ByteOrder::native(),
-            encoding: "none".into(),
-            filter: "none".into(),
-            compression: "none".into(),
-            masks: None,
-            params: Default::default(),
-        }
-    }
+    use crate::testing::vector_descriptor;
+    use tensogram::{Dtype, EncodeOptions, GlobalMetadata, StreamingEncoder};
 
     /// A message of one object holding `values`.
     fn message(values: &[u8]) -> Vec<u8> {
-        let desc = descriptor(values.len() as u64);
+        let desc = vector_descriptor(values.len() as u64, Dtype::Uint8, Default::default());
         tensogram::encode(&GlobalMetadata::default(), &[(&desc, values)], &EncodeOptions::default()).unwrap()
     }
 
@@ -244,7 +229,7 @@ mod tests {
     fn streaming_message() -> Vec<u8> {
         let mut encoder = StreamingEncoder::new(Vec::new(), &GlobalMetadata::default(), &EncodeOptions::default()).unwrap();
         let values = [END_MAGIC.as_slice(), END_MAGIC].concat();
-        encoder.write_object(&descriptor(values.len() as u64), &values).unwrap();
+        encoder.write_object(&vector_descriptor(values.len() as u64, Dtype::Uint8, Default::default()), &values).unwrap();
         encoder.finish().unwrap()
     }
 

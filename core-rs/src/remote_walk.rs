@@ -649,24 +649,13 @@ impl Describe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::vector_descriptor;
     use std::collections::BTreeMap;
-    use tensogram::{ByteOrder, Dtype, EncodeOptions};
+    use tensogram::{Dtype, EncodeOptions};
 
     /// A message of `n` float32 values per object, `objects` objects, written by the crate.
     fn message(n: usize, objects: usize) -> Vec<u8> {
-        let desc = DataObjectDescriptor {
-            obj_type: "ntensor".into(),
-            ndim: 1,
-            shape: vec![n as u64],
-            strides: vec![1],
-            dtype: Dtype::Float32,
-            byte_order: ByteOrder::Little,
-            encoding: "none".into(),
-            filter: "none".into(),
-            compression: "none".into(),
-            masks: None,
-            params: BTreeMap::new(),
-        };
+        let desc = vector_descriptor(n as u64, Dtype::Float32, BTreeMap::new());
         let data: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
         let meta = GlobalMetadata { base: vec![BTreeMap::new(); objects], ..Default::default() };
         let objects: Vec<_> = (0..objects).map(|_| (&desc, &data[..])).collect();

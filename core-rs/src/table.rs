@@ -554,8 +554,9 @@ fn key_text(key: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::vector_descriptor;
     use std::collections::BTreeMap;
-    use tensogram::{ByteOrder, Dtype, EncodeOptions, GlobalMetadata};
+    use tensogram::{Dtype, EncodeOptions, GlobalMetadata};
 
     fn text(s: &str) -> Value {
         Value::Text(s.into())
@@ -578,19 +579,7 @@ mod tests {
         let mut params = BTreeMap::new();
         params.insert("units".into(), text("K"));
         params.insert("name".into(), text("ignored: base names it"));
-        let desc = DataObjectDescriptor {
-            obj_type: "ntensor".into(),
-            ndim: 1,
-            shape: vec![2],
-            strides: vec![1],
-            dtype: Dtype::Float32,
-            byte_order: ByteOrder::Little,
-            encoding: "none".into(),
-            filter: "none".into(),
-            compression: "none".into(),
-            masks: None,
-            params,
-        };
+        let desc = vector_descriptor(2, Dtype::Float32, params);
         let data = [1f32.to_le_bytes(), 2f32.to_le_bytes()].concat();
         let options = EncodeOptions { hashing, ..Default::default() };
         tensogram::encode(&meta, &[(&desc, &data)], &options).expect("encodes")

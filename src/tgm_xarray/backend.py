@@ -32,7 +32,7 @@ from tgm_xarray.errors import TgmError
 from tgm_xarray.file import TgmFile
 from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
-from tgm_xarray.remote import is_url
+from tgm_xarray.remote import RemoteHandle, is_url
 from tgm_xarray.selection import outer
 from tgm_xarray.versions import warn_if_engine_name_shared
 
@@ -293,14 +293,18 @@ def _ref(path: str | list[str], storage_options: dict | None) -> FileRef | FileS
 
 def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
     """Every message's metadata as columns: one core call for local files (interpreter
-    released, no payload read); remote files' handles give their messages' dicts."""
+    released, no payload read); remote files' handles give their messages' dicts and their
+    data-object frames' ranges (which references point at: ``virtual.py``)."""
     handles = [f.handle for f in (file.files if isinstance(file, FileSet) else [file])]
     if all(isinstance(h, _core.FileHandle) for h in handles):
         return MetadataTable.from_core(_core.scan_files(handles))
-    scanned = handles[0].table() if len(handles) == 1 and hasattr(handles[0], "table") else None
+    scanned = handles[0].table() if len(handles) == 1 and isinstance(handles[0], RemoteHandle) else None
     if scanned is not None:  # a remote file whose messages all came whole
         return MetadataTable.from_core(scanned)
-    return MetadataTable.from_messages([(h.metadata(i), h.descriptors(i)) for h in handles for i in range(len(h))])
+    messages = [(h, i) for h in handles for i in range(len(h))]
+    return MetadataTable.from_messages(
+        [(h.metadata(i), h.descriptors(i)) for h, i in messages],
+        frames=[h.frame_spans(i) if isinstance(h, RemoteHandle) else None for h, i in messages])
 
 
 def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: Mapping, *,

@@ -452,6 +452,8 @@ class RemoteHandle:
         return self._messages.span(msg)
 
     def frame_spans(self, msg: int) -> list[tuple[int, int]]:
+        """``(file offset, length)`` of each data-object frame of message ``msg``, known since
+        opening (nothing fetched): ``backend.metadata_table`` puts them in the table."""
         return self._messages.frame_spans(msg)
 
     def parse_all(self) -> None:

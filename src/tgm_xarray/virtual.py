@@ -88,7 +88,7 @@ class TensogramParser:
         url = _reference_url(url)
         handle = _open_handle(url, registry)
         infos = metadata_table(_Infos(handle))
-        frames = _FrameRanges(infos, handle)
+        frames = _FrameRanges(infos)
         if self.group is None and not self.groups:
             plan = build_hypercube(infos, source=url, fingerprint=handle.fingerprint, **self.mapping_options)
             return _manifest_store(url, frames, {"": plan}, registry, self.hash)
@@ -166,12 +166,11 @@ class _Infos:
 
 
 class _FrameRanges:
-    """``(offset, length)`` in the file of objects' data-object frames: the bytes a reference
-    points at. The metadata table has them (local files, and remote files whose messages came
-    whole); a remote file's messages read by their header and footer have them in its handle."""
+    """``(offset, length)`` in the file of objects' data-object frames, the bytes a reference
+    points at: the metadata table's (local and remote files' tables have every frame range)."""
 
-    def __init__(self, table: MetadataTable, handle):
-        self._table, self._handle = table, handle
+    def __init__(self, table: MetadataTable):
+        self._table = table
 
     def __call__(self, refs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
         if not refs:
@@ -179,11 +178,6 @@ class _FrameRanges:
         msg, obj = np.asarray(refs, dtype=np.int64).T
         rows = np.searchsorted(self._table.msg, msg) + obj  # rows are in message, object order
         start, end = self._table.frame_start[rows], self._table.frame_end[rows]
-        if (start < 0).any():  # a table built from the messages' dicts
-            spans = {m: self._handle.frame_spans(m) for m in np.unique(msg[start < 0]).tolist()}
-            for i in np.flatnonzero(start < 0).tolist():
-                offset, length = spans[int(msg[i])][int(obj[i])]
-                start[i], end[i] = offset, offset + length
         return start.astype(np.uint64), (end - start).astype(np.uint64)
 
 

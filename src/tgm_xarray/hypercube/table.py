@@ -60,7 +60,7 @@ class MetadataTable:
     (``base[obj]["dim_names"]`` as stored), the inline frame hash where the frame has one, and
     byte ranges in the file. Per message: ``extra`` (``_extra_`` flattened without structural
     keys), ``extra_dim_names`` and ``coordinate_attrs`` (as stored), byte ranges. Byte ranges
-    are ``-1`` where unknown (tables built from dicts).
+    are ``-1`` where unknown (tables built from dicts have only the frame ranges given them).
     """
 
     n_messages: int
@@ -103,11 +103,15 @@ class MetadataTable:
         return cls(**fields)
 
     @classmethod
-    def from_messages(cls, messages: Sequence[tuple[Mapping, Sequence[Mapping]]]) -> MetadataTable:
+    def from_messages(cls, messages: Sequence[tuple[Mapping, Sequence[Mapping]]],
+                      frames: Sequence[Sequence[tuple[int, int]] | None] | None = None) -> MetadataTable:
         """A table from ``(metadata, descriptors)`` per message, as ``FileHandle.metadata`` and
-        ``FileHandle.descriptors`` return them."""
+        ``FileHandle.descriptors`` return them. ``frames``: per message, ``(offset, length)`` in
+        the file of each object's data-object frame, or ``None`` where unknown (a remote
+        handle knows them before any descriptor is fetched: ``RemoteHandle.frame_spans``)."""
         rows = _Builder()
         for msg, (metadata, descriptors) in enumerate(messages):
+            spans = frames[msg] if frames is not None else None
             metadata = metadata or {}
             raw_extra = metadata.get("_extra_") or {}
             rows.message(flatten(without_structural(raw_extra)), raw_extra.get("dim_names"),
@@ -122,7 +126,8 @@ class MetadataTable:
                     own.setdefault(key, value)
                 codec = {k: v for k, v in params.items()
                          if str(k).startswith(CODEC_PARAM_PREFIXES) and k != SZIP_OFFSETS}
-                rows.object(msg, obj, descriptor, own, codec, raw.get("dim_names"))
+                rows.object(msg, obj, descriptor, own, codec, raw.get("dim_names"),
+                            None if spans is None else spans[obj])
         return rows.table(len(messages))
 
 
@@ -148,7 +153,8 @@ class _Builder:
         self.obj: list[int] = []
         self.shapes = _Interned()
         self.descriptors = _Interned()
-        self.hashes: list[int] = []
+        self.frame_start: list[int] = []
+        self.frame_end: list[int] = []
         self.own: dict[str, dict[int, Any]] = {}
         self.codec: dict[str, dict[int, Any]] = {}
         self.own_dims: dict[int, Any] = {}
@@ -167,8 +173,11 @@ class _Builder:
             self.coord_attrs[m] = coord_attrs
         self.n_messages += 1
 
-    def object(self, msg, obj, descriptor, own, codec, dim_names) -> None:
+    def object(self, msg, obj, descriptor, own, codec, dim_names, frame) -> None:
         row = len(self.msg)
+        start, end = (frame[0], frame[0] + frame[1]) if frame is not None else (-1, -1)
+        self.frame_start.append(start)
+        self.frame_end.append(end)
         self.msg.append(msg)
         self.obj.append(obj)
         self.shapes.codes.append(self.shapes.code(tuple(int(n) for n in descriptor.get("shape") or ())))
@@ -194,7 +203,9 @@ class _Builder:
             codec_params={k: _column(v, n) for k, v in self.codec.items()},
             own_dim_names=_column(self.own_dims, n),
             frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
-            frame_start=unknown, frame_end=unknown, payload_start=unknown, payload_end=unknown,
+            frame_start=np.array(self.frame_start, dtype=np.int64),
+            frame_end=np.array(self.frame_end, dtype=np.int64),
+            payload_start=unknown, payload_end=unknown,
             extra={k: _column(v, n_messages) for k, v in self.extra.items()},
             extra_dim_names=_column(self.extra_dims, n_messages),
             coordinate_attrs=_column(self.coord_attrs, n_messages),
