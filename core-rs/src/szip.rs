@@ -182,6 +182,20 @@ pub struct RangeDecoder<'a> {
     _payload: std::marker::PhantomData<&'a [u8]>,
 }
 
+/// A libaec decoder of `payload`, initialised (its owner ends it): parameters checked, and
+/// 3-byte samples flagged as libaec wants them.
+fn decoding_stream(payload: &[u8], bits: u32, block_size: u32, rsi: u32, flags: u32) -> CoreResult<Box<aec_stream>> {
+    check_params(bits, block_size, rsi, flags)?;
+    let mut flags = flags;
+    if bits > 16 && bits <= 24 {
+        flags |= AEC_DATA_3BYTE;
+    }
+    let mut strm = Box::new(stream_over(payload, bits, block_size, rsi, flags));
+    // SAFETY: the stream is set up and boxed: libaec keeps its address while it lives.
+    check(unsafe { aec_decode_init(&mut *strm) }, "aec_decode_init")?;
+    Ok(strm)
+}
+
 impl<'a> RangeDecoder<'a> {
     /// A decoder of `payload` (at most `total` decompressed bytes) whose RSI blocks start at the
     /// bit `offsets`; `flags` as libaec takes them (3-byte samples are flagged here).
@@ -189,15 +203,8 @@ impl<'a> RangeDecoder<'a> {
         // Blocks that start past the payload are not in it (a remote read fetches some blocks).
         let offsets: Vec<usize> =
             offsets.iter().map_while(|&o| usize::try_from(o).ok().filter(|&o| o / 8 < payload.len())).collect();
-        check_params(bits, block_size, rsi, flags)?;
-        let mut flags = flags;
-        if bits > 16 && bits <= 24 {
-            flags |= AEC_DATA_3BYTE;
-        }
         // The stream reads `payload`, which outlives the decoder (`'a`); Drop frees it.
-        let mut strm = Box::new(stream_over(payload, bits, block_size, rsi, flags));
-        // SAFETY: the stream is set up and boxed: libaec keeps its address while it lives.
-        check(unsafe { aec_decode_init(&mut *strm) }, "aec_decode_init")?;
+        let strm = decoding_stream(payload, bits, block_size, rsi, flags)?;
         Ok(RangeDecoder { strm, offsets, total, _payload: std::marker::PhantomData })
     }
 
@@ -244,14 +251,7 @@ impl<'a> StreamDecoder<'a> {
             .ok()
             .filter(|&o| o / 8 < payload.len())
             .ok_or_else(|| CoreError::new(Kind::Codec, "szip RSI block offset lies past the payload"))?;
-        check_params(bits, block_size, rsi, flags)?;
-        let mut flags = flags;
-        if bits > 16 && bits <= 24 {
-            flags |= AEC_DATA_3BYTE;
-        }
-        let mut strm = Box::new(stream_over(payload, bits, block_size, rsi, flags));
-        // SAFETY: the stream is set up and boxed: libaec keeps its address while it lives.
-        check(unsafe { aec_decode_init(&mut *strm) }, "aec_decode_init")?;
+        let strm = decoding_stream(payload, bits, block_size, rsi, flags)?;
         let mut decoder = StreamDecoder { strm, _payload: std::marker::PhantomData };
         // SAFETY: moves the input position within `avail_in` (libaec checks it).
         check(unsafe { aec_buffer_seek(&mut *decoder.strm, offset) }, "aec_buffer_seek")?;
