@@ -6,6 +6,7 @@ read in a child process under an address-space limit."""
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 import textwrap
@@ -70,6 +71,21 @@ def test_corrupt_sz3_payload_without_hash_raises_codec_error(tmp_path):
         outcomes |= {kind for kind, _ in run["outcomes"]}
     assert outcomes <= {"values", "tgm_xarray.errors.TgmCodecError"}, outcomes
     assert "tgm_xarray.errors.TgmCodecError" in outcomes
+
+
+def test_sz3_zstd_stage_inflating_past_its_element_count(tmp_path):
+    """An sz3 payload whose inner zstd stage records 192 MiB (and decodes to it) for 65,536
+    values: SZ3 allocated and filled what the stage claims; its limit now follows the element
+    count the reader checked against the descriptor (32 bytes an element plus 16 MiB)."""
+    values = np.cumsum(np.random.default_rng(4).standard_normal(65536))
+    message = encode(descriptor((65536,), compression="sz3", sz3_error_bound_mode="abs", sz3_error_bound=1e-9), values)
+    start, end = payload_span(message)
+    (stage_size,) = struct.unpack_from("<Q", message, start + 8)  # after SZ3's magic and version
+    stage = struct.pack("<Q", 192 * MiB) + zstd_padded(zstd_zeros(192 * 8), stage_size - 8)
+    message[start + 16 : start + 16 + stage_size] = stage
+    path = write(tmp_path, "sz3-stage-bomb.tgm", message)
+    run = assert_raises_in_child(path, "tgm_xarray.errors.TgmCodecError", keys=(None,))
+    assert run["rss_growth"] < 64 * MiB, run["rss_growth"]
 
 
 def test_huge_declared_shape_raises_memory_error(tmp_path):

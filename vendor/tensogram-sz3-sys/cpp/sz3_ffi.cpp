@@ -143,6 +143,28 @@ static size_t compress_guarded(F f) {
     return 0;
 }
 
+// The bytes SZ3's zstd stage may decode to for a stream of N elements (tgm-xarray patch): the
+// stage holds the quantisation bins (Huffman-coded), the unpredictable values and SZ3's
+// tables, which its own encoder sizes at 1.2 x (N x sizeof(T) + estimates); 32 bytes an
+// element and 16 MiB cover every type with room to spare, and stay linear in the descriptor.
+constexpr size_t kStageBytesPerElement = 32;
+constexpr size_t kStageBytesExtra = size_t(16) << 20;
+
+extern "C" SZ3_Config_C sz3_decompress_config(const char* data, size_t len);
+
+// Sets SZ3::tgm_zstd_stage_limit for one decompress, from the element count the stream's config
+// records (the reader has checked it against the descriptor); resets it after, exception or not.
+struct StageLimit {
+    StageLimit(const char* data, size_t len) {
+        SZ3_Config_C config = sz3_decompress_config(data, len);
+        size_t n = config.N;
+        delete[] config.dims;
+        SZ3::tgm_zstd_stage_limit =
+            n > (SIZE_MAX - kStageBytesExtra) / kStageBytesPerElement ? 0 : n * kStageBytesPerElement + kStageBytesExtra;
+    }
+    ~StageLimit() { SZ3::tgm_zstd_stage_limit = 0; }
+};
+
 // ---------------------------------------------------------------------------
 // Macro to generate the 3 per-type FFI functions
 // ---------------------------------------------------------------------------
@@ -184,6 +206,7 @@ extern "C" void sz3_decompress_##suffix(                                      \
         /* its end into zeros here, not past the caller's buffer.         */  \
         std::vector<char> padded(compressed_len + kDecompressPad, 0);         \
         std::memcpy(padded.data(), compressed_data, compressed_len);          \
+        StageLimit limit(compressed_data, compressed_len);                    \
         Config cfg;                                                           \
         SZ_decompress<T>(cfg, padded.data(), compressed_len,                  \
                          decompressed_data);                                  \

@@ -15,6 +15,12 @@
 #include "zstd.h"
 
 namespace SZ3 {
+/// tgm-xarray: the most bytes a zstd stage that SZ3 allocates itself may decode to on this
+/// thread (0: no limit). The FFI shim sets it from the element count, which the reader has
+/// checked against the object's descriptor: the stream's own size field cannot make a small
+/// object allocate and fill gigabytes.
+inline thread_local size_t tgm_zstd_stage_limit = 0;
+
 class Lossless_zstd : public concepts::LosslessInterface {
    public:
     Lossless_zstd() = default;
@@ -48,6 +54,9 @@ class Lossless_zstd : public concepts::LosslessInterface {
         }
         if (srcLen < sizeof(dstLen)) {
             throw std::length_error("SZ3: corrupt zstd stage");
+        }
+        if (dst == nullptr && tgm_zstd_stage_limit != 0 && dstLen > tgm_zstd_stage_limit) {
+            throw std::length_error("SZ3: the zstd stage is larger than its element count allows");
         }
         if (dst == nullptr) {
             // tgm-xarray: zeros after the decoded bytes, so that a reader of a corrupt stage that
