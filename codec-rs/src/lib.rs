@@ -47,16 +47,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
         wrap_pyfunction!(frames::read_payload_ranges, m)?,
-        wrap_pyfunction!(table::scan_table, m)?,
         wrap_pyfunction!(table::scan_files, m)?,
         wrap_pyfunction!(decoded_elements, m)?,
         wrap_pyfunction!(take_max_concurrent_reads, m)?,
     ] {
         m.add_function(f)?;
     }
-    m.add("PREAMBLE_SIZE", tensogram::wire::PREAMBLE_SIZE)?;
-    m.add("POSTAMBLE_SIZE", tensogram::wire::POSTAMBLE_SIZE)?;
-    m.add("FRAME_HEADER_SIZE", tensogram::wire::FRAME_HEADER_SIZE)?;
     m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
     m.add("TENSOGRAM_VERSION", "0.24.0")?;
     // Raw reads below this much work keep the interpreter (read::worth_releasing).

@@ -219,7 +219,7 @@ impl RemoteMessages {
         self.messages.len()
     }
 
-    /// The metadata table of the messages when every one came whole (see `scan_table`).
+    /// The metadata table of the messages when every one came whole (see `scan_remote`).
     fn table<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         self.table.as_ref().map(|t| crate::table::to_py_dict(py, t)).transpose()
     }

@@ -75,14 +75,6 @@ pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict
     Ok(d)
 }
 
-/// The metadata table of messages fetched from a remote file: `(offset, bytes)` of whole
-/// messages, in file order.
-#[pyfunction]
-pub fn scan_table<'py>(py: Python<'py>, source: &str, messages: Vec<(usize, Vec<u8>)>) -> PyResult<Bound<'py, PyDict>> {
-    let table = scan(py, messages.iter().map(|(o, b)| (*o, b.as_slice())), |m| format!("{source}: message {m}"))?;
-    to_py_dict(py, &table)
-}
-
 /// One table over several mapped files, in the order given: messages are numbered on from one
 /// file to the next; byte ranges stay within each message's own file.
 #[pyfunction]

@@ -60,9 +60,6 @@ def buffer_pool(limit: int | None = None) -> tuple[int, int, int]:
 def take_max_concurrent_reads() -> int: ...
 
 # Pieces of messages fetched by byte range (remote.py)
-PREAMBLE_SIZE: int
-POSTAMBLE_SIZE: int
-FRAME_HEADER_SIZE: int
 DATA_OBJECT_FOOTER_SIZE: int
 
 def frame_footer(head: bytes, tail: bytes, length: int) -> tuple[int, int | None]: ...
@@ -81,6 +78,3 @@ def read_payload_ranges(
 # Metadata tables (`tgm_xarray.hypercube.table.MetadataTable.from_core`)
 def scan_files(handles: list[FileHandle]) -> dict[str, Any]:
     """One table over several mapped files: messages numbered on from one file to the next."""
-
-def scan_table(source: str, messages: list[tuple[int, bytes]]) -> dict[str, Any]:
-    """The table of whole messages fetched from a remote file: ``(offset, bytes)`` each."""

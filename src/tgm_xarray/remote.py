@@ -417,7 +417,7 @@ class RemoteHandle:
         self._lock = threading.Lock()
 
     def table(self) -> dict | None:
-        """The metadata table of the messages (``_core.scan_table``'s) when every message came
+        """The metadata table of the messages (the core scan's) when every message came
         whole, as those of small-message archives do; ``None`` otherwise (or when one is
         corrupt: its own reads report it)."""
         return self._table
