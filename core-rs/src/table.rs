@@ -98,6 +98,43 @@ pub fn scan<'a>(messages: impl IntoIterator<Item = (usize, &'a [u8])>) -> Result
     Ok(builder.finish())
 }
 
+/// One table of several files' tables, in the order given, as one `scan` over their messages
+/// would build it but for the order of each column's values: messages are numbered on from one
+/// table to the next; byte ranges stay within each table's own file.
+pub fn concat(tables: &[&Table]) -> Table {
+    let mut builder = Builder::default();
+    for t in tables {
+        let (first_row, first_msg) = (builder.table.msg.len(), builder.table.n_messages);
+        let shapes: Vec<i32> = t.shapes.iter().map(|s| builder.shape_code(s)).collect();
+        let descriptors: Vec<i32> = t.descriptors.iter().map(|d| builder.descriptor_code(d)).collect();
+        let out = &mut builder.table;
+        out.n_messages += t.n_messages;
+        out.msg.extend(t.msg.iter().map(|m| m + first_msg as i64));
+        out.obj.extend(&t.obj);
+        out.shape.extend(t.shape.iter().map(|&s| shapes[s as usize]));
+        out.descriptor.extend(t.descriptor.iter().map(|&d| descriptors[d as usize]));
+        out.frame_hash.extend(&t.frame_hash);
+        out.has_frame_hash.extend(&t.has_frame_hash);
+        for (to, from) in [
+            (&mut out.frame_start, &t.frame_start),
+            (&mut out.frame_end, &t.frame_end),
+            (&mut out.payload_start, &t.payload_start),
+            (&mut out.payload_end, &t.payload_end),
+            (&mut out.message_offset, &t.message_offset),
+            (&mut out.message_length, &t.message_length),
+        ] {
+            to.extend(from);
+        }
+        builder.own.append(&t.own, first_row);
+        builder.codec_params.append(&t.codec_params, first_row);
+        builder.own_dim_names.append(&t.own_dim_names, first_row);
+        builder.extra.append(&t.extra, first_msg);
+        builder.extra_dim_names.append(&t.extra_dim_names, first_msg);
+        builder.coordinate_attrs.append(&t.coordinate_attrs, first_msg);
+    }
+    builder.finish()
+}
+
 /// Codes and distinct values of one column while the table is built, rows given in order.
 /// Values are told apart by their CBOR bytes, and decoded once each.
 #[derive(Default)]
@@ -111,15 +148,39 @@ struct Interned {
 
 impl Interned {
     fn code(&mut self, raw: &[u8]) -> Result<u32, String> {
-        let candidates = self.by_hash.entry(self.hasher.hash_one(raw)).or_default();
-        if let Some(&code) = candidates.iter().find(|&&c| self.raws[c as usize] == raw) {
-            return Ok(code);
+        match self.find(raw) {
+            Some(code) => Ok(code),
+            None => Ok(self.insert(raw, cbor::decode(raw).map_err(|e| e.0)?)),
         }
+    }
+
+    /// The code of `value`, a value of another table's column.
+    fn code_of(&mut self, value: &Value) -> u32 {
+        let raw = cbor::encode(value);
+        self.find(&raw).unwrap_or_else(|| self.insert(&raw, value.clone()))
+    }
+
+    fn find(&self, raw: &[u8]) -> Option<u32> {
+        let candidates = self.by_hash.get(&self.hasher.hash_one(raw))?;
+        candidates.iter().copied().find(|&c| self.raws[c as usize] == raw)
+    }
+
+    fn insert(&mut self, raw: &[u8], value: Value) -> u32 {
         let code = self.values.len() as u32;
-        self.values.push(cbor::decode(raw).map_err(|e| e.0)?);
+        self.values.push(value);
         self.raws.push(raw.to_vec());
-        candidates.push(code);
-        Ok(code)
+        self.by_hash.entry(self.hasher.hash_one(raw)).or_default().push(code);
+        code
+    }
+
+    /// Adds `column`'s rows as rows `first_row..` (after every row set so far).
+    fn append(&mut self, column: &Column, first_row: usize) {
+        let codes: Vec<u32> = column.values.iter().map(|v| self.code_of(v)).collect();
+        for (row, &code) in column.codes.iter().enumerate() {
+            if let Ok(code) = usize::try_from(code) {
+                self.set(first_row + row, codes[code]);
+            }
+        }
     }
 
     /// Sets `row`'s value; a later value for the same row replaces the earlier one, as a later
@@ -171,6 +232,13 @@ impl Columns {
 
     fn finish(self, n: usize) -> Vec<(String, Column)> {
         self.names.into_iter().zip(self.columns).map(|(k, c)| (k, c.column(n))).collect()
+    }
+
+    fn append(&mut self, columns: &[(String, Column)], first_row: usize) {
+        for (key, column) in columns {
+            let id = self.id(key);
+            self.columns[id].append(column, first_row);
+        }
     }
 }
 
@@ -329,19 +397,8 @@ impl Builder {
     /// Interns a descriptor: its index, shape and the leaves its `params` add to an object.
     fn known(&mut self, desc: &DataObjectDescriptor, key: &[u8]) -> Result<Rc<KnownDescriptor>, String> {
         if !self.descriptors.contains_key(key) {
-            let summary = descriptor_summary(desc);
-            let index = match self.table.descriptors.iter().position(|d| descriptor_summary(d) == summary) {
-                Some(i) => i as i32,
-                None => {
-                    self.table.descriptors.push(desc.clone());
-                    self.table.descriptors.len() as i32 - 1
-                }
-            };
-            let next = self.shapes.len() as i32;
-            let shape = *self.shapes.entry(desc.shape.clone()).or_insert_with(|| {
-                self.table.shapes.push(desc.shape.clone());
-                next
-            });
+            let index = self.descriptor_code(desc);
+            let shape = self.shape_code(&desc.shape);
             let (mut own, mut codec) = (Leaves::new(), Leaves::new());
             for (key, value) in &desc.params {
                 if key.starts_with(SZIP_OFFSETS_PREFIX) {
@@ -357,6 +414,29 @@ impl Builder {
             self.descriptors.insert(key.to_vec(), Rc::new(KnownDescriptor { index, shape, own, codec }));
         }
         Ok(self.descriptors[key].clone())
+    }
+
+    /// The index in `table.descriptors` of the descriptors that agree with `desc` but for `params`.
+    fn descriptor_code(&mut self, desc: &DataObjectDescriptor) -> i32 {
+        let summary = descriptor_summary(desc);
+        match self.table.descriptors.iter().position(|d| descriptor_summary(d) == summary) {
+            Some(i) => i as i32,
+            None => {
+                self.table.descriptors.push(desc.clone());
+                self.table.descriptors.len() as i32 - 1
+            }
+        }
+    }
+
+    /// The index of `shape` in `table.shapes`.
+    fn shape_code(&mut self, shape: &[u64]) -> i32 {
+        if let Some(&code) = self.shapes.get(shape) {
+            return code;
+        }
+        let code = self.table.shapes.len() as i32;
+        self.table.shapes.push(shape.to_vec());
+        self.shapes.insert(shape.to_vec(), code);
+        code
     }
 
     /// Flattens a metadata frame's CBOR map (`tensogram::metadata::cbor_to_global_metadata`'s
@@ -605,6 +685,37 @@ mod tests {
         let (start, end) = (table.payload_start[1] as usize, table.payload_end[1] as usize);
         assert_eq!(&file[start..end], &[1f32.to_le_bytes(), 2f32.to_le_bytes()].concat()[..]);
         assert_eq!((table.message_offset.clone(), table.message_length[1] as usize), (vec![0, a.len() as i64], b.len()));
+    }
+
+    /// Every row's value of every column, by key.
+    fn by_row(columns: &[(String, Column)], n: usize) -> BTreeMap<String, Vec<Option<Value>>> {
+        columns.iter().map(|(k, c)| (k.clone(), (0..n).map(|r| c.get(r).cloned()).collect())).collect()
+    }
+
+    #[test]
+    fn concatenated_tables_hold_what_one_scan_of_their_messages_holds() {
+        let (a, b, c) = (message(0, true), message(6, false), message(12, true));
+        let first = scan([(0, &a[..]), (a.len(), &b[..])]).expect("scans");
+        let second = scan([(0, &c[..])]).expect("scans");
+        // The second file's message starts at 0 of its own file, as in the concatenation.
+        let whole = scan([(0, &a[..]), (a.len(), &b[..]), (0, &c[..])]).expect("scans");
+        let joined = concat(&[&first, &second]);
+        assert_eq!(joined.n_messages, 3);
+        assert_eq!((&joined.msg, &joined.obj, &joined.shape, &joined.descriptor), (&whole.msg, &whole.obj, &whole.shape, &whole.descriptor));
+        assert_eq!((&joined.shapes, joined.descriptors.len()), (&whole.shapes, whole.descriptors.len()));
+        for (x, y) in [(&joined.frame_start, &whole.frame_start), (&joined.payload_end, &whole.payload_end), (&joined.message_offset, &whole.message_offset)] {
+            assert_eq!(x, y);
+        }
+        assert_eq!((&joined.frame_hash, &joined.has_frame_hash), (&whole.frame_hash, &whole.has_frame_hash));
+        let rows = joined.msg.len();
+        assert_eq!(by_row(&joined.own, rows), by_row(&whole.own, rows));
+        assert_eq!(by_row(&joined.codec_params, rows), by_row(&whole.codec_params, rows));
+        assert_eq!(by_row(&joined.extra, 3), by_row(&whole.extra, 3));
+        assert_eq!(joined.own_dim_names.codes, whole.own_dim_names.codes);
+        assert_eq!(joined.extra_dim_names.values, whole.extra_dim_names.values);
+        // Equal values share a code across the tables.
+        let steps = &joined.own.iter().find(|(k, _)| k == "mars.step").expect("a step column").1;
+        assert_eq!(steps.values.len(), 3);
     }
 
     #[test]
