@@ -12,12 +12,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import archive_data  # noqa: E402
 
 
-def write_archive(path, messages: int = 10_000) -> str:
-    """Writes ``messages`` messages (a multiple of 100: 10 params x 10 levels per step)."""
+def write_archive(path, messages: int = 10_000, first_step: int = 0) -> str:
+    """Writes ``messages`` messages (a multiple of 100: 10 params x 10 levels per step), steps
+    6 hours apart from ``first_step``."""
     per_step = len(archive_data.PARAMS) * len(archive_data.LEVELS)
     if messages % per_step:
         raise ValueError(f"messages must be a multiple of {per_step}; got {messages}")
-    return archive_data.write_archive(path, range(0, 6 * messages // per_step, 6))
+    return archive_data.write_archive(path, range(first_step, first_step + 6 * messages // per_step, 6))
 
 
 def measure(path, url_of, server) -> tuple[int, int, float]:

@@ -780,10 +780,10 @@ def test_scan_finds_every_message_and_tables_small_ones(range_server, archive, i
         fetcher = remote.Fetcher(url, None)
         messages = _core.scan_remote(url, fetcher.size, fetcher.fetch_many, remote.scan_settings())
         assert [messages.span(i) for i in range(len(messages))] == [local.handle.message_span(i) for i in range(len(local))]
-        table = messages.table()
+        table = _core.table_of_files([messages])
         assert (table is not None) == small
         if small:
-            expected = _core.scan_files([local.handle])
+            expected = _core.table_of_files([local.handle])
             for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "frame_hash"):
                 np.testing.assert_array_equal(table[key], expected[key])
             rows = expected["msg"] == 7
@@ -797,7 +797,7 @@ def test_the_table_of_large_remote_messages_has_every_frame_range(range_server, 
     as the local table has it."""
     url, path = serve(range_server, ifs_file)
     remote_file = tgm_xarray.open_file(url)
-    assert remote_file.handle.table() is None
+    assert _core.table_of_files([remote_file.handle.messages]) is None
     remote_table, local_table = metadata_table(remote_file), metadata_table(tgm_xarray.open_file(path))
     assert (remote_table.frame_start >= 0).all()
     for key in ("msg", "obj", "frame_start", "frame_end"):
@@ -809,7 +809,7 @@ def test_a_tabled_message_fetches_its_metadata_on_first_use(range_server, archiv
     descriptors are fetched on first use (one request, for that message), reads need neither."""
     url, path = serve(range_server, archive)
     remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
-    assert remote_file.handle.table() is not None
+    assert _core.table_of_files([remote_file.handle.messages]) is not None
     range_server.reset()
     assert remote_file.read(42, 0).tobytes() == local.read(42, 0).tobytes()
     assert remote_file.handle.fingerprint(42, 1) == local.handle.fingerprint(42, 1)
@@ -832,3 +832,27 @@ def test_a_list_of_urls_opens_as_one_dataset(range_server, tmp_path, ifs_file):
     urls = [serve(range_server, p)[0] for p in (first, second)]
     with xr.open_dataset(ifs_file, engine="tgm") as whole, xr.open_dataset(urls, engine="tgm") as split:
         xr.testing.assert_identical(whole.drop_encoding(), split.drop_encoding())
+
+
+def test_a_list_of_small_message_archives_opens_in_as_few_requests_as_each(range_server, tmp_path):
+    """A list of remote archives plans from their scans' tables joined (no message fetched
+    again), as one file does: as many requests as opening each alone, not one per message; a
+    local file joins them too. The Dataset is the local files'."""
+    from remote_archive import write_archive
+
+    pytest.importorskip("tensogram")
+    paths = [Path(write_archive(tmp_path / f"{name}.tgm", 200, first_step=first)) for name, first in (("a", 0), ("b", 12))]
+    urls = [serve(range_server, p)[0] for p in paths]
+    alone = []
+    for url in urls:
+        range_server.reset()
+        xr.open_dataset(url, engine="tgm", index=False).close()
+        alone.append(range_server.count())
+    with xr.open_dataset(paths, engine="tgm", index=False) as local:
+        for files in (urls, [urls[0], paths[1]]):
+            handles.CACHE.clear()
+            range_server.reset()
+            with xr.open_dataset(files, engine="tgm", index=False) as ds:
+                assert range_server.count() <= sum(alone)  # 398 requests when each message was fetched
+                assert ds["t"].shape == (4, 10, 32, 64)
+                xr.testing.assert_identical(ds.drop_encoding(), local.drop_encoding())

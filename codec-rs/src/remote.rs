@@ -120,6 +120,11 @@ impl RemoteMessages {
         RemoteMessages { source: source.to_owned(), messages, table, tail_guess }
     }
 
+    /// The metadata table of the messages when every one came whole (`table::table_of_files`).
+    pub(crate) fn table(&self) -> Option<&Table> {
+        self.table.as_ref()
+    }
+
     /// The messages as the table lists them: nothing parsed again.
     fn from_table(table: &Table) -> Vec<Message> {
         let mut first = 0;
@@ -219,10 +224,6 @@ impl RemoteMessages {
         self.messages.len()
     }
 
-    /// The metadata table of the messages when every one came whole (see `scan_remote`).
-    fn table<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        self.table.as_ref().map(|t| crate::table::to_py_dict(py, t)).transpose()
-    }
 
     /// `(offset, length)` of message `msg`.
     fn span(&self, msg: usize) -> PyResult<(u64, u64)> {

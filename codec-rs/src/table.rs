@@ -10,6 +10,7 @@ use crate::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, FileHandle};
 use crate::mapped_file::MappedFile;
+use crate::remote::RemoteMessages;
 
 /// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released;
 /// `where_(i)` names message `i` in an error.
@@ -75,13 +76,45 @@ pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict
     Ok(d)
 }
 
-/// One table over several mapped files, in the order given: messages are numbered on from one
-/// file to the next; byte ranges stay within each message's own file.
+/// One table over several files, in the order given (`FileHandle`s and `RemoteMessages`):
+/// messages are numbered on from one file to the next; byte ranges stay within each message's
+/// own file. Mapped files are scanned here with the interpreter released; remote files give the
+/// table their scan built (`None` when one has none: its large messages were read by their
+/// header, and their dicts make the table: `MetadataTable.from_messages`).
 #[pyfunction]
-pub fn scan_files<'py>(py: Python<'py>, handles: Vec<PyRef<'py, FileHandle>>) -> PyResult<Bound<'py, PyDict>> {
-    let files: Vec<&MappedFile> = handles.iter().map(|h| h.file()).collect();
+pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let mapped: Vec<Option<PyRef<'py, FileHandle>>> = files.iter().map(|f| f.extract().ok()).collect();
+    let remote: Vec<Option<PyRef<'py, RemoteMessages>>> = files.iter().map(|f| f.extract().ok()).collect();
+    if let Some(i) = (0..files.len()).find(|&i| mapped[i].is_none() && remote[i].is_none()) {
+        let kind = files[i].get_type().name()?;
+        return Err(CoreError::new(Kind::Type, format!("files[{i}] is a {kind}, not a FileHandle or RemoteMessages")).raised());
+    }
+    if mapped.iter().all(Option::is_some) {
+        let files: Vec<&MappedFile> = mapped.iter().flatten().map(|h| h.file()).collect();
+        return scan_mapped(py, &files).and_then(|t| to_py_dict(py, &t)).map(Some);
+    }
+    let mut scanned = Vec::with_capacity(files.len());
+    for handle in &mapped {
+        scanned.push(handle.as_ref().map(|h| scan_mapped(py, &[h.file()])).transpose()?);
+    }
+    let mut tables = Vec::with_capacity(files.len());
+    for (own, remote) in scanned.iter().zip(&remote) {
+        match own.as_ref().or_else(|| remote.as_ref().and_then(|r| r.table())) {
+            Some(table) => tables.push(table),
+            None => return Ok(None),
+        }
+    }
+    match tables[..] {
+        [one] => to_py_dict(py, one),
+        _ => to_py_dict(py, &py.detach(|| tgm_core::table::concat(&tables))),
+    }
+    .map(Some)
+}
+
+/// One scan over the messages of `files`, numbered on from one file to the next.
+fn scan_mapped(py: Python<'_>, files: &[&MappedFile]) -> PyResult<Table> {
     let where_ = |mut m: usize| {
-        for f in &files {
+        for f in files {
             if m < f.message_count() {
                 return format!("{}: message {m}", f.path());
             }
@@ -89,7 +122,7 @@ pub fn scan_files<'py>(py: Python<'py>, handles: Vec<PyRef<'py, FileHandle>>) ->
         }
         format!("message {m}")
     };
-    let table = scan(py, files.iter().flat_map(|f| f.messages()), where_)?;
+    let table = scan(py, files.iter().flat_map(|f| f.messages()), where_);
     files.iter().for_each(|f| f.release_all());
-    to_py_dict(py, &table)
+    table
 }

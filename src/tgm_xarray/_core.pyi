@@ -76,5 +76,6 @@ def read_payload_ranges(
 ) -> np.ndarray | None: ...
 
 # Metadata tables (`tgm_xarray.hypercube.table.MetadataTable.from_core`)
-def scan_files(handles: list[FileHandle]) -> dict[str, Any]:
-    """One table over several mapped files: messages numbered on from one file to the next."""
+def table_of_files(files: list[FileHandle | RemoteMessages]) -> dict[str, Any] | None:
+    """One table over several files: messages numbered on from one file to the next; ``None``
+    when a remote one has no table (its large messages were read by their header)."""

@@ -292,15 +292,14 @@ def _ref(path: str | list[str], storage_options: dict | None) -> FileRef | FileS
 
 
 def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
-    """Every message's metadata as columns: one core call for local files (interpreter
-    released, no payload read); remote files' handles give their messages' dicts and their
-    data-object frames' ranges (which references point at: ``virtual.py``)."""
+    """Every message's metadata as columns: one core call (interpreter released, no payload
+    read) for local files and remote ones whose messages all came whole; remote files of large
+    messages give their messages' dicts and their data-object frames' ranges (which references
+    point at: ``virtual.py``)."""
     handles = [f.handle for f in (file.files if isinstance(file, FileSet) else [file])]
-    if all(isinstance(h, _core.FileHandle) for h in handles):
-        return MetadataTable.from_core(_core.scan_files(handles))
-    scanned = handles[0].table() if len(handles) == 1 and isinstance(handles[0], RemoteHandle) else None
-    if scanned is not None:  # a remote file whose messages all came whole
-        return MetadataTable.from_core(scanned)
+    tabled = _core.table_of_files([h.messages if isinstance(h, RemoteHandle) else h for h in handles])
+    if tabled is not None:
+        return MetadataTable.from_core(tabled)
     messages = [(h, i) for h in handles for i in range(len(h))]
     return MetadataTable.from_messages(
         [(h.metadata(i), h.descriptors(i)) for h, i in messages],

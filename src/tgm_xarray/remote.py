@@ -412,22 +412,16 @@ class RemoteHandle:
         self._fetcher = fetcher or Fetcher(url, storage_options)
         if self._fetcher.size == 0:
             raise TgmFormatError(f"{url}: the file is empty")
-        self._messages = _core.scan_remote(url, self._fetcher.size, self._fetcher.fetch_many, scan_settings())
-        self._table = self._messages.table()
+        #: The scan (``_core.RemoteMessages``): ``_core.table_of_files`` takes it.
+        self.messages = _core.scan_remote(url, self._fetcher.size, self._fetcher.fetch_many, scan_settings())
         self._lock = threading.Lock()
-
-    def table(self) -> dict | None:
-        """The metadata table of the messages (the core scan's) when every message came
-        whole, as those of small-message archives do; ``None`` otherwise (or when one is
-        corrupt: its own reads report it)."""
-        return self._table
 
     @property
     def file_size(self) -> int:
         return self._fetcher.size
 
     def __len__(self) -> int:
-        return len(self._messages)
+        return len(self.messages)
 
     def __repr__(self) -> str:
         return f"<RemoteHandle {self.path!r}: {len(self)} messages>"
@@ -435,55 +429,55 @@ class RemoteHandle:
     def _ensure(self, wanted) -> None:
         """Fetches what describes the messages of ``wanted`` not described yet."""
         with self._lock:
-            self._messages.describe(list(wanted), self._fetcher.fetch_many)
+            self.messages.describe(list(wanted), self._fetcher.fetch_many)
 
     def _described(self, msg: int) -> int:
-        if not self._messages.is_described(msg):
+        if not self.messages.is_described(msg):
             self._ensure([msg])
         return msg
 
     def _readable(self, msg: int) -> int:
-        if self._messages.reads_need_description(msg):
+        if self.messages.reads_need_description(msg):
             self._ensure([msg])
         return msg
 
     # -- FileHandle's methods -----------------------------------------------------------------
     def message_span(self, msg: int) -> tuple[int, int]:
-        return self._messages.span(msg)
+        return self.messages.span(msg)
 
     def frame_spans(self, msg: int) -> list[tuple[int, int]]:
         """``(file offset, length)`` of each data-object frame of message ``msg``, known since
         opening (nothing fetched): ``backend.metadata_table`` puts them in the table."""
-        return self._messages.frame_spans(msg)
+        return self.messages.frame_spans(msg)
 
     def parse_all(self) -> None:
         """Fetches every descriptor that reads need and that is not fetched yet (of messages read
         by their header or footer), in concurrent batches of range requests. Messages in the
         table need none: their metadata and descriptors are fetched on first use."""
-        self._ensure([i for i in range(len(self._messages)) if self._messages.reads_need_description(i)])
+        self._ensure([i for i in range(len(self.messages)) if self.messages.reads_need_description(i)])
 
     def metadata(self, msg: int) -> dict:
-        return self._messages.metadata(self._described(msg))
+        return self.messages.metadata(self._described(msg))
 
     def descriptors(self, msg: int) -> list[dict]:
-        return self._messages.descriptors(self._readable(msg))
+        return self.messages.descriptors(self._readable(msg))
 
     def fingerprint(self, msg: int, obj: int) -> str:
         """``FileHandle.fingerprint``: from the frame's inline hash where it has one (nothing
         fetched), else from its payload (the frame is fetched)."""
-        known = self._messages.fingerprint(self._readable(msg), obj)
+        known = self.messages.fingerprint(self._readable(msg), obj)
         if known is not None:
             return known
-        return _core.frame_fingerprint(self._fetcher.fetch(*self._messages.frame_range(msg, obj)))
+        return _core.frame_fingerprint(self._fetcher.fetch(*self.messages.frame_range(msg, obj)))
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
              verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
         """``FileHandle.read``. Objects whose values sit at fixed places in their payload (raw,
         or whole-byte packing, uncompressed) fetch just the byte ranges a partial read needs;
         others fetch their frame (and so does ``verify_hash``, which hashes it all)."""
-        start, stop = self._messages.frame_range(self._readable(msg), obj)
+        start, stop = self.messages.frame_range(self._readable(msg), obj)
         context = f"{self.path}: message {msg}, object {obj}"
-        payload = self._messages.payload(msg, obj)
+        payload = self.messages.payload(msg, obj)
         if payload is not None and not verify_hash:
             cbor, offset, length = payload
 
@@ -500,11 +494,11 @@ class RemoteHandle:
         """``read`` for event loops: the frame's request overlaps with any others in flight and
         the decode runs in a worker thread. Partial reads that fetch byte ranges of a payload
         (and messages not described yet that need it) run ``read`` in a worker thread."""
-        if self._messages.reads_need_description(msg):  # that fetches too
+        if self.messages.reads_need_description(msg):  # that fetches too
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
-        start, stop = self._messages.frame_range(msg, obj)
-        if (self._messages.payload(msg, obj) is not None and not verify_hash
-                and not _selects_all(index, self._messages.shape(msg, obj))):
+        start, stop = self.messages.frame_range(msg, obj)
+        if (self.messages.payload(msg, obj) is not None and not verify_hash
+                and not _selects_all(index, self.messages.shape(msg, obj))):
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         frame = await self._fetcher.fetch_async(start, stop)
         context = f"{self.path}: message {msg}, object {obj}"

@@ -1,8 +1,8 @@
 """A file's metadata as columns: one row per object, no Python object per message.
 
 The planner (:mod:`tgm_xarray.hypercube`) reads nothing else. The core builds a table in one
-call from mapped files (``_core.scan_files``) or from a remote file's messages fetched whole
-(``RemoteMessages.table``); tests and callers holding metadata as dicts build one with
+call from mapped files and from remote files whose messages came whole
+(``_core.table_of_files``); tests and callers holding metadata as dicts build one with
 :meth:`MetadataTable.from_messages`. Both flatten
 metadata with the same rules (:func:`tgm_xarray.attrs.flatten`): nested maps become dotted keys,
 ``_reserved_`` is left out, and the structural keys (``dim_names``, ``coordinate_attrs``) get
