@@ -59,6 +59,9 @@ impl ObjectEntry {
 
     /// Parses the data-object frame that fills `frame` (a remote read fetches just the frame).
     pub fn from_frame(frame: &[u8]) -> CoreResult<Self> {
+        if let Some(o) = walk::frame(frame) {
+            return Ok(ObjectEntry::new(o.descriptor, o.frame, o.payload, false));
+        }
         let (desc, payload, masks, _) = tensogram::framing::decode_data_object_frame(frame)
             .map_err(|e| CoreError::from_tensogram(&e, "cannot parse the object frame"))?;
         let has_masks = has_masks(&desc, masks);

@@ -1,11 +1,12 @@
-//! Messages of the common layout walked here rather than by `tensogram::framing::decode_message`,
-//! for one cost: upstream deserialises a descriptor through serde's `flatten`, which buffers
+//! Messages of the common layout walked here rather than by `tensogram::framing::decode_message`
+//! (and data-object frames read on their own rather than by `decode_data_object_frame`), for
+//! one cost: upstream deserialises a descriptor through serde's `flatten`, which buffers
 //! every parameter, and the `szip_block_offsets` of an szip object (one per RSI block: 508 in a
 //! 361 x 720 zarr chunk at 512-value blocks) then cost ~110 ns each, ~57 us a message: a
 //! quarter of the time of a 1/16 box of such a chunk. Here the walker reads the offsets and
 //! upstream parses the rest of the descriptor.
 //!
-//! Every other check is upstream's, made in the same order with its own functions where it has
+//! Every other check upstream makes is made here too, with its own functions where it has
 //! public ones. What this walk does not take (streaming messages, preceder frames, the CBOR
 //! descriptor before the payload, NaN/Inf masks) or finds fault with, it leaves to upstream:
 //! `decode_message`'s result, or its error, is then the answer.
@@ -66,14 +67,7 @@ pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
         }
         current = frame_phase;
         let rest = &bytes[pos..];
-        let min_len = match header.frame_type {
-            FrameType::NTensorFrame => FRAME_HEADER_SIZE + DATA_OBJECT_FOOTER_SIZE,
-            _ => FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE,
-        };
-        let len = usize::try_from(header.total_length).ok().filter(|&l| l >= min_len && l <= rest.len())?;
-        if !rest[..len].ends_with(FRAME_END) {
-            return None;
-        }
+        let len = checked_len(&header, rest)?;
         let body = &rest[FRAME_HEADER_SIZE..len - FRAME_COMMON_FOOTER_SIZE];
         match header.frame_type {
             FrameType::HeaderMetadata | FrameType::FooterMetadata => metadata = Some(cbor_to_global_metadata(body).ok()?),
@@ -92,6 +86,29 @@ pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
     }
     metadata.base.resize_with(objects.len(), Default::default);
     Some((metadata, objects))
+}
+
+/// The length of the frame that starts `rest` with this header, checked as upstream checks a
+/// frame before it reads it: at least a header and a footer, within `rest`, ending in `ENDF`.
+fn checked_len(header: &FrameHeader, rest: &[u8]) -> Option<usize> {
+    let min_len = match header.frame_type {
+        FrameType::NTensorFrame => FRAME_HEADER_SIZE + DATA_OBJECT_FOOTER_SIZE,
+        _ => FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE,
+    };
+    let len = usize::try_from(header.total_length).ok().filter(|&l| l >= min_len && l <= rest.len())?;
+    rest[..len].ends_with(FRAME_END).then_some(len)
+}
+
+/// A data-object frame read on its own (`frame` holds exactly the frame: a remote read, a
+/// virtual reference's chunk), as `decode_data_object_frame` reads it; ranges in `frame`.
+/// `None` where the message walk would decline it, or the frame is not exactly `frame`.
+pub fn frame(frame: &[u8]) -> Option<WalkedObject> {
+    let header = FrameHeader::read_from(frame).ok()?;
+    let len = checked_len(&header, frame)?;
+    if header.frame_type != FrameType::NTensorFrame || len != frame.len() {
+        return None;
+    }
+    object(frame, header.flags, 0)
 }
 
 /// A data-object frame (`frame`, at `pos` in the message) with its descriptor after the
@@ -212,6 +229,20 @@ mod tests {
         true
     }
 
+    /// Whether `frame` read alone gives what `decode_data_object_frame` gives.
+    fn frame_agrees(frame_bytes: &[u8]) -> bool {
+        let Some(ours) = frame(frame_bytes) else {
+            return false;
+        };
+        let (desc, payload, masks, _) = tensogram::framing::decode_data_object_frame(frame_bytes)
+            .expect("the walk took a frame upstream refuses");
+        assert_eq!(format!("{:?}", ours.descriptor), format!("{desc:?}"));
+        let start = payload.as_ptr() as usize - frame_bytes.as_ptr() as usize;
+        assert_eq!((ours.frame, ours.payload), (0..frame_bytes.len(), start..start + payload.len()));
+        assert!(masks.is_empty());
+        true
+    }
+
     #[test]
     fn walked_messages_equal_upstreams_parse() {
         let files = fixture_files();
@@ -223,8 +254,13 @@ mod tests {
                 let message = &bytes[start..start + len];
                 if walk_agrees(message) {
                     walked += 1;
-                    let desc = &walk(message).expect("walked").1;
-                    szip += desc.iter().filter(|o| o.descriptor.params.contains_key(OFFSETS_KEY)).count();
+                    for object in walk(message).expect("walked").1 {
+                        szip += usize::from(object.descriptor.params.contains_key(OFFSETS_KEY));
+                        assert!(frame_agrees(&message[object.frame.clone()]));
+                        // A buffer longer than its frame is upstream's to read.
+                        let longer = [&message[object.frame.clone()], &[0u8; 8][..]].concat();
+                        assert!(frame(&longer).is_none());
+                    }
                 }
             }
         }
