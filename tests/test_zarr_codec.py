@@ -196,7 +196,7 @@ def test_metadata_key_set_is_fixed_by_the_chosen_stages():
     configuration = TensogramCodec(**sp(24, compression="szip")).to_dict()["configuration"]
     assert configuration == {
         "encoding": "simple_packing", "bits_per_value": 24, "decimal_scale_factor": 0, "filter": "none",
-        "compression": "szip", "szip_rsi": 16, "szip_block_size": 32, "szip_flags": 8, "hash": True,
+        "compression": "szip", "szip_rsi": 4, "szip_block_size": 32, "szip_flags": 8, "hash": True,
     }  # fmt: skip
     assert list(TensogramCodec(compression="none").to_dict()["configuration"]) == [
         "encoding", "filter", "compression", "hash"]

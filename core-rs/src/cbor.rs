@@ -50,8 +50,8 @@ impl<'a> Walker<'a> {
         Ok(bytes)
     }
 
-    /// Reads one head; string heads leave the position at the string's bytes.
-    pub fn head(&mut self) -> Result<Head> {
+    /// Reads one head: its first byte, major type and argument (`None`: indefinite length).
+    fn raw_head(&mut self) -> Result<(u8, u8, Option<u64>)> {
         let first = self.take(1)?[0];
         let (major, info) = (first >> 5, first & 0x1f);
         let arg = match info {
@@ -63,6 +63,12 @@ impl<'a> Walker<'a> {
             31 => None,
             _ => return err(format!("bad CBOR head 0x{first:02x} at byte {}", self.pos - 1)),
         };
+        Ok((first, major, arg))
+    }
+
+    /// Reads one head; string heads leave the position at the string's bytes.
+    pub fn head(&mut self) -> Result<Head> {
+        let (first, major, arg) = self.raw_head()?;
         Ok(match (major, arg) {
             (0 | 1, Some(_)) => Head::Scalar,
             (2, n) => Head::Bytes(n),
@@ -74,6 +80,18 @@ impl<'a> Walker<'a> {
             (7, None) => Head::Break,
             _ => return err(format!("bad CBOR head 0x{first:02x} at byte {}", self.pos - 1)),
         })
+    }
+
+    /// An unsigned integer's value, else `None` and the position is unchanged.
+    pub fn uint(&mut self) -> Result<Option<u64>> {
+        let start = self.pos;
+        match self.raw_head()? {
+            (_, 0, Some(value)) => Ok(Some(value)),
+            _ => {
+                self.pos = start;
+                Ok(None)
+            }
+        }
     }
 
     /// A definite-length text string's contents (a map key), else `None` and the position is
@@ -177,6 +195,19 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// Appends the head of an item of major type `major` (0 to 7) with argument `arg`, in the
+/// shortest form, as ciborium writes it.
+pub fn push_head(out: &mut Vec<u8>, major: u8, arg: u64) {
+    let major = major << 5;
+    match arg {
+        0..=23 => out.push(major | arg as u8),
+        24..=0xff => out.extend([major | 24, arg as u8]),
+        0x100..=0xffff => out.extend([[major | 25].as_slice(), &(arg as u16).to_be_bytes()].concat()),
+        0x1_0000..=0xffff_ffff => out.extend([[major | 26].as_slice(), &(arg as u32).to_be_bytes()].concat()),
+        _ => out.extend([[major | 27].as_slice(), &arg.to_be_bytes()].concat()),
+    }
+}
+
 /// Decodes one item's bytes (as `Walker::item` returns them) into a value.
 pub fn decode(item: &[u8]) -> Result<ciborium::Value> {
     ciborium::from_reader(item).map_err(|e| CborError(format!("bad CBOR value: {e}")))
@@ -209,5 +240,26 @@ mod tests {
         assert!(Walker::new(&[0x82, 0x01]).item().is_err());
         let deep = [vec![0x81u8; MAX_DEPTH + 2], vec![0x01]].concat();
         assert!(Walker::new(&deep).item().is_err());
+    }
+
+    #[test]
+    fn unsigned_integers_and_heads() {
+        for n in [0u64, 23, 24, 255, 256, 65_535, 65_536, u32::MAX as u64, u32::MAX as u64 + 1, u64::MAX] {
+            let bytes = encode(&Value::Integer(n.into()));
+            let mut head = Vec::new();
+            push_head(&mut head, 0, n);
+            assert_eq!(head, bytes, "{n}");
+            let mut w = Walker::new(&bytes);
+            assert_eq!(w.uint().unwrap(), Some(n));
+            assert_eq!(w.pos, bytes.len());
+        }
+        // A negative integer, a float and a text are no unsigned integers: nothing is consumed.
+        for value in [Value::Integer((-1).into()), Value::Float(1.0), Value::Text("1".into())] {
+            let bytes = encode(&value);
+            let mut w = Walker::new(&bytes);
+            assert_eq!(w.uint().unwrap(), None);
+            assert_eq!(w.pos, 0);
+        }
+        assert!(Walker::new(&[0x1b, 0x00]).uint().is_err());
     }
 }

@@ -9,6 +9,8 @@ use tensogram::{DataObjectDescriptor, GlobalMetadata};
 use crate::errors::{CoreError, CoreResult};
 use crate::packing::Packed;
 
+pub mod walk;
+
 /// How an object's payload can serve a partial read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -57,6 +59,9 @@ impl ObjectEntry {
 
     /// Parses the data-object frame that fills `frame` (a remote read fetches just the frame).
     pub fn from_frame(frame: &[u8]) -> CoreResult<Self> {
+        if let Some(o) = walk::frame(frame) {
+            return Ok(ObjectEntry::new(o.descriptor, o.frame, o.payload, false));
+        }
         let (desc, payload, masks, _) = tensogram::framing::decode_data_object_frame(frame)
             .map_err(|e| CoreError::from_tensogram(&e, "cannot parse the object frame"))?;
         let has_masks = has_masks(&desc, masks);
@@ -109,6 +114,13 @@ fn offset_in(whole: &[u8], part: &[u8]) -> usize {
 impl ParsedMessage {
     /// Parses every frame of `bytes` (one whole message) without touching payload bytes.
     pub fn parse(bytes: &[u8]) -> CoreResult<ParsedMessage> {
+        if let Some((metadata, walked)) = walk::walk(bytes) {
+            let objects = walked
+                .into_iter()
+                .map(|o| ObjectEntry::new(o.descriptor, o.frame, o.payload, false))
+                .collect();
+            return Ok(ParsedMessage { metadata, objects });
+        }
         let decoded = tensogram::framing::decode_message(bytes)
             .map_err(|e| CoreError::from_tensogram(&e, "cannot parse message frames"))?;
         let mut objects = Vec::with_capacity(decoded.objects.len());

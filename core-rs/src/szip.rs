@@ -24,7 +24,7 @@ use crate::params::int_param;
 
 /// The descriptor parameter that marks `szip_block_offsets` as checked against the decoder.
 pub const VERIFIED_KEY: &str = "szip_block_offsets_verified";
-const OFFSETS_KEY: &str = "szip_block_offsets";
+pub const OFFSETS_KEY: &str = "szip_block_offsets";
 
 fn param_u32(desc: &DataObjectDescriptor, key: &str) -> CoreResult<u32> {
     int_param(desc, key)

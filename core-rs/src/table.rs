@@ -279,7 +279,7 @@ struct Builder {
 /// Where a data-object frame keeps its descriptor and payload: `(descriptor CBOR, payload)`,
 /// ranges in the frame. Mirrors `tensogram::framing::decode_data_object_frame`, which checks it
 /// whenever a descriptor is new.
-fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<usize>)> {
+pub(crate) fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<usize>)> {
     let footer = frame.len().checked_sub(DATA_OBJECT_FOOTER_SIZE)?;
     let cbor_offset = usize::try_from(u64::from_be_bytes(frame.get(footer..footer + 8)?.try_into().ok()?)).ok()?;
     if cbor_offset < FRAME_HEADER_SIZE || cbor_offset > footer {

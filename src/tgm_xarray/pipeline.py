@@ -10,7 +10,7 @@ option fails with the same :class:`~tgm_xarray.errors.TgmCodecError` and message
 
 >>> p = Pipeline.from_options({"bits": 16, "compression": "szip"})
 >>> p.encoding, p.bits_per_value, p.filter, p.params
-('simple_packing', 16, 'none', {'szip_rsi': 16, 'szip_block_size': 32, 'szip_flags': 8})
+('simple_packing', 16, 'none', {'szip_rsi': 4, 'szip_block_size': 32, 'szip_flags': 8})
 >>> Pipeline.from_options({}).options()
 {'encoding': 'none', 'filter': 'none', 'compression': 'blosc2', 'blosc2_codec': 'zstd', 'blosc2_clevel': 3}
 >>> Pipeline.from_options({"zstd_level": 30})
@@ -103,8 +103,8 @@ TABLE = (
     Option("compression", "pipeline", "blosc2", _choice(*COMPRESSIONS),
            doc="the writer stores coordinates with `none`; a compression's parameter alone "
                "chooses it (`zstd_level=9`: zstd)"),
-    Option("szip_rsi", "szip", 16, _integer(1, 4096),
-           doc="blocks per reference sample interval: 16 x 32 = 512 values keeps windows cheap"),
+    Option("szip_rsi", "szip", 4, _integer(1, 4096),
+           doc="blocks per reference sample interval: 4 x 32 = 128 values keeps windows cheap"),
     Option("szip_block_size", "szip", 32, _choice(8, 16, 32, 64), doc="as GRIB 2's CCSDS packing"),
     Option("szip_flags", "szip", 8, _integer(0, 127), doc="libaec flags; 8 is `AEC_DATA_PREPROCESS`"),
     Option("zstd_level", "zstd", 3, _integer(-131072, 22)),

@@ -1,0 +1,320 @@
+//! Messages of the common layout walked here rather than by `tensogram::framing::decode_message`
+//! (and data-object frames read on their own rather than by `decode_data_object_frame`), for
+//! one cost: upstream deserialises a descriptor through serde's `flatten`, which buffers
+//! every parameter, and the `szip_block_offsets` of an szip object (one per RSI block: 508 in a
+//! 361 x 720 zarr chunk at 512-value blocks) then cost ~110 ns each, ~57 us a message: a
+//! quarter of the time of a 1/16 box of such a chunk. Here the walker reads the offsets and
+//! upstream parses the rest of the descriptor.
+//!
+//! Every other check upstream makes is made here too, with its own functions where it has
+//! public ones. What this walk does not take (streaming messages, preceder frames, the CBOR
+//! descriptor before the payload, NaN/Inf masks) or finds fault with, it leaves to upstream:
+//! `decode_message`'s result, or its error, is then the answer.
+
+use std::ops::Range;
+
+use ciborium::Value;
+use tensogram::metadata::{cbor_to_global_metadata, cbor_to_hash_frame, cbor_to_index, cbor_to_object_descriptor};
+use tensogram::wire::{
+    DataObjectFlags, FrameHeader, FrameType, Postamble, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_COMMON_FOOTER_SIZE,
+    FRAME_END, FRAME_HEADER_SIZE, FRAME_MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
+};
+use tensogram::{DataObjectDescriptor, GlobalMetadata};
+
+use crate::cbor::{push_head, Head, Walker};
+use crate::szip::OFFSETS_KEY;
+
+/// One data object of a walked message; ranges in the message.
+pub struct WalkedObject {
+    pub descriptor: DataObjectDescriptor,
+    pub frame: Range<usize>,
+    pub payload: Range<usize>,
+}
+
+/// Upstream's frame order: header frames, then data objects, then footer frames.
+fn phase(frame_type: FrameType) -> u8 {
+    match frame_type {
+        FrameType::HeaderMetadata | FrameType::HeaderIndex | FrameType::HeaderHash => 0,
+        FrameType::NTensorFrame | FrameType::PrecederMetadata => 1,
+        FrameType::FooterHash | FrameType::FooterIndex | FrameType::FooterMetadata => 2,
+    }
+}
+
+/// The message's metadata and objects, as `decode_message` would give them; `None` when the
+/// message is not of the common layout or upstream would refuse it.
+pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
+    let preamble = Preamble::read_from(bytes).ok()?;
+    // Streaming messages (total length 0) end where the buffer does: upstream's to walk.
+    let total = usize::try_from(preamble.total_length)
+        .ok()
+        .filter(|&t| t > 0 && t <= bytes.len() && t >= PREAMBLE_SIZE + POSTAMBLE_SIZE)?;
+    let postamble = Postamble::read_from(&bytes[total - POSTAMBLE_SIZE..]).ok()?;
+    if postamble.total_length != 0 && postamble.total_length != preamble.total_length {
+        return None;
+    }
+    let msg_end = total - POSTAMBLE_SIZE;
+    let (mut metadata, mut objects, mut current, mut pos) = (None, Vec::new(), 0, PREAMBLE_SIZE);
+    // `pos < msg_end` leaves a postamble's worth of bytes: a frame header always fits.
+    while pos < msg_end {
+        if &bytes[pos..pos + 2] != FRAME_MAGIC {
+            pos += 1; // padding
+            continue;
+        }
+        let header = FrameHeader::read_from(&bytes[pos..]).ok()?;
+        let frame_phase = phase(header.frame_type);
+        if frame_phase < current || header.frame_type == FrameType::PrecederMetadata {
+            return None;
+        }
+        current = frame_phase;
+        let rest = &bytes[pos..];
+        let len = checked_len(&header, rest)?;
+        let body = &rest[FRAME_HEADER_SIZE..len - FRAME_COMMON_FOOTER_SIZE];
+        match header.frame_type {
+            FrameType::HeaderMetadata | FrameType::FooterMetadata => metadata = Some(cbor_to_global_metadata(body).ok()?),
+            FrameType::HeaderIndex | FrameType::FooterIndex => drop(cbor_to_index(body).ok()?),
+            FrameType::HeaderHash | FrameType::FooterHash => drop(cbor_to_hash_frame(body).ok()?),
+            FrameType::NTensorFrame => objects.push(object(&rest[..len], header.flags, pos)?),
+            FrameType::PrecederMetadata => unreachable!("left to upstream above"),
+        }
+        // Frames are padded to 8 bytes, unless the padding would run past the buffer.
+        let aligned = len.next_multiple_of(8);
+        pos += if aligned <= rest.len() { aligned } else { len };
+    }
+    let mut metadata: GlobalMetadata = metadata?;
+    if metadata.base.len() > objects.len() {
+        return None;
+    }
+    metadata.base.resize_with(objects.len(), Default::default);
+    Some((metadata, objects))
+}
+
+/// The length of the frame that starts `rest` with this header, checked as upstream checks a
+/// frame before it reads it: at least a header and a footer, within `rest`, ending in `ENDF`.
+fn checked_len(header: &FrameHeader, rest: &[u8]) -> Option<usize> {
+    let min_len = match header.frame_type {
+        FrameType::NTensorFrame => FRAME_HEADER_SIZE + DATA_OBJECT_FOOTER_SIZE,
+        _ => FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE,
+    };
+    let len = usize::try_from(header.total_length).ok().filter(|&l| l >= min_len && l <= rest.len())?;
+    rest[..len].ends_with(FRAME_END).then_some(len)
+}
+
+/// A data-object frame read on its own (`frame` holds exactly the frame: a remote read, a
+/// virtual reference's chunk), as `decode_data_object_frame` reads it; ranges in `frame`.
+/// `None` where the message walk would decline it, or the frame is not exactly `frame`.
+pub fn frame(frame: &[u8]) -> Option<WalkedObject> {
+    let header = FrameHeader::read_from(frame).ok()?;
+    let len = checked_len(&header, frame)?;
+    if header.frame_type != FrameType::NTensorFrame || len != frame.len() {
+        return None;
+    }
+    object(frame, header.flags, 0)
+}
+
+/// A data-object frame (`frame`, at `pos` in the message) with its descriptor after the
+/// payload and no masks.
+fn object(frame: &[u8], flags: u16, pos: usize) -> Option<WalkedObject> {
+    if flags & DataObjectFlags::CBOR_AFTER_PAYLOAD == 0 {
+        return None;
+    }
+    let (cbor, payload) = crate::table::locate(frame, flags)?;
+    let descriptor = descriptor(&frame[cbor])?;
+    if descriptor.masks.is_some() {
+        return None; // upstream splits the mask region off the payload
+    }
+    Some(WalkedObject {
+        descriptor,
+        frame: pos..pos + frame.len(),
+        payload: pos + payload.start..pos + payload.end,
+    })
+}
+
+/// A descriptor parsed as `cbor_to_object_descriptor` parses it, with its `szip_block_offsets`
+/// (a definite-length array of unsigned integers, given once) read by the walker and the rest
+/// parsed by upstream. Any other shape of the offsets is parsed by upstream whole; `None` when
+/// upstream refuses the descriptor.
+pub fn descriptor(cbor: &[u8]) -> Option<DataObjectDescriptor> {
+    let whole = || cbor_to_object_descriptor(cbor).ok();
+    let Some((rest, offsets)) = split_offsets(cbor) else {
+        return whole();
+    };
+    let mut descriptor = cbor_to_object_descriptor(&rest).ok()?;
+    let values = offsets.into_iter().map(|o| Value::Integer(o.into())).collect();
+    descriptor.params.insert(OFFSETS_KEY.to_string(), Value::Array(values));
+    Some(descriptor)
+}
+
+/// `(the descriptor map without its offsets entry, the offsets)`, when the map is of definite
+/// length and holds one offsets entry of unsigned integers.
+fn split_offsets(cbor: &[u8]) -> Option<(Vec<u8>, Vec<u64>)> {
+    let mut w = Walker::new(cbor);
+    let Ok(Head::Map(Some(entries))) = w.head() else { return None };
+    let mut kept = Vec::with_capacity(cbor.len());
+    let mut offsets = None;
+    for _ in 0..entries {
+        let key = w.pos;
+        if w.text().ok()? == Some(OFFSETS_KEY) {
+            if offsets.is_some() {
+                return None; // which one counts is upstream's rule
+            }
+            offsets = Some(uints(&mut w)?);
+        } else {
+            w.pos = key;
+            w.item().ok()?;
+            w.item().ok()?;
+            kept.extend_from_slice(&cbor[key..w.pos]);
+        }
+    }
+    let offsets = offsets?;
+    let mut rest = Vec::with_capacity(kept.len() + 9);
+    push_head(&mut rest, 5, entries - 1);
+    rest.extend_from_slice(&kept);
+    Some((rest, offsets))
+}
+
+/// A definite-length array of unsigned integers.
+fn uints(w: &mut Walker<'_>) -> Option<Vec<u64>> {
+    let Ok(Head::Array(Some(n))) = w.head() else { return None };
+    // Each item takes a byte at least: a hostile length cannot reserve more than the CBOR holds.
+    let mut values = Vec::with_capacity(usize::try_from(n).ok()?.min(w.buf.len() - w.pos));
+    for _ in 0..n {
+        values.push(w.uint().ok()??);
+    }
+    Some(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use ciborium::Value;
+    use tensogram::metadata::cbor_to_object_descriptor;
+
+    use super::*;
+    use crate::cbor::{decode, encode};
+
+    /// Every `.tgm` file of the golden fixtures (one per option-table row) and the shared ones.
+    fn fixture_files() -> Vec<PathBuf> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let dirs = ["tests/golden", "../shared/fixtures/real", "../shared/fixtures/upstream/golden",
+            "../shared/fixtures/upstream/remote-parity"];
+        let mut files: Vec<PathBuf> = dirs
+            .iter()
+            .filter_map(|d| std::fs::read_dir(root.join(d)).ok())
+            .flatten()
+            .map(|e| e.expect("a directory entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "tgm"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// Whether the walk gives what `decode_message` gives: equal metadata, descriptors (their
+    /// `Debug` forms: every field and parameter), frames and payloads. `false`: it declined.
+    fn walk_agrees(bytes: &[u8]) -> bool {
+        let upstream = tensogram::framing::decode_message(bytes);
+        let Some((metadata, objects)) = walk(bytes) else {
+            return false;
+        };
+        let upstream = upstream.expect("the walk took a message upstream refuses");
+        assert_eq!(format!("{metadata:?}"), format!("{:?}", upstream.global_metadata));
+        assert_eq!(objects.len(), upstream.objects.len());
+        for (ours, (desc, payload, masks, frame_offset)) in objects.iter().zip(&upstream.objects) {
+            assert_eq!(format!("{:?}", ours.descriptor), format!("{desc:?}"));
+            assert_eq!(ours.frame.start, *frame_offset);
+            let start = payload.as_ptr() as usize - bytes.as_ptr() as usize;
+            assert_eq!(ours.payload, start..start + payload.len());
+            assert!(masks.is_empty());
+        }
+        true
+    }
+
+    /// Whether `frame` read alone gives what `decode_data_object_frame` gives.
+    fn frame_agrees(frame_bytes: &[u8]) -> bool {
+        let Some(ours) = frame(frame_bytes) else {
+            return false;
+        };
+        let (desc, payload, masks, _) = tensogram::framing::decode_data_object_frame(frame_bytes)
+            .expect("the walk took a frame upstream refuses");
+        assert_eq!(format!("{:?}", ours.descriptor), format!("{desc:?}"));
+        let start = payload.as_ptr() as usize - frame_bytes.as_ptr() as usize;
+        assert_eq!((ours.frame, ours.payload), (0..frame_bytes.len(), start..start + payload.len()));
+        assert!(masks.is_empty());
+        true
+    }
+
+    #[test]
+    fn walked_messages_equal_upstreams_parse() {
+        let files = fixture_files();
+        assert!(files.len() >= 40, "fixtures not found: {files:?}");
+        let (mut walked, mut szip) = (0, 0);
+        for path in &files {
+            let bytes = std::fs::read(path).expect("a fixture");
+            for (start, len) in tensogram::scan(&bytes) {
+                let message = &bytes[start..start + len];
+                if walk_agrees(message) {
+                    walked += 1;
+                    for object in walk(message).expect("walked").1 {
+                        szip += usize::from(object.descriptor.params.contains_key(OFFSETS_KEY));
+                        assert!(frame_agrees(&message[object.frame.clone()]));
+                        // A buffer longer than its frame is upstream's to read.
+                        let longer = [&message[object.frame.clone()], &[0u8; 8][..]].concat();
+                        assert!(frame(&longer).is_none());
+                    }
+                }
+            }
+        }
+        // Messages with masks go to upstream; every other fixture is walked.
+        assert!(walked >= 40 && szip >= 6, "walked {walked} messages, {szip} szip objects");
+    }
+
+    /// An szip descriptor's CBOR whose offsets are `offsets` (any value).
+    fn szip_descriptor(offsets: Value) -> Vec<u8> {
+        let bytes = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/codec-packing24-szip.tgm"))
+            .expect("a golden fixture");
+        let (desc, _, _, _) = tensogram::framing::decode_message(&bytes).expect("a message").objects.remove(0);
+        let Value::Map(mut entries) = decode(&tensogram::metadata::object_descriptor_to_cbor(&desc).unwrap()).unwrap()
+        else {
+            panic!("a descriptor is a map")
+        };
+        let slot = entries.iter_mut().find(|(k, _)| *k == Value::Text(OFFSETS_KEY.into())).expect("offsets");
+        slot.1 = offsets;
+        encode(&Value::Map(entries))
+    }
+
+    fn same_as_upstream(cbor: &[u8]) {
+        let ours = descriptor(cbor).map(|d| format!("{d:?}"));
+        let upstream = cbor_to_object_descriptor(cbor).ok().map(|d| format!("{d:?}"));
+        assert_eq!(ours, upstream);
+    }
+
+    #[test]
+    fn hostile_offsets_parse_as_upstream_parses_them() {
+        let ints = |v: &[i64]| Value::Array(v.iter().map(|&i| Value::Integer(i.into())).collect());
+        let cases = [
+            ints(&[0, 100, 200]),
+            ints(&[]),
+            ints(&[0, -8]),                                            // not unsigned
+            Value::Array(vec![Value::Integer(0.into()), Value::Float(1.5)]), // not integers
+            Value::Array(vec![Value::Text("0".into())]),
+            Value::Integer(3.into()),                                  // not an array
+            Value::Tag(2, Box::new(Value::Bytes(vec![1]))),
+            ints(&(0..100_000).collect::<Vec<_>>()),                   // far too many
+        ];
+        for offsets in cases {
+            let cbor = szip_descriptor(offsets);
+            same_as_upstream(&cbor);
+            // Truncated anywhere: refused by both, or (cut in a trailing item) parsed alike.
+            for cut in [1, cbor.len() / 2, cbor.len() - 1] {
+                same_as_upstream(&cbor[..cut]);
+            }
+        }
+        // An array of indefinite length, and the key twice: upstream parses those.
+        let cbor = szip_descriptor(ints(&[0, 1]));
+        let at = cbor.windows(3).position(|w| w == [0x82, 0x00, 0x01]).expect("the offsets array");
+        same_as_upstream(&[&cbor[..at], &[0x9f, 0x00, 0x01, 0xff], &cbor[at + 3..]].concat());
+        let Value::Map(mut entries) = decode(&cbor).unwrap() else { unreachable!() };
+        entries.push((Value::Text(OFFSETS_KEY.into()), ints(&[7])));
+        same_as_upstream(&encode(&Value::Map(entries)));
+    }
+}
