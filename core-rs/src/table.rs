@@ -12,14 +12,12 @@ use std::rc::Rc;
 
 use ahash::{AHashMap as HashMap, RandomState};
 use ciborium::Value;
-use tensogram::wire::{
-    DataObjectFlags, FrameHeader, FrameType, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_COMMON_FOOTER_SIZE, FRAME_END,
-    FRAME_HEADER_SIZE, FRAME_MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
-};
+use tensogram::wire::FrameHeader;
 use tensogram::DataObjectDescriptor;
 
 use crate::cbor::{self, Walker};
 use crate::frame::inline_hash;
+use crate::message::walk;
 
 /// Encoder-owned metadata: never flattened.
 pub const RESERVED_KEY: &str = "_reserved_";
@@ -276,79 +274,23 @@ struct Builder {
     coordinate_attrs: Interned,
 }
 
-/// Where a data-object frame keeps its descriptor and payload: `(descriptor CBOR, payload)`,
-/// ranges in the frame. Mirrors `tensogram::framing::decode_data_object_frame`, which checks it
-/// whenever a descriptor is new.
-pub(crate) fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<usize>)> {
-    let footer = frame.len().checked_sub(DATA_OBJECT_FOOTER_SIZE)?;
-    let cbor_offset = usize::try_from(u64::from_be_bytes(frame.get(footer..footer + 8)?.try_into().ok()?)).ok()?;
-    if cbor_offset < FRAME_HEADER_SIZE || cbor_offset > footer {
-        return None;
-    }
-    if flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 {
-        Some((cbor_offset..footer, FRAME_HEADER_SIZE..cbor_offset))
-    } else {
-        let mut walker = Walker::new(&frame[cbor_offset..footer]);
-        let cbor_end = cbor_offset + walker.item().ok()?.len();
-        Some((cbor_offset..cbor_end, cbor_end..footer))
-    }
-}
-
 impl Builder {
+    /// Adds the message in `bytes`: walked here where it has the common layout, else read
+    /// through the `tensogram` crate (which also says what is wrong with a damaged one).
     fn message(&mut self, offset: usize, bytes: &[u8]) -> Result<(), String> {
-        match self.frames(bytes)? {
-            Some(frames) => self.add_message(offset, bytes, frames),
-            None => self.add_decoded(offset, bytes),
-        }
-    }
-
-    /// The metadata frame's body and the data-object frames `(start, end, flags)` of a message
-    /// laid out the common way; `None` for anything else (preceder frames), which
-    /// `add_decoded` reads through the `tensogram` crate.
-    #[allow(clippy::type_complexity)]
-    fn frames<'b>(&self, bytes: &'b [u8]) -> Result<Option<(&'b [u8], Vec<(usize, usize, u16)>)>, String> {
-        let bad = |m: String| format!("cannot parse message frames: {m}");
-        Preamble::read_from(bytes).map_err(|e| bad(e.to_string()))?;
-        let end = bytes.len().checked_sub(POSTAMBLE_SIZE).ok_or_else(|| bad("too short".into()))?;
-        let (mut metadata, mut objects, mut pos) = (None, Vec::new(), PREAMBLE_SIZE);
-        while pos < end {
-            if !bytes[pos..].starts_with(FRAME_MAGIC) {
-                pos += 1; // padding to the next 8-byte boundary
-                continue;
-            }
-            let header = FrameHeader::read_from(&bytes[pos..]).map_err(|e| bad(e.to_string()))?;
-            let length = usize::try_from(header.total_length).unwrap_or(usize::MAX);
-            let frame_end = pos
-                .checked_add(length)
-                .filter(|&e| e <= end && length >= FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE)
-                .ok_or_else(|| bad(format!("the frame at byte {pos} runs past the message")))?;
-            if !bytes[..frame_end].ends_with(FRAME_END) {
-                return Err(bad(format!("the frame at byte {pos} has no end marker")));
-            }
-            match header.frame_type {
-                FrameType::HeaderMetadata | FrameType::FooterMetadata => {
-                    metadata = Some(&bytes[pos + FRAME_HEADER_SIZE..frame_end - FRAME_COMMON_FOOTER_SIZE])
-                }
-                FrameType::NTensorFrame => objects.push((pos, frame_end, header.flags)),
-                FrameType::PrecederMetadata => return Ok(None),
-                _ => {}
-            }
-            pos = frame_end;
-        }
-        let metadata = metadata.ok_or_else(|| "no metadata frame found in message".to_string())?;
-        Ok(Some((metadata, objects)))
-    }
-
-    fn add_message(&mut self, offset: usize, bytes: &[u8], (metadata, frames): (&[u8], Vec<(usize, usize, u16)>)) -> Result<(), String> {
+        let Some((layout, metadata)) = walk::layout(bytes).and_then(|l| l.metadata(bytes).map(|m| (l, m))) else {
+            return self.add_decoded(offset, bytes);
+        };
         let meta = self.metadata(metadata)?;
-        if meta.base.len() > frames.len() {
-            return Err(format!("metadata base has {} entries but message contains {} objects", meta.base.len(), frames.len()));
+        if meta.base.len() > layout.objects.len() {
+            return Err(format!("metadata base has {} entries but message contains {} objects", meta.base.len(), layout.objects.len()));
         }
         let msg = self.table.n_messages;
-        for (obj, &(start, end, flags)) in frames.iter().enumerate() {
-            let frame = &bytes[start..end];
-            let (desc, payload) = self.descriptor(frame, flags).map_err(|e| format!("object {obj}: {e}"))?;
-            self.object(msg, obj, &meta, desc, offset, start..end, start + payload.start..start + payload.end, inline_hash(frame));
+        for (obj, (range, flags)) in layout.objects.iter().enumerate() {
+            let frame = &bytes[range.clone()];
+            let (desc, payload) = self.descriptor(frame, *flags).map_err(|e| format!("object {obj}: {e}"))?;
+            let payload = range.start + payload.start..range.start + payload.end;
+            self.object(msg, obj, &meta, desc, offset, range.clone(), payload, inline_hash(frame));
         }
         self.finish_message(msg, offset, bytes.len(), &meta);
         Ok(())
@@ -372,22 +314,31 @@ impl Builder {
         Ok(())
     }
 
-    /// The descriptor of a data-object frame and its payload range in the frame: parsed by the
-    /// `tensogram` crate the first time these descriptor bytes are seen (and the payload range
-    /// checked against the crate's), remembered after.
+    /// The descriptor of a data-object frame and its payload range in the frame: parsed the
+    /// first time these descriptor bytes are seen (and the payload range checked against the
+    /// parse's), remembered after. Remembered by the bytes less any szip offsets table, which the
+    /// table does not keep: one entry per RSI block, different in every szip object (a key of
+    /// them would hold ~40 KB a 0.25-degree field, gigabytes over an archive).
     fn descriptor(&mut self, frame: &[u8], flags: u16) -> Result<(Rc<KnownDescriptor>, Range<usize>), String> {
-        let located = locate(frame, flags);
-        if let Some((cbor, payload)) = &located {
-            if let Some(known) = self.descriptors.get(&frame[cbor.clone()]) {
-                return Ok((known.clone(), payload.clone()));
-            }
+        let located = walk::locate(frame, flags);
+        let key = located.as_ref().map(|(cbor, _)| {
+            let cbor = &frame[cbor.clone()];
+            walk::split_offsets(cbor).map_or_else(|| cbor.to_vec(), |(rest, _)| rest)
+        });
+        if let (Some((_, payload)), Some(known)) = (&located, key.as_ref().and_then(|k| self.descriptors.get(k))) {
+            return Ok((known.clone(), payload.clone()));
         }
-        let (desc, payload, _, _) = tensogram::framing::decode_data_object_frame(frame).map_err(|e| e.to_string())?;
-        let at = payload.as_ptr() as usize - frame.as_ptr() as usize;
-        let payload = at..at + payload.len();
+        let (desc, payload) = match walk::frame(frame) {
+            Some(walked) => (walked.descriptor, walked.payload),
+            None => {
+                let (desc, payload, _, _) = tensogram::framing::decode_data_object_frame(frame).map_err(|e| e.to_string())?;
+                let at = payload.as_ptr() as usize - frame.as_ptr() as usize;
+                (desc, at..at + payload.len())
+            }
+        };
         let cacheable = desc.masks.is_none() && located.as_ref().is_some_and(|(_, p)| *p == payload);
-        let key = match (&located, cacheable) {
-            (Some((cbor, _)), true) => frame[cbor.clone()].to_vec(),
+        let key = match key {
+            Some(key) if cacheable => key,
             // Not the common layout: keyed by its own encoding, never found by `locate`.
             _ => [b"decoded:".as_slice(), &tensogram::metadata::object_descriptor_to_cbor(&desc).map_err(|e| e.to_string())?].concat(),
         };
@@ -716,6 +667,33 @@ mod tests {
         // Equal values share a code across the tables.
         let steps = &joined.own.iter().find(|(k, _)| k == "mars.step").expect("a step column").1;
         assert_eq!(steps.values.len(), 3);
+    }
+
+    /// A message of one szip-compressed float32 vector (RSI blocks of 128 values).
+    fn szip_message(values: &[f32]) -> Vec<u8> {
+        let params = [("szip_rsi", 8), ("szip_block_size", 16), ("szip_flags", 8)]
+            .iter()
+            .map(|&(k, v)| (k.to_string(), Value::Integer(v.into())))
+            .collect();
+        let desc = DataObjectDescriptor { compression: "szip".into(), ..vector_descriptor(values.len() as u64, Dtype::Float32, params) };
+        let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        tensogram::encode(&GlobalMetadata::default(), &[(&desc, &data)], &EncodeOptions::default()).expect("encodes")
+    }
+
+    #[test]
+    fn szip_objects_alike_but_for_their_values_are_remembered_once() {
+        let smooth: Vec<f32> = (0..1024).map(|i| i as f32).collect();
+        let noisy: Vec<f32> = (0..1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as f32).collect();
+        let (a, b) = (szip_message(&smooth), szip_message(&noisy));
+        let mut builder = Builder::default();
+        builder.message(0, &a).expect("scans");
+        builder.message(a.len(), &b).expect("scans");
+        let table = scan([(0, &a[..]), (a.len(), &b[..])]).expect("scans");
+        let offsets = |m: &[u8]| tensogram::framing::decode_message(m).unwrap().objects[0].0.params["szip_block_offsets"].clone();
+        assert_ne!(offsets(&a), offsets(&b), "the offsets tables differ");
+        // One key (the descriptor less its offsets table), not one per object.
+        assert_eq!(builder.descriptors.len(), 1);
+        assert_eq!((table.descriptor.clone(), table.descriptors.len()), (vec![0, 0], 1));
     }
 
     #[test]

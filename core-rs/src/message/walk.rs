@@ -40,9 +40,27 @@ fn phase(frame_type: FrameType) -> u8 {
     }
 }
 
-/// The message's metadata and objects, as `decode_message` would give them; `None` when the
-/// message is not of the common layout or upstream would refuse it.
-pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
+/// The frames of a message of the common layout, checked as upstream checks a frame before it
+/// reads it; ranges in the message, in order.
+pub struct Layout {
+    /// `(type, body)` of each header and footer frame (metadata, index, hash).
+    pub others: Vec<(FrameType, Range<usize>)>,
+    /// `(frame, flags)` of each data-object frame.
+    pub objects: Vec<(Range<usize>, u16)>,
+}
+
+impl Layout {
+    /// The body of the message's last metadata frame (a footer's wins over a header's).
+    pub fn metadata<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let (_, body) = self.others.iter().rev().find(|(t, _)| matches!(t, FrameType::HeaderMetadata | FrameType::FooterMetadata))?;
+        Some(&bytes[body.clone()])
+    }
+}
+
+/// The frames of `bytes` (one whole message); `None` when the message is not of the common
+/// layout (streaming, preceder frames, frames out of order) or its frames are damaged: upstream's
+/// `decode_message` then reads it, or says what is wrong.
+pub fn layout(bytes: &[u8]) -> Option<Layout> {
     let preamble = Preamble::read_from(bytes).ok()?;
     // Streaming messages (total length 0) end where the buffer does: upstream's to walk.
     let total = usize::try_from(preamble.total_length)
@@ -53,7 +71,8 @@ pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
         return None;
     }
     let msg_end = total - POSTAMBLE_SIZE;
-    let (mut metadata, mut objects, mut current, mut pos) = (None, Vec::new(), 0, PREAMBLE_SIZE);
+    let mut layout = Layout { others: Vec::new(), objects: Vec::new() };
+    let (mut current, mut pos) = (0, PREAMBLE_SIZE);
     // `pos < msg_end` leaves a postamble's worth of bytes: a frame header always fits.
     while pos < msg_end {
         if &bytes[pos..pos + 2] != FRAME_MAGIC {
@@ -68,18 +87,35 @@ pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
         current = frame_phase;
         let rest = &bytes[pos..];
         let len = checked_len(&header, rest)?;
-        let body = &rest[FRAME_HEADER_SIZE..len - FRAME_COMMON_FOOTER_SIZE];
         match header.frame_type {
-            FrameType::HeaderMetadata | FrameType::FooterMetadata => metadata = Some(cbor_to_global_metadata(body).ok()?),
-            FrameType::HeaderIndex | FrameType::FooterIndex => drop(cbor_to_index(body).ok()?),
-            FrameType::HeaderHash | FrameType::FooterHash => drop(cbor_to_hash_frame(body).ok()?),
-            FrameType::NTensorFrame => objects.push(object(&rest[..len], header.flags, pos)?),
-            FrameType::PrecederMetadata => unreachable!("left to upstream above"),
+            FrameType::NTensorFrame => layout.objects.push((pos..pos + len, header.flags)),
+            other => layout.others.push((other, pos + FRAME_HEADER_SIZE..pos + len - FRAME_COMMON_FOOTER_SIZE)),
         }
         // Frames are padded to 8 bytes, unless the padding would run past the buffer.
         let aligned = len.next_multiple_of(8);
         pos += if aligned <= rest.len() { aligned } else { len };
     }
+    Some(layout)
+}
+
+/// The message's metadata and objects, as `decode_message` would give them; `None` when the
+/// message is not of the common layout or upstream would refuse it.
+pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
+    let layout = layout(bytes)?;
+    let mut metadata = None;
+    for (frame_type, body) in &layout.others {
+        let body = &bytes[body.clone()];
+        match frame_type {
+            FrameType::HeaderMetadata | FrameType::FooterMetadata => metadata = Some(cbor_to_global_metadata(body).ok()?),
+            FrameType::HeaderIndex | FrameType::FooterIndex => drop(cbor_to_index(body).ok()?),
+            _ => drop(cbor_to_hash_frame(body).ok()?),
+        }
+    }
+    let objects = layout
+        .objects
+        .iter()
+        .map(|(frame, flags)| object(&bytes[frame.clone()], *flags, frame.start))
+        .collect::<Option<Vec<_>>>()?;
     let mut metadata: GlobalMetadata = metadata?;
     if metadata.base.len() > objects.len() {
         return None;
@@ -117,7 +153,7 @@ fn object(frame: &[u8], flags: u16, pos: usize) -> Option<WalkedObject> {
     if flags & DataObjectFlags::CBOR_AFTER_PAYLOAD == 0 {
         return None;
     }
-    let (cbor, payload) = crate::table::locate(frame, flags)?;
+    let (cbor, payload) = locate(frame, flags)?;
     let descriptor = descriptor(&frame[cbor])?;
     if descriptor.masks.is_some() {
         return None; // upstream splits the mask region off the payload
@@ -127,6 +163,24 @@ fn object(frame: &[u8], flags: u16, pos: usize) -> Option<WalkedObject> {
         frame: pos..pos + frame.len(),
         payload: pos + payload.start..pos + payload.end,
     })
+}
+
+/// Where a data-object frame keeps its descriptor and payload: `(descriptor CBOR, payload)`,
+/// ranges in the frame. Mirrors `tensogram::framing::decode_data_object_frame`, which checks it
+/// whenever a descriptor is new.
+pub(crate) fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<usize>)> {
+    let footer = frame.len().checked_sub(DATA_OBJECT_FOOTER_SIZE)?;
+    let cbor_offset = usize::try_from(u64::from_be_bytes(frame.get(footer..footer + 8)?.try_into().ok()?)).ok()?;
+    if cbor_offset < FRAME_HEADER_SIZE || cbor_offset > footer {
+        return None;
+    }
+    if flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 {
+        Some((cbor_offset..footer, FRAME_HEADER_SIZE..cbor_offset))
+    } else {
+        let mut walker = Walker::new(&frame[cbor_offset..footer]);
+        let cbor_end = cbor_offset + walker.item().ok()?.len();
+        Some((cbor_offset..cbor_end, cbor_end..footer))
+    }
 }
 
 /// A descriptor parsed as `cbor_to_object_descriptor` parses it, with its `szip_block_offsets`
@@ -146,7 +200,7 @@ pub fn descriptor(cbor: &[u8]) -> Option<DataObjectDescriptor> {
 
 /// `(the descriptor map without its offsets entry, the offsets)`, when the map is of definite
 /// length and holds one offsets entry of unsigned integers.
-fn split_offsets(cbor: &[u8]) -> Option<(Vec<u8>, Vec<u64>)> {
+pub(crate) fn split_offsets(cbor: &[u8]) -> Option<(Vec<u8>, Vec<u64>)> {
     let mut w = Walker::new(cbor);
     let Ok(Head::Map(Some(entries))) = w.head() else { return None };
     let mut kept = Vec::with_capacity(cbor.len());
