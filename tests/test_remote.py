@@ -856,3 +856,27 @@ def test_a_list_of_small_message_archives_opens_in_as_few_requests_as_each(range
                 assert range_server.count() <= sum(alone)  # 398 requests when each message was fetched
                 assert ds["t"].shape == (4, 10, 32, 64)
                 xr.testing.assert_identical(ds.drop_encoding(), local.drop_encoding())
+
+
+def test_descriptors_of_tabled_messages_are_their_own(range_server, tmp_path):
+    """The scan's table keeps one descriptor per kind of object (the first one's ``params``):
+    ``descriptors`` of a tabled message fetches the message's own (each packed field has its own
+    reference value), while a read's layout comes from the table (nothing more fetched)."""
+    rng = np.random.default_rng(3)
+    times = np.datetime64("2026-01-01") + np.arange(6) * np.timedelta64(6, "h")
+    ds = xr.Dataset({"t": (("time", "latitude", "longitude"), 250 + 10 * rng.random((6, 16, 32)))},
+                    coords={"time": times})
+    path = tmp_path / "packed.tgm"
+    tgm_xarray.to_tgm(ds, path, encoding={"t": {"bits": 16, "compression": "szip"}})
+    url, path = serve(range_server, path)
+    remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
+    assert _core.table_of_files([remote_file.handle.messages]) is not None
+    range_server.reset()
+    for msg in range(len(local)):
+        assert np.array_equal(remote_file.read(msg, 0), local.read(msg, 0))
+    assert range_server.count() <= len(local)  # a frame a read at most: layouts from the table
+    references = {d["params"]["sp_reference_value"] for msg in range(len(local)) for d in local.descriptors(msg)
+                  if d["shape"] == [16, 32]}
+    assert len(references) == len(local)
+    for msg in range(len(local)):
+        assert remote_file.descriptors(msg) == local.descriptors(msg)

@@ -136,6 +136,12 @@ impl FileHandle {
         Ok(list)
     }
 
+    /// `(shape, dtype)` of each of the message's objects.
+    fn object_layouts(&self, py: Python<'_>, msg: i64) -> PyResult<Vec<(Vec<u64>, String)>> {
+        let parsed = self.message_attached(py, msg).raised()?;
+        Ok(parsed.objects.iter().map(|o| (o.descriptor.shape.clone(), o.descriptor.dtype.to_string())).collect())
+    }
+
     /// An identity of the object's stored bytes: equal for objects stored identically.
     fn fingerprint(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<String> {
         Ok(py.detach(|| -> CoreResult<String> {

@@ -200,8 +200,11 @@ impl RemoteMessages {
         }
     }
 
-    /// Object `obj`'s descriptor: from the message's description, or from the table's rows.
-    fn descriptor(&self, msg: usize, obj: usize) -> PyResult<&DataObjectDescriptor> {
+    /// Object `obj`'s descriptor from the message's description, else the table's: its shape,
+    /// dtype and codecs are the object's, its `params` those of the first object the table found
+    /// stored alike (another `sp_reference_value`, other szip offsets): for layouts and
+    /// fingerprints only.
+    fn layout_descriptor(&self, msg: usize, obj: usize) -> PyResult<&DataObjectDescriptor> {
         let m = self.message(msg)?;
         if let (None, Some(table), Some(first)) = (m.described.get(), &self.table, m.first_row) {
             return Ok(&table.descriptors[table.descriptor[first + obj] as usize]);
@@ -330,20 +333,27 @@ impl RemoteMessages {
         metadata_to_py(py, &self.described(msg)?.metadata)
     }
 
-    /// Message `msg`'s descriptors: the table's where it holds the message (nothing fetched),
-    /// else those of its description.
+    /// Message `msg`'s descriptors (described first).
     fn descriptors<'py>(&self, py: Python<'py>, msg: usize) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for obj in 0..self.frames(msg)?.len() {
-            list.append(descriptor_to_py(py, self.descriptor(msg, obj)?)?)?;
+        for object in &self.described(msg)?.objects {
+            list.append(descriptor_to_py(py, &object.descriptor)?)?;
         }
         Ok(list)
     }
 
-    /// Object `obj`'s shape (as `descriptors`).
+    /// `(shape, dtype)` of each object of message `msg`: the table's where it holds the message
+    /// (nothing fetched), else from its description.
+    fn object_layouts(&self, msg: usize) -> PyResult<Vec<(Vec<u64>, String)>> {
+        (0..self.frames(msg)?.len())
+            .map(|obj| self.layout_descriptor(msg, obj).map(|d| (d.shape.clone(), d.dtype.to_string())))
+            .collect()
+    }
+
+    /// Object `obj`'s shape (as `object_layouts`).
     fn shape(&self, msg: usize, obj: usize) -> PyResult<Vec<u64>> {
         self.object(msg, obj)?;
-        Ok(self.descriptor(msg, obj)?.shape.clone())
+        Ok(self.layout_descriptor(msg, obj)?.shape.clone())
     }
 
     /// `FileHandle.fingerprint` of object `obj` where it is known without fetching the payload

@@ -78,9 +78,9 @@ class TgmFile:
         layouts = self._layouts[msg] if 0 <= msg < len(self._layouts) else None
         if layouts is None:
             layouts = []
-            for d in self._handle.descriptors(msg):  # raises TgmIndexError for a bad msg
+            for shape, dtype in self._handle.object_layouts(msg):  # raises TgmIndexError for a bad msg
                 try:
-                    layouts.append((tuple(d["shape"]), numpy_dtype(d["dtype"])))
+                    layouts.append((tuple(shape), numpy_dtype(dtype)))
                 except TgmCodecError as err:  # only this object is unreadable
                     layouts.append(err)
             self._layouts[msg] = layouts

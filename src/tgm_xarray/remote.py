@@ -460,7 +460,12 @@ class RemoteHandle:
         return self.messages.metadata(self._described(msg))
 
     def descriptors(self, msg: int) -> list[dict]:
-        return self.messages.descriptors(self._readable(msg))
+        return self.messages.descriptors(self._described(msg))
+
+    def object_layouts(self, msg: int) -> list[tuple[list[int], str]]:
+        """``FileHandle.object_layouts``: from the scan's table where it holds the message
+        (nothing fetched)."""
+        return self.messages.object_layouts(self._readable(msg))
 
     def fingerprint(self, msg: int, obj: int) -> str:
         """``FileHandle.fingerprint``: from the frame's inline hash where it has one (nothing
