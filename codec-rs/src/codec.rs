@@ -153,14 +153,6 @@ pub fn encode_message<'py>(
     Ok(PyBytes::new(py, &encoded))
 }
 
-/// Parses an in-memory message (for the zarr codec: one message per chunk).
-fn parse(buf: &[u8]) -> CoreResult<ParsedMessage> {
-    if crate::mapped_file::index_messages(buf)?.len() != 1 {
-        return Err(CoreError::new(Kind::Format, "the buffer holds more than one Tensogram message"));
-    }
-    ParsedMessage::parse(buf)
-}
-
 /// Fails unless `parsed` holds one object, of `shape` and dtype `dtype`.
 fn check_holds(parsed: &ParsedMessage, shape: &[u64], dtype: &str) -> CoreResult<()> {
     let found: Vec<(&[u64], String)> =
@@ -208,7 +200,7 @@ pub fn decode_message_into(
     } else {
         unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) }
     };
-    let parsed = py.detach(|| parse(bytes)).raised()?;
+    let parsed = py.detach(|| ParsedMessage::parse_single(bytes)).raised()?;
     if let Some((shape, dtype)) = &expect {
         check_holds(&parsed, shape, dtype).raised()?;
     }

@@ -13,7 +13,6 @@ use crate::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::fetch::PayloadRanges;
 use crate::file::{descriptor_to_py, metadata_to_py};
-use crate::mapped_file::index_messages;
 use crate::message::{ObjectEntry, ParsedMessage};
 use crate::pyarray::{fill_out, out_array, parse_index, read_to_array};
 
@@ -26,16 +25,10 @@ pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> PyResult<(u64, Opt
     Ok((cbor_offset, hash))
 }
 
-/// `(offset, length)` of every message in `buf`, which they must tile.
-#[pyfunction]
-pub fn message_spans(py: Python<'_>, buf: &[u8]) -> PyResult<Vec<(usize, usize)>> {
-    Ok(py.detach(|| index_messages(buf)).raised()?)
-}
-
-/// A whole message: `(metadata, [(descriptor, frame_offset, frame_length), ...])`.
+/// The message that is all of `buf`: `(metadata, [(descriptor, frame_offset, frame_length), ...])`.
 #[pyfunction]
 pub fn parse_message<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
-    let parsed = py.detach(|| ParsedMessage::parse(buf)).raised()?;
+    let parsed = py.detach(|| ParsedMessage::parse_single(buf)).raised()?;
     let objects = PyList::empty(py);
     for entry in &parsed.objects {
         objects.append((descriptor_to_py(py, &entry.descriptor)?, entry.frame.start, entry.frame.len()))?;

@@ -43,7 +43,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(codec::decode_message_into, m)?,
         wrap_pyfunction!(frames::frame_footer, m)?,
         wrap_pyfunction!(frames::parse_message, m)?,
-        wrap_pyfunction!(frames::message_spans, m)?,
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
         wrap_pyfunction!(frames::read_payload_ranges, m)?,

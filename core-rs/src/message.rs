@@ -112,6 +112,15 @@ fn offset_in(whole: &[u8], part: &[u8]) -> usize {
 }
 
 impl ParsedMessage {
+    /// Parses a buffer that must hold one message and nothing else (a zarr chunk, a message
+    /// given whole): a second message after it is an error, not ignored.
+    pub fn parse_single(buf: &[u8]) -> CoreResult<ParsedMessage> {
+        if crate::mapped_file::index_messages(buf)?.len() != 1 {
+            return Err(CoreError::new(crate::errors::Kind::Format, "the buffer holds more than one Tensogram message"));
+        }
+        ParsedMessage::parse(buf)
+    }
+
     /// Parses every frame of `bytes` (one whole message) without touching payload bytes.
     pub fn parse(bytes: &[u8]) -> CoreResult<ParsedMessage> {
         if let Some((metadata, walked)) = walk::walk(bytes) {
