@@ -668,3 +668,21 @@ def test_szip_packing_widths_are_those_upstream_gets_right():
     decoded = np.empty_like(values)
     _core.decode_message_into(_core.encode_message({}, [(descriptor, values)]), 0, None, decoded)
     assert np.abs(decoded - values).max() > 1.0  # the 12-bit step is 0.03
+
+
+def test_a_chunk_holding_two_messages_is_refused():
+    """A chunk is one message: a second one after it is an error, not silently ignored."""
+    from pathlib import Path
+
+    from tgm_xarray.errors import TgmFormatError
+
+    message = (Path(__file__).parent / "golden" / "codec-packing24-szip.tgm").read_bytes()
+    metadata, objects = _core.parse_message(message)
+    shape = objects[0][0]["shape"]
+    out = np.empty(shape)
+    _core.decode_message_into(message, 0, None, out)
+    for buf in (message + message, message + message[:40]):
+        with pytest.raises(TgmFormatError):
+            _core.decode_message_into(buf, 0, None, np.empty(shape))
+        with pytest.raises(TgmFormatError):
+            _core.parse_message(buf)
