@@ -87,7 +87,7 @@ pub fn read_payload_ranges<'py>(
 }
 
 fn object_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, CoreError> {
-    tensogram::metadata::cbor_to_object_descriptor(cbor).map_err(|e| CoreError::from_tensogram(&e, "bad object descriptor"))
+    crate::message::walk::parse_descriptor(cbor).map_err(|e| CoreError::from_tensogram(&e, "bad object descriptor"))
 }
 
 /// The fingerprint `FileHandle.fingerprint` gives the object in the data-object frame `frame`.

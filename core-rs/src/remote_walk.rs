@@ -634,7 +634,7 @@ impl Describe {
                 }
             };
             // The descriptor is the first CBOR item of its region.
-            let descriptor = tensogram::metadata::cbor_to_object_descriptor(&region)
+            let descriptor = crate::message::walk::parse_descriptor(&region)
                 .map_err(|e| (i, format!("bad object descriptor: {e}")))?;
             let payload_start = FRAME_HEADER_SIZE as u64;
             let payload = (flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 && cbor_offset > payload_start)

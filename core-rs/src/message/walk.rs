@@ -183,19 +183,24 @@ pub(crate) fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<us
     }
 }
 
-/// A descriptor parsed as `cbor_to_object_descriptor` parses it, with its `szip_block_offsets`
-/// (a definite-length array of unsigned integers, given once) read by the walker and the rest
-/// parsed by upstream. Any other shape of the offsets is parsed by upstream whole; `None` when
-/// upstream refuses the descriptor.
+/// A descriptor parsed as `cbor_to_object_descriptor` parses it (the same descriptor, the same
+/// error), with its `szip_block_offsets` (a definite-length array of unsigned integers, given
+/// once) read by the walker and the rest parsed by upstream. Any other shape of the offsets,
+/// and any descriptor upstream refuses, is parsed by upstream whole.
+pub fn parse_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, tensogram::TensogramError> {
+    if let Some((rest, offsets)) = split_offsets(cbor) {
+        if let Ok(mut descriptor) = cbor_to_object_descriptor(&rest) {
+            let values = offsets.into_iter().map(|o| Value::Integer(o.into())).collect();
+            descriptor.params.insert(OFFSETS_KEY.to_string(), Value::Array(values));
+            return Ok(descriptor);
+        }
+    }
+    cbor_to_object_descriptor(cbor)
+}
+
+/// `parse_descriptor`, `None` where upstream refuses the descriptor.
 pub fn descriptor(cbor: &[u8]) -> Option<DataObjectDescriptor> {
-    let whole = || cbor_to_object_descriptor(cbor).ok();
-    let Some((rest, offsets)) = split_offsets(cbor) else {
-        return whole();
-    };
-    let mut descriptor = cbor_to_object_descriptor(&rest).ok()?;
-    let values = offsets.into_iter().map(|o| Value::Integer(o.into())).collect();
-    descriptor.params.insert(OFFSETS_KEY.to_string(), Value::Array(values));
-    Some(descriptor)
+    parse_descriptor(cbor).ok()
 }
 
 /// `(the descriptor map without its offsets entry, the offsets)`, when the map is of definite
