@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, ArrayBytesCodecPartialDecodeMixin
 from zarr.core.common import JSON, parse_named_configuration
+from zarr.storage import StorePath
 
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
@@ -28,11 +29,12 @@ from tgm_xarray.pipeline import COMPRESSIONS, TABLE, Pipeline
 from tgm_xarray.selection import outer
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Self
 
-    from zarr.abc.store import ByteGetter
+    from zarr.abc.store import ByteGetter, Store
     from zarr.core.array_spec import ArraySpec
-    from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.buffer import Buffer, BufferPrototype, NDBuffer
     from zarr.core.chunk_grids import ChunkGrid
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
     from zarr.core.indexing import SelectorTuple
@@ -277,6 +279,23 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         self, byte_getter: ByteGetter, selection: SelectorTuple, chunk_spec: ArraySpec
     ) -> NDBuffer | None:
         chunk_bytes = await byte_getter.get(prototype=chunk_spec.prototype)
+        return await self._decode_fetched(chunk_bytes, selection, chunk_spec)
+
+    async def decode_partial(
+        self, batch_info: Iterable[tuple[ByteGetter, SelectorTuple, ArraySpec]]
+    ) -> list[NDBuffer | None]:
+        """Referenced frames are fetched together: in one store request per event-loop turn
+        (``_FrameFetches``), then decoded; other chunks as zarr does, one task each."""
+        batch = list(batch_info)
+        if self.chunk != "frame" or not all(isinstance(getter, StorePath) for getter, _, _ in batch):
+            return await super().decode_partial(batch)
+        fetched = await asyncio.gather(*(_FrameFetches.get(getter, spec.prototype) for getter, _, spec in batch))
+        return list(await asyncio.gather(*(self._decode_fetched(chunk_bytes, selection, spec) for chunk_bytes,
+                                           (_, selection, spec) in zip(fetched, batch, strict=True))))
+
+    async def _decode_fetched(
+        self, chunk_bytes: Buffer | None, selection: SelectorTuple, chunk_spec: ArraySpec
+    ) -> NDBuffer | None:
         if chunk_bytes is None:
             return None
         if self.chunk == "frame" and _small_chunk(chunk_spec):
@@ -285,6 +304,54 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
 
     def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
         raise NotImplementedError
+
+
+class _FrameFetches:
+    """Referenced frames wanted in one event-loop turn, fetched with one ``get_partial_values``
+    per store: zarr starts a task per chunk (``codec_pipeline.batch_size`` 1) whose store
+    requests each cost Icechunk a round trip through its runtime, ~0.2 ms of CPU time a chunk
+    against ~0.1 ms for the same chunks in one request (docs/virtual.md, "Measured")."""
+
+    # (loop, id(store), id(prototype)) -> (store, prototype, [(path, future)]): stores need not
+    # be hashable (Icechunk's are not); an entry lives one loop turn and holds its store.
+    _pending: dict[tuple, tuple[Store, BufferPrototype, list[tuple[str, asyncio.Future]]]] = {}
+    _running: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+
+    @classmethod
+    def get(cls, getter: StorePath, prototype: BufferPrototype) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        key = (loop, id(getter.store), id(prototype))
+        pending = cls._pending.get(key)
+        if pending is None:
+            pending = cls._pending[key] = (getter.store, prototype, [])
+            loop.call_soon(cls._flush, key)  # after the tasks already scheduled in this turn
+        future = loop.create_future()
+        pending[2].append((getter.path, future))
+        return future
+
+    @classmethod
+    def _flush(cls, key: tuple) -> None:
+        task = key[0].create_task(cls._fetch(*cls._pending.pop(key)))
+        cls._running.add(task)
+        task.add_done_callback(cls._running.discard)
+
+    @staticmethod
+    async def _fetch(store: Store, prototype: BufferPrototype, wanted: list[tuple[str, asyncio.Future]]) -> None:
+        found: list = []
+        if len(wanted) > 1:
+            try:
+                found = await store.get_partial_values(prototype, [(path, None) for path, _ in wanted])
+            except Exception:  # not implemented (VirtualiZarr's ManifestStore), or some chunk failed
+                found = []
+        if len(found) != len(wanted):  # one request each: each chunk gets its own value or error
+            found = await asyncio.gather(*(store.get(path, prototype) for path, _ in wanted), return_exceptions=True)
+        for (_, future), value in zip(wanted, found, strict=True):
+            if future.cancelled():
+                continue
+            if isinstance(value, BaseException):
+                future.set_exception(value)
+            else:
+                future.set_result(value)
 
 
 def _small_chunk(chunk_spec: ArraySpec) -> bool:
