@@ -279,7 +279,11 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         self, byte_getter: ByteGetter, selection: SelectorTuple, chunk_spec: ArraySpec
     ) -> NDBuffer | None:
         chunk_bytes = await byte_getter.get(prototype=chunk_spec.prototype)
-        return await self._decode_fetched(chunk_bytes, selection, chunk_spec)
+        if chunk_bytes is None:
+            return None
+        if self.chunk == "frame" and _small_chunk(chunk_spec):
+            return self._decode_frame_region(chunk_bytes, selection, chunk_spec)
+        return await asyncio.to_thread(self._decode_region_sync, chunk_bytes, selection, chunk_spec)
 
     async def decode_partial(
         self, batch_info: Iterable[tuple[ByteGetter, SelectorTuple, ArraySpec]]
@@ -289,18 +293,23 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         batch = list(batch_info)
         if self.chunk != "frame" or not all(isinstance(getter, StorePath) for getter, _, _ in batch):
             return await super().decode_partial(batch)
-        fetched = await asyncio.gather(*(_FrameFetches.get(getter, spec.prototype) for getter, _, spec in batch))
-        return list(await asyncio.gather(*(self._decode_fetched(chunk_bytes, selection, spec) for chunk_bytes,
-                                           (_, selection, spec) in zip(fetched, batch, strict=True))))
-
-    async def _decode_fetched(
-        self, chunk_bytes: Buffer | None, selection: SelectorTuple, chunk_spec: ArraySpec
-    ) -> NDBuffer | None:
-        if chunk_bytes is None:
-            return None
-        if self.chunk == "frame" and _small_chunk(chunk_spec):
-            return self._decode_frame_region(chunk_bytes, selection, chunk_spec)
-        return await asyncio.to_thread(self._decode_region_sync, chunk_bytes, selection, chunk_spec)
+        wanted = [_FrameFetches.get(getter, spec.prototype) for getter, _, spec in batch]
+        fetched = [await wanted[0]] if len(wanted) == 1 else await asyncio.gather(*wanted)
+        # Small frames decode here, one after the other; larger ones each in a worker thread.
+        decoded: list[NDBuffer | None] = []
+        large = []
+        for i, (chunk_bytes, (_, selection, spec)) in enumerate(zip(fetched, batch, strict=True)):
+            if chunk_bytes is None or not _small_chunk(spec):
+                decoded.append(None)
+                if chunk_bytes is not None:
+                    large.append((i, chunk_bytes, selection, spec))
+            else:
+                decoded.append(self._decode_frame_region(chunk_bytes, selection, spec))
+        values = await asyncio.gather(*(asyncio.to_thread(self._decode_region_sync, chunk_bytes, selection, spec)
+                                        for _, chunk_bytes, selection, spec in large))
+        for (i, *_), value in zip(large, values, strict=True):
+            decoded[i] = value
+        return decoded
 
     def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
         raise NotImplementedError
