@@ -353,15 +353,20 @@ class _FrameFetches:
                 return err
 
         found: list = []
-        if len(wanted) > 1:
-            try:
-                found = await store.get_partial_values(prototype, [(path, None) for path, _ in wanted])
-            except Exception:  # not implemented (VirtualiZarr's ManifestStore), or some chunk failed
-                found = []
-        if len(wanted) == 1:  # without a task more
-            found = [await get(wanted[0][0])]
-        elif len(found) != len(wanted):  # one request each: each chunk gets its own value or error
-            found = await asyncio.gather(*(get(path) for path, _ in wanted))
+        try:
+            if len(wanted) > 1:
+                try:
+                    found = await store.get_partial_values(prototype, [(path, None) for path, _ in wanted])
+                except Exception:  # not implemented (VirtualiZarr's ManifestStore), or some chunk failed
+                    found = []
+            if len(wanted) == 1:  # without a task more
+                found = [await get(wanted[0][0])]
+            elif len(found) != len(wanted):  # one request each: each chunk gets its own value or error
+                found = await asyncio.gather(*(get(path) for path, _ in wanted))
+        except BaseException:  # cancelled with the loop, interrupted: no reader waits forever
+            for _, future in wanted:
+                future.cancel()
+            raise
         for (_, future), value in zip(wanted, found, strict=True):
             if future.cancelled():
                 continue
