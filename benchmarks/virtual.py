@@ -65,7 +65,7 @@ def case_virtual(ctx: Context) -> CaseResult:
     from virtualizarr import open_virtual_mfdataset
 
     from common import ours_entrypoint
-    from tgm_xarray.virtual import TensogramParser, local_repository
+    from tgm_xarray.virtual import READ_CONFIG, TensogramParser, local_repository
 
     files = QUICK_FILES if ctx.quick else FILES
     root = ctx.data / f"virtual-{files}"
@@ -110,10 +110,11 @@ def case_virtual(ctx: Context) -> CaseResult:
                                      coords="minimal", compat="override", data_vars="minimal")
         return open_
 
-    def virtual_open(chunks):
+    def virtual_open(chunks, config=None):
         def open_():
-            return xr.open_zarr(local_repository(repo_dir, root / "archive").readonly_session("main").store,
-                                consolidated=False, zarr_format=3, chunks=chunks)
+            with zarr.config.set(config or {}):  # the arrays keep the settings they were opened with
+                return xr.open_zarr(local_repository(repo_dir, root / "archive").readonly_session("main").store,
+                                    consolidated=False, zarr_format=3, chunks=chunks)
         return open_
 
     # One field per dask task (both stores' own chunks), and the 12 levels of a step per task:
@@ -122,7 +123,8 @@ def case_virtual(ctx: Context) -> CaseResult:
     flows = {"tgm_xarray engine, chunks={}": engine_open({}),
              "virtual store (open_zarr on Icechunk), chunks={}": virtual_open({}),
              f"tgm_xarray engine, chunks={levels}": engine_open(levels),
-             f"virtual store (open_zarr on Icechunk), chunks={levels}": virtual_open(levels)}
+             f"virtual store (open_zarr on Icechunk), chunks={levels}": virtual_open(levels),
+             f"virtual store, chunks={levels}, zarr.config READ_CONFIG": virtual_open(levels, READ_CONFIG)}
     samples = {label: Samples() for label in flows}
     cpu_s = {label: [] for label in flows}  # the process's CPU time: what a busy machine distorts least
     means = {}
@@ -144,8 +146,9 @@ def case_virtual(ctx: Context) -> CaseResult:
     res.notes.append(f"both sides: dask's threaded scheduler with {ctx.e2e_threads[0]} threads, the chunks= "
                      "each label says; the virtual store with zarr's config (async.concurrency "
                      f"{zarr.config.get('async.concurrency')}, threading.max_workers "
-                     f"{zarr.config.get('threading.max_workers')}) and Icechunk's")
-    engine_one, virtual_one, engine_levels, virtual_levels = list(flows)
+                     f"{zarr.config.get('threading.max_workers')}) and Icechunk's; READ_CONFIG is "
+                     f"tgm_xarray.virtual.READ_CONFIG {READ_CONFIG}, the settings docs/virtual.md recommends")
+    engine_one, virtual_one, engine_levels, virtual_levels, virtual_read_config = list(flows)
     same = all(np.array_equal(means[engine_one][p], means[label][p]) for p in PARAMS for label in flows)
     res.notes.append(f"{'ok' if same else 'MISMATCH'}: every contender's {len(PARAMS)} x {files} x "
                      f"{len(LEVELS)} means equal the engine's bit for bit")
@@ -166,7 +169,9 @@ def case_virtual(ctx: Context) -> CaseResult:
     for what, engine_label, virtual_label in (
             ("virtual store chunks={'isobaricInhPa': -1} vs engine chunks={}", engine_one, virtual_levels),
             ("both chunks={}", engine_one, virtual_one),
-            ("both chunks={'isobaricInhPa': -1}", engine_levels, virtual_levels)):
+            ("both chunks={'isobaricInhPa': -1}", engine_levels, virtual_levels),
+            ("both chunks={'isobaricInhPa': -1}, the virtual store with READ_CONFIG", engine_levels,
+             virtual_read_config)):
         value, ratios = speed(engine_label, virtual_label)
         res.targets.append(Target(f"virtual: e2e speed of open_zarr on the virtual store vs the engine, {what}",
                                   value, 0.8, ">=", f"[per-round ratios {ratios}]"))

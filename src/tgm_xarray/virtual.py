@@ -42,7 +42,13 @@ from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.zarr_codec import TensogramCodec
 
-__all__ = ["TensogramParser", "TensogramManifestStore", "local_repository"]
+__all__ = ["READ_CONFIG", "TensogramParser", "TensogramManifestStore", "local_repository"]
+
+#: zarr settings for opening a virtual store whose dask chunks hold several fields:
+#: ``with zarr.config.set(READ_CONFIG): ds = xr.open_zarr(...)`` (they stick to the arrays
+#: opened). zarr then hands the codec up to 64 chunks of a read at once instead of running a
+#: task per chunk, which costs more than a small field's decode (docs/virtual.md).
+READ_CONFIG = {"codec_pipeline.batch_size": 64}
 
 #: Descriptor parameters computed per field (simple packing's range): left out of the codec's
 #: configuration, which must be the same for every field of an array.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, ArrayBytesCodecPartialDecodeMixin
 from zarr.core.common import JSON, parse_named_configuration
+from zarr.storage import StorePath
 
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
@@ -28,11 +29,12 @@ from tgm_xarray.pipeline import COMPRESSIONS, TABLE, Pipeline
 from tgm_xarray.selection import outer
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Self
 
-    from zarr.abc.store import ByteGetter
+    from zarr.abc.store import ByteGetter, Store
     from zarr.core.array_spec import ArraySpec
-    from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.buffer import Buffer, BufferPrototype, NDBuffer
     from zarr.core.chunk_grids import ChunkGrid
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
     from zarr.core.indexing import SelectorTuple
@@ -283,8 +285,95 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             return self._decode_frame_region(chunk_bytes, selection, chunk_spec)
         return await asyncio.to_thread(self._decode_region_sync, chunk_bytes, selection, chunk_spec)
 
+    async def decode_partial(
+        self, batch_info: Iterable[tuple[ByteGetter, SelectorTuple, ArraySpec]]
+    ) -> list[NDBuffer | None]:
+        """Referenced frames are fetched together: in one store request per event-loop turn
+        (``_FrameFetches``), then decoded; other chunks as zarr does, one task each."""
+        batch = list(batch_info)
+        if self.chunk != "frame" or not all(isinstance(getter, StorePath) for getter, _, _ in batch):
+            return await super().decode_partial(batch)
+        wanted = [_FrameFetches.get(getter, spec.prototype) for getter, _, spec in batch]
+        fetched = [await wanted[0]] if len(wanted) == 1 else await asyncio.gather(*wanted)
+        # Small frames decode here, one after the other; larger ones each in a worker thread.
+        decoded: list[NDBuffer | None] = []
+        large = []
+        for i, (chunk_bytes, (_, selection, spec)) in enumerate(zip(fetched, batch, strict=True)):
+            if chunk_bytes is None or not _small_chunk(spec):
+                decoded.append(None)
+                if chunk_bytes is not None:
+                    large.append((i, chunk_bytes, selection, spec))
+            else:
+                decoded.append(self._decode_frame_region(chunk_bytes, selection, spec))
+        values = await asyncio.gather(*(asyncio.to_thread(self._decode_region_sync, chunk_bytes, selection, spec)
+                                        for _, chunk_bytes, selection, spec in large))
+        for (i, *_), value in zip(large, values, strict=True):
+            decoded[i] = value
+        return decoded
+
     def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
         raise NotImplementedError
+
+
+class _FrameFetches:
+    """Referenced frames wanted in one event-loop turn, fetched with one ``get_partial_values``
+    per store. zarr starts a task per chunk (``codec_pipeline.batch_size`` 1), and each store
+    request is a round trip through Icechunk's runtime: 0.29-0.34 ms a chunk of 73 x 144 on one
+    thread, against 0.15-0.19 ms a chunk for 12 in one request (docs/virtual.md, "Measured")."""
+
+    # (loop, id(store), id(prototype)) -> (store, prototype, [(path, future)]): stores need not
+    # be hashable (Icechunk's are not); an entry lives one loop turn and holds its store.
+    _pending: dict[tuple, tuple[Store, BufferPrototype, list[tuple[str, asyncio.Future]]]] = {}
+    _running: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+
+    @classmethod
+    def get(cls, getter: StorePath, prototype: BufferPrototype) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        key = (loop, id(getter.store), id(prototype))
+        pending = cls._pending.get(key)
+        if pending is None:
+            pending = cls._pending[key] = (getter.store, prototype, [])
+            loop.call_soon(cls._flush, key)  # after the tasks already scheduled in this turn
+        future = loop.create_future()
+        pending[2].append((getter.path, future))
+        return future
+
+    @classmethod
+    def _flush(cls, key: tuple) -> None:
+        task = key[0].create_task(cls._fetch(*cls._pending.pop(key)))
+        cls._running.add(task)
+        task.add_done_callback(cls._running.discard)
+
+    @staticmethod
+    async def _fetch(store: Store, prototype: BufferPrototype, wanted: list[tuple[str, asyncio.Future]]) -> None:
+        async def get(path: str) -> Buffer | None | Exception:
+            try:
+                return await store.get(path, prototype)
+            except Exception as err:
+                return err
+
+        found: list = []
+        try:
+            if len(wanted) > 1:
+                try:
+                    found = await store.get_partial_values(prototype, [(path, None) for path, _ in wanted])
+                except Exception:  # not implemented (VirtualiZarr's ManifestStore), or some chunk failed
+                    found = []
+            if len(wanted) == 1:  # without a task more
+                found = [await get(wanted[0][0])]
+            elif len(found) != len(wanted):  # one request each: each chunk gets its own value or error
+                found = await asyncio.gather(*(get(path) for path, _ in wanted))
+        except BaseException:  # cancelled with the loop, interrupted: no reader waits forever
+            for _, future in wanted:
+                future.cancel()
+            raise
+        for (_, future), value in zip(wanted, found, strict=True):
+            if future.cancelled():
+                continue
+            if isinstance(value, BaseException):
+                future.set_exception(value)
+            else:
+                future.set_result(value)
 
 
 def _small_chunk(chunk_spec: ArraySpec) -> bool:

@@ -1,0 +1,121 @@
+"""How the ``"tensogram"`` codec fetches referenced frames (``zarr_codec._FrameFetches``): the
+chunks zarr wants in one event-loop turn come from one ``get_partial_values`` request to the
+store, read back bit for bit as the engine reads them; a store without batched requests (the
+parser's ``ManifestStore``) and a batch with a failing chunk fall back to one request a chunk,
+so each chunk gets its own value or error. Real files, real Icechunk repositories on disk; the
+store wrapper only counts the requests it forwards."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pytest.importorskip("icechunk", reason="pip install 'tgm-xarray[virtual]' (no free-threaded wheels)")
+pytest.importorskip("virtualizarr")
+pytest.importorskip("obstore")
+
+import zarr  # noqa: E402
+from test_virtual import LOCAL, commit, engine, forecast_file, icechunk_repo, parse  # noqa: E402
+from virtualizarr import open_virtual_mfdataset  # noqa: E402
+from zarr.core.buffer import default_buffer_prototype  # noqa: E402
+from zarr.storage import StorePath, WrapperStore  # noqa: E402
+
+from tgm_xarray.virtual import READ_CONFIG, TensogramParser  # noqa: E402
+
+pytestmark = pytest.mark.thread_unsafe  # files rewritten in place, repositories on disk
+
+LEVELS = (1000, 850, 700, 500, 300, 200)
+
+
+class CountingStore(WrapperStore):
+    """The wrapped store, with the chunk keys of every ``get`` and ``get_partial_values``."""
+
+    def __init__(self, store):
+        super().__init__(store)
+        self.gets: list[str] = []
+        self.batches: list[list[str]] = []
+
+    async def get(self, key, prototype, byte_range=None):
+        if "/c/" in key:
+            self.gets.append(key)
+        return await super().get(key, prototype, byte_range)
+
+    async def get_partial_values(self, prototype, key_ranges):
+        key_ranges = list(key_ranges)
+        self.batches.append([key for key, _ in key_ranges])
+        return await super().get_partial_values(prototype, key_ranges)
+
+
+@pytest.fixture
+def archive(tmp_path):
+    """Two forecast steps committed to an Icechunk repository: (repository, data folder)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    urls = [forecast_file(data / f"fc{step}.tgm", step, seed=step, levels=LEVELS) for step in (0, 6)]
+    vds = open_virtual_mfdataset([f"file://{u}" for u in urls], registry=LOCAL, parser=TensogramParser(),
+                                 combine="nested", concat_dim="step", coords="minimal", compat="override")
+    repo = icechunk_repo(tmp_path / "repo", data)
+    commit(repo, vds, "two steps")
+    return repo, data
+
+
+def engine_values(data, name: str) -> np.ndarray:
+    return np.stack([engine(data / f"fc{step}.tgm")[name].values for step in (0, 6)])
+
+
+@pytest.mark.parametrize("config", [{}, READ_CONFIG], ids=["zarr defaults", "READ_CONFIG"])
+def test_the_frames_of_one_read_come_in_one_request(archive, config):
+    repo, data = archive
+    store = CountingStore(repo.readonly_session("main").store)
+    with zarr.config.set(config):
+        array = zarr.open_group(store, mode="r", zarr_format=3)["t"]
+    got = array[1]  # the levels of step 6: one chunk each
+    assert store.gets == []
+    assert [sorted(batch) for batch in store.batches] == [sorted(f"t/c/1/{k}/0/0" for k in range(len(LEVELS)))]
+    np.testing.assert_array_equal(got, engine_values(data, "t")[1], strict=True)
+
+
+def test_dask_reads_through_icechunk_equal_the_engine(archive):
+    repo, data = archive
+    with xr.open_zarr(repo.readonly_session("main").store, consolidated=False, zarr_format=3,
+                      chunks={"isobaricInhPa": -1}) as ds:
+        for name in ("t", "q"):
+            np.testing.assert_array_equal(ds[name].values, engine_values(data, name), strict=True)
+
+
+def test_a_store_without_batched_requests_reads_one_chunk_a_request(archive):
+    _, data = archive
+    store = CountingStore(parse(data / "fc6.tgm"))  # VirtualiZarr's ManifestStore: no get_partial_values
+    got = zarr.open_group(store, mode="r", zarr_format=3)["q"][:]
+    assert len(store.batches) == 1 and sorted(store.gets) == sorted(store.batches[0])
+    np.testing.assert_array_equal(got, engine_values(data, "q")[1], strict=True)
+
+
+def test_a_failing_chunk_fails_alone_in_a_shared_request(archive):
+    """Two decodes started in one loop turn (as zarr starts a read's chunks) share a request;
+    when it fails, each chunk is fetched alone and only the stale one fails."""
+    repo, data = archive
+    store = CountingStore(repo.readonly_session("main").store)
+    array = zarr.open_group(store, mode="r", zarr_format=3)["t"]
+    codec = array.serializer
+    spec = array._async_array.metadata.get_chunk_spec((0, 0, 0, 0), array._async_array.config,
+                                                      default_buffer_prototype())
+    whole = (slice(None),) * 4
+    time.sleep(1.1)  # Icechunk keeps the commit time with one-second precision
+    forecast_file(data / "fc6.tgm", 6, seed=99, levels=LEVELS)  # rewritten after the commit
+    os.utime(data / "fc6.tgm")
+
+    async def both_steps():
+        return await asyncio.gather(*(codec.decode_partial([(StorePath(store, f"t/c/{i}/0/0/0"), whole, spec)])
+                                      for i in (0, 1)), return_exceptions=True)
+
+    step0, step6 = asyncio.run(both_steps())
+    assert store.batches == [["t/c/0/0/0/0", "t/c/1/0/0/0"]]
+    assert sorted(store.gets) == ["t/c/0/0/0/0", "t/c/1/0/0/0"]
+    np.testing.assert_array_equal(step0[0].as_numpy_array()[0, 0], engine_values(data, "t")[0, 0], strict=True)
+    assert isinstance(step6, Exception) and "fc6.tgm" in str(step6) and "changed" in str(step6)
