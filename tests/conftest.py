@@ -529,6 +529,18 @@ def small_file(path, seed: int = 0, messages: int = 1) -> str:
 
 
 @pytest.fixture
+def s3_endpoint():
+    """The endpoint URL of a moto S3 server on loopback (keys "testing"); stopped afterwards.
+    moto's buckets outlive its servers in one process: name buckets per test or port."""
+    server_mod = pytest.importorskip("moto.server")
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
 def range_server(tmp_path):
     """A ``RangeServer`` serving ``tmp_path / "served"`` (copy files there); stopped afterwards."""
     from range_server import RangeServer

@@ -152,26 +152,18 @@ def test_storage_options_in_object_store_spelling_over_http(range_server, ifs_fi
 
 
 @pytest.fixture
-def s3_bucket(monkeypatch, ifs_file):
+def s3_bucket(monkeypatch, ifs_file, s3_endpoint):
     """The IFS file in a bucket of a loopback S3 server; yields the server's endpoint."""
-    pytest.importorskip("s3fs")
-    server_mod = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
     require_shared(ifs_file)
-    import s3fs
-
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(key, raising=False)
     handles.CACHE.clear()  # a URL of an earlier server (the same bucket and path) is not reused
-    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing", skip_instance_cache=True)
+    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint, key="testing", secret="testing", skip_instance_cache=True)
     fs.makedirs("compat", exist_ok=True)  # moto's buckets outlive its servers in one process
     fs.put(str(ifs_file), "compat/ifs.tgm")
-    yield endpoint
+    yield s3_endpoint
     handles.CACHE.clear()
-    server.stop()
 
 
 def test_storage_options_in_object_store_spelling_over_s3(s3_bucket, ifs_file):

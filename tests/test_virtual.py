@@ -403,23 +403,18 @@ S3_KEYS = {"access_key_id": "testing", "secret_access_key": "testing"}
 
 
 @pytest.fixture
-def s3_bucket():
+def s3_bucket(s3_endpoint):
     """``(S3Store, endpoint)`` of a fresh bucket on a moto server on loopback."""
-    server_mod = pytest.importorskip("moto.server")
     import boto3
     from obstore.store import S3Store
 
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    bucket = f"forecasts-{port}"  # moto's buckets outlive its servers in one process
+    endpoint = s3_endpoint
+    bucket = f"forecasts-{endpoint.rsplit(':', 1)[1]}"  # moto's buckets outlive its servers in one process
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
                  aws_secret_access_key="testing").create_bucket(Bucket=bucket)
     store = S3Store(bucket, endpoint=endpoint, region="us-east-1", client_options={"allow_http": True},
                     **S3_KEYS)
-    yield store, endpoint
-    server.stop()
+    return store, endpoint
 
 
 def test_s3_references_read_back_identical(s3_bucket, ifs_file):
