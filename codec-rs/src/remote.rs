@@ -200,10 +200,8 @@ impl RemoteMessages {
         }
     }
 
-    /// Object `obj`'s descriptor from the message's description, else the table's: its shape,
-    /// dtype and codecs are the object's, its `params` those of the first object the table found
-    /// stored alike (another `sp_reference_value`, other szip offsets): for layouts and
-    /// fingerprints only.
+    /// Object `obj`'s descriptor from the message's description, else the table's, which has no
+    /// `params` (they differ object by object): for layouts and fingerprints only.
     fn layout_descriptor(&self, msg: usize, obj: usize) -> PyResult<&DataObjectDescriptor> {
         let m = self.message(msg)?;
         if let (None, Some(table), Some(first)) = (m.described.get(), &self.table, m.first_row) {

@@ -60,6 +60,7 @@ pub struct Table {
     pub shapes: Vec<Vec<u64>>,
     /// Index into `descriptors`: objects whose descriptors agree but for `params`.
     pub descriptor: Vec<i32>,
+    /// One descriptor per kind of object, without `params`.
     pub descriptors: Vec<DataObjectDescriptor>,
     /// The object's `base` entry flattened, then its descriptor's non-codec `params`.
     pub own: Vec<(String, Column)>,
@@ -373,7 +374,8 @@ impl Builder {
         match self.table.descriptors.iter().position(|d| descriptor_summary(d) == summary) {
             Some(i) => i as i32,
             None => {
-                self.table.descriptors.push(desc.clone());
+                // Without `params`: they differ object by object (the columns hold each one's).
+                self.table.descriptors.push(DataObjectDescriptor { params: Default::default(), ..desc.clone() });
                 self.table.descriptors.len() as i32 - 1
             }
         }
@@ -694,6 +696,7 @@ mod tests {
         // One key (the descriptor less its offsets table), not one per object.
         assert_eq!(builder.descriptors.len(), 1);
         assert_eq!((table.descriptor.clone(), table.descriptors.len()), (vec![0, 0], 1));
+        assert!(table.descriptors[0].params.is_empty(), "the table keeps no object's params");
     }
 
     #[test]
