@@ -119,3 +119,41 @@ def test_a_failing_chunk_fails_alone_in_a_shared_request(archive):
     assert sorted(store.gets) == ["t/c/0/0/0/0", "t/c/1/0/0/0"]
     np.testing.assert_array_equal(step0[0].as_numpy_array()[0, 0], engine_values(data, "t")[0, 0], strict=True)
     assert isinstance(step6, Exception) and "fc6.tgm" in str(step6) and "changed" in str(step6)
+
+
+class StalledStore(WrapperStore):
+    """The wrapped store, whose batched request never answers (a server that stopped talking)."""
+
+    def __init__(self, store):
+        super().__init__(store)
+        self.stalled = asyncio.Event()
+
+    async def get_partial_values(self, prototype, key_ranges):
+        self.stalled.set()
+        await asyncio.Event().wait()
+
+
+def test_a_cancelled_fetch_leaves_no_reader_waiting(archive):
+    """The readers of a shared request await its result from their own tasks: when the request is
+    cancelled (its loop shutting down, an interrupt), each reader is cancelled too instead of
+    waiting forever."""
+    repo, _ = archive
+    store = StalledStore(repo.readonly_session("main").store)
+    array = zarr.open_group(store, mode="r", zarr_format=3)["t"]
+    codec = array.serializer
+    spec = array._async_array.metadata.get_chunk_spec((0, 0, 0, 0), array._async_array.config,
+                                                      default_buffer_prototype())
+    whole = (slice(None),) * 4
+
+    async def read_then_cancel_the_fetch():
+        readers = {asyncio.ensure_future(codec.decode_partial([(StorePath(store, f"t/c/{i}/0/0/0"), whole, spec)]))
+                   for i in (0, 1)}
+        await asyncio.wait_for(store.stalled.wait(), 10)
+        fetches = asyncio.all_tasks() - readers - {asyncio.current_task()}
+        assert len(fetches) == 1  # one request for both readers
+        fetches.pop().cancel()
+        done, waiting = await asyncio.wait(readers, timeout=10)
+        assert not waiting, "a reader still waits for a cancelled fetch"
+        return [task.cancelled() for task in done]
+
+    assert asyncio.run(read_then_cancel_the_fetch()) == [True, True]
