@@ -47,6 +47,8 @@ class Fault:
 @dataclass
 class RangeServer:
     root: Path
+    #: The port to bind (0: any free one). Icechunk 1.x reads http references only on port 80.
+    port: int = 0
     requests: list[Request] = field(default_factory=list)
     faults: dict[str, Fault] = field(default_factory=dict)
     #: Seconds every request waits before answering (to make concurrency observable).
@@ -200,7 +202,7 @@ class RangeServer:
             # queue would drop their SYNs and stall each for a second or more.
             request_queue_size = 256
 
-        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._httpd = Server(("127.0.0.1", self.port), Handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)

@@ -362,6 +362,37 @@ def test_http_references_read_back_identical(range_server, ifs_file):
         assert_identical_bits(got, want, url)
 
 
+def test_icechunk_reads_http_references_back_identical(tmp_path, ifs_file):
+    """Committed to Icechunk with an http virtual chunk container and read back through zarr
+    alone. Icechunk 1.x (what Python 3.11 gets) drops the port of an http location, so the
+    loopback server must listen on port 80 (docs/virtual.md)."""
+    from range_server import RangeServer
+
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copyfile(ifs_file, served / "ifs.tgm")
+    try:
+        server = RangeServer(served, port=80).start()
+    except OSError as err:  # not root, or port 80 taken
+        pytest.skip(f"cannot serve on 127.0.0.1:80 ({err})")
+    try:
+        base = "http://127.0.0.1"
+        registry = ObjectStoreRegistry({base: HTTPStore.from_url(base, client_options={"allow_http": True})})
+        vds = open_virtual_dataset(f"{base}/ifs.tgm", registry=registry, parser=TensogramParser())
+        config = icechunk.RepositoryConfig.default()
+        config.set_virtual_chunk_container(
+            icechunk.VirtualChunkContainer(f"{base}/", icechunk.http_store({"allow_http": "true"})))
+        repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")), config,
+                                          authorize_virtual_chunk_access=icechunk.containers_credentials({f"{base}/": None}))
+        commit(repo, vds, "over http")
+        server.reset()
+        with engine(ifs_file) as want, reopen(repo) as got:
+            assert_identical_bits(got, want, "http references through Icechunk")
+        assert server.count("/ifs.tgm", "GET") > 0  # the values came from the server
+    finally:
+        server.stop()
+
+
 def test_open_virtual_mfdataset_over_local_paths(tmp_path):
     """Plain paths become absolute ``file://`` references, which Icechunk's containers match."""
     paths = [forecast_file(tmp_path / f"fc-{step:03d}.tgm", step, seed=step) for step in (0, 6)]
