@@ -6,7 +6,10 @@ into references with ``tgm_xarray.virtual.TensogramParser`` and committed to an 
 repository. Measured in the same run: building the references (parse every file, concatenate,
 commit), reopening the committed store, and the end-to-end reduction (open lazily + the global
 mean of every field with dask's threaded scheduler) through ``xr.open_zarr`` on the repository
-against ``xr.open_mfdataset(..., engine="tgm")`` on the same files.
+against ``xr.open_mfdataset(..., engine="tgm")`` on the same files. Beside them, at one field per
+dask task, the same values decoded once and stored as ordinary zarr chunks without compression
+(on a local zarr store and in an Icechunk repository, same chunk shape): what zarr itself costs
+for that read when a chunk has nothing to decode.
 """
 
 from __future__ import annotations
@@ -51,6 +54,34 @@ def _archive(root: Path, files: int) -> list[Path]:
                     f.write(datagen.tgm_message(values, datagen.field_base(param, step, level, "K"), coords))
     done.touch()
     return paths
+
+
+def _native_copies(root: Path, paths: list[Path]) -> tuple[Path, Path]:
+    """The archive's values as ordinary zarr chunks (raw little-endian bytes, no compression, one
+    field per chunk, as the references have it): a local zarr store and an Icechunk repository,
+    made once from the engine's Dataset."""
+    import icechunk
+    import xarray as xr
+
+    from common import ours_entrypoint
+
+    local, repo_dir = root / "native-raw.zarr", root / "native-raw.icechunk"
+    done = root / ".native-complete"
+    if done.exists():
+        return local, repo_dir
+    for path in (local, repo_dir):
+        shutil.rmtree(path, ignore_errors=True)
+    with xr.open_mfdataset(paths, engine=ours_entrypoint(), combine="nested", concat_dim="step",
+                           coords="minimal", compat="override", data_vars="minimal") as ds:
+        ds = ds[list(PARAMS)].load()
+    encoding = {name: {"chunks": (1, 1, NY, NX), "compressors": None} for name in PARAMS}
+    ds.to_zarr(local, zarr_format=3, encoding=encoding, consolidated=False)
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(repo_dir)))
+    session = repo.writable_session("main")
+    ds.to_zarr(session.store, zarr_format=3, encoding=encoding, consolidated=False)
+    session.commit("the archive's values, raw")
+    done.touch()
+    return local, repo_dir
 
 
 def case_virtual(ctx: Context) -> CaseResult:
@@ -102,6 +133,7 @@ def case_virtual(ctx: Context) -> CaseResult:
 
     dims = ("latitude", "longitude")
     ours_cls = ours_entrypoint()
+    native_local, native_repo = _native_copies(root, paths)
 
     def engine_open(chunks):
         def open_():
@@ -117,6 +149,15 @@ def case_virtual(ctx: Context) -> CaseResult:
                                     consolidated=False, zarr_format=3, chunks=chunks)
         return open_
 
+    def native_open(store_of):
+        def open_():
+            return xr.open_zarr(store_of(), consolidated=False, zarr_format=3, chunks={})
+        return open_
+
+    def native_icechunk():
+        import icechunk
+        return icechunk.Repository.open(icechunk.local_filesystem_storage(str(native_repo))).readonly_session("main").store
+
     # One field per dask task (both stores' own chunks), and the 12 levels of a step per task:
     # zarr then fetches and decodes a task's chunks concurrently in one call.
     levels = {"isobaricInhPa": -1}
@@ -124,7 +165,9 @@ def case_virtual(ctx: Context) -> CaseResult:
              "virtual store (open_zarr on Icechunk), chunks={}": virtual_open({}),
              f"tgm_xarray engine, chunks={levels}": engine_open(levels),
              f"virtual store (open_zarr on Icechunk), chunks={levels}": virtual_open(levels),
-             f"virtual store, chunks={levels}, zarr.config READ_CONFIG": virtual_open(levels, READ_CONFIG)}
+             f"virtual store, chunks={levels}, zarr.config READ_CONFIG": virtual_open(levels, READ_CONFIG),
+             "zarr, no references: raw chunks on a local store, chunks={}": native_open(lambda: native_local),
+             "Icechunk, no references: raw chunks, chunks={}": native_open(native_icechunk)}
     samples = {label: Samples() for label in flows}
     cpu_s = {label: [] for label in flows}  # the process's CPU time: what a busy machine distorts least
     means = {}
@@ -148,7 +191,7 @@ def case_virtual(ctx: Context) -> CaseResult:
                      f"{zarr.config.get('async.concurrency')}, threading.max_workers "
                      f"{zarr.config.get('threading.max_workers')}) and Icechunk's; READ_CONFIG is "
                      f"tgm_xarray.virtual.READ_CONFIG {READ_CONFIG}, the settings docs/virtual.md recommends")
-    engine_one, virtual_one, engine_levels, virtual_levels, virtual_read_config = list(flows)
+    engine_one, virtual_one, engine_levels, virtual_levels, virtual_read_config, zarr_raw, icechunk_raw = list(flows)
     same = all(np.array_equal(means[engine_one][p], means[label][p]) for p in PARAMS for label in flows)
     res.notes.append(f"{'ok' if same else 'MISMATCH'}: every contender's {len(PARAMS)} x {files} x "
                      f"{len(LEVELS)} means equal the engine's bit for bit")
@@ -175,6 +218,14 @@ def case_virtual(ctx: Context) -> CaseResult:
         value, ratios = speed(engine_label, virtual_label)
         res.targets.append(Target(f"virtual: e2e speed of open_zarr on the virtual store vs the engine, {what}",
                                   value, 0.8, ">=", f"[per-round ratios {ratios}]"))
+    # What zarr costs at one field per task whatever the codec: raw chunks have nothing to decode.
+    res.tables.append(Table(
+        "speed at one field per dask task (chunks={}), per-round ratios: what zarr itself reaches",
+        ["contender", "vs", "median", "per round"],
+        [[contender, reference, f"{speed(reference, contender)[0]:.2f}x", speed(reference, contender)[1]]
+         for contender, reference in ((virtual_one, engine_one), (zarr_raw, engine_one), (icechunk_raw, engine_one),
+                                      (virtual_one, icechunk_raw), (virtual_one, zarr_raw))],
+        "a ratio is the reference's time over the contender's: above 1, the contender is faster"))
     res.raw = {"build_s": build_s, "reopen_s": reopen_s,
                **{label: s.to_json() for label, s in samples.items()}, "cpu_s": cpu_s, "files": files}
     return res
