@@ -83,32 +83,54 @@ pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict
 /// header, and their dicts make the table: `MetadataTable.from_messages`).
 #[pyfunction]
 pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let mapped: Vec<Option<PyRef<'py, FileHandle>>> = files.iter().map(|f| f.extract().ok()).collect();
-    let remote: Vec<Option<PyRef<'py, RemoteMessages>>> = files.iter().map(|f| f.extract().ok()).collect();
-    if let Some(i) = (0..files.len()).find(|&i| mapped[i].is_none() && remote[i].is_none()) {
-        let kind = files[i].get_type().name()?;
-        return Err(CoreError::new(Kind::Type, format!("files[{i}] is a {kind}, not a FileHandle or RemoteMessages")).raised());
+    let sources = files.iter().enumerate().map(|(i, f)| Source::of(i, f)).collect::<PyResult<Vec<_>>>()?;
+    if let Some(mapped) = sources.iter().map(Source::mapped).collect::<Option<Vec<_>>>() {
+        return scan_mapped(py, &mapped).and_then(|t| to_py_dict(py, &t)).map(Some);
     }
-    if mapped.iter().all(Option::is_some) {
-        let files: Vec<&MappedFile> = mapped.iter().flatten().map(|h| h.file()).collect();
-        return scan_mapped(py, &files).and_then(|t| to_py_dict(py, &t)).map(Some);
-    }
-    let mut scanned = Vec::with_capacity(files.len());
-    for handle in &mapped {
-        scanned.push(handle.as_ref().map(|h| scan_mapped(py, &[h.file()])).transpose()?);
-    }
-    let mut tables = Vec::with_capacity(files.len());
-    for (own, remote) in scanned.iter().zip(&remote) {
-        match own.as_ref().or_else(|| remote.as_ref().and_then(|r| r.table())) {
-            Some(table) => tables.push(table),
-            None => return Ok(None),
-        }
-    }
+    let scanned = sources.iter().map(|s| s.mapped().map(|f| scan_mapped(py, &[f])).transpose());
+    let scanned = scanned.collect::<PyResult<Vec<_>>>()?;
+    let tables = sources.iter().zip(&scanned).map(|(s, own)| own.as_ref().or_else(|| s.remote_table()));
+    let Some(tables) = tables.collect::<Option<Vec<_>>>() else {
+        return Ok(None); // a remote file's large messages were read by their header
+    };
     match tables[..] {
         [one] => to_py_dict(py, one),
         _ => to_py_dict(py, &py.detach(|| tgm_core::table::concat(&tables))),
     }
     .map(Some)
+}
+
+/// One file of `table_of_files`.
+enum Source<'py> {
+    Mapped(PyRef<'py, FileHandle>),
+    Remote(PyRef<'py, RemoteMessages>),
+}
+
+impl<'py> Source<'py> {
+    fn of(i: usize, file: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(handle) = file.extract() {
+            return Ok(Source::Mapped(handle));
+        }
+        if let Ok(remote) = file.extract() {
+            return Ok(Source::Remote(remote));
+        }
+        let kind = file.get_type().name()?;
+        Err(CoreError::new(Kind::Type, format!("files[{i}] is a {kind}, not a FileHandle or RemoteMessages")).raised())
+    }
+
+    fn mapped(&self) -> Option<&MappedFile> {
+        match self {
+            Source::Mapped(h) => Some(h.file()),
+            Source::Remote(_) => None,
+        }
+    }
+
+    fn remote_table(&self) -> Option<&Table> {
+        match self {
+            Source::Mapped(_) => None,
+            Source::Remote(r) => r.table(),
+        }
+    }
 }
 
 /// One scan over the messages of `files`, numbered on from one file to the next.
