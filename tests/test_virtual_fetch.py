@@ -96,23 +96,28 @@ def test_a_store_without_batched_requests_reads_one_chunk_a_request(archive):
     np.testing.assert_array_equal(got, engine_values(data, "q")[1], strict=True)
 
 
+def chunk_decoder(store, name: str):
+    """``decode(key)``: the codec's ``decode_partial`` of the whole chunk ``key`` of array ``name``,
+    as zarr calls it for a read (from a coroutine)."""
+    array = zarr.open_group(store, mode="r", zarr_format=3)[name]
+    spec = array._async_array.metadata.get_chunk_spec((0,) * array.ndim, array._async_array.config,
+                                                      default_buffer_prototype())
+    whole = (slice(None),) * array.ndim
+    return lambda key: array.serializer.decode_partial([(StorePath(store, key), whole, spec)])
+
+
 def test_a_failing_chunk_fails_alone_in_a_shared_request(archive):
     """Two decodes started in one loop turn (as zarr starts a read's chunks) share a request;
     when it fails, each chunk is fetched alone and only the stale one fails."""
     repo, data = archive
     store = CountingStore(repo.readonly_session("main").store)
-    array = zarr.open_group(store, mode="r", zarr_format=3)["t"]
-    codec = array.serializer
-    spec = array._async_array.metadata.get_chunk_spec((0, 0, 0, 0), array._async_array.config,
-                                                      default_buffer_prototype())
-    whole = (slice(None),) * 4
+    decode = chunk_decoder(store, "t")
     time.sleep(1.1)  # Icechunk keeps the commit time with one-second precision
     forecast_file(data / "fc6.tgm", 6, seed=99, levels=LEVELS)  # rewritten after the commit
     os.utime(data / "fc6.tgm")
 
     async def both_steps():
-        return await asyncio.gather(*(codec.decode_partial([(StorePath(store, f"t/c/{i}/0/0/0"), whole, spec)])
-                                      for i in (0, 1)), return_exceptions=True)
+        return await asyncio.gather(*(decode(f"t/c/{i}/0/0/0") for i in (0, 1)), return_exceptions=True)
 
     step0, step6 = asyncio.run(both_steps())
     assert store.batches == [["t/c/0/0/0/0", "t/c/1/0/0/0"]]
@@ -139,15 +144,10 @@ def test_a_cancelled_fetch_leaves_no_reader_waiting(archive):
     waiting forever."""
     repo, _ = archive
     store = StalledStore(repo.readonly_session("main").store)
-    array = zarr.open_group(store, mode="r", zarr_format=3)["t"]
-    codec = array.serializer
-    spec = array._async_array.metadata.get_chunk_spec((0, 0, 0, 0), array._async_array.config,
-                                                      default_buffer_prototype())
-    whole = (slice(None),) * 4
+    decode = chunk_decoder(store, "t")
 
     async def read_then_cancel_the_fetch():
-        readers = {asyncio.ensure_future(codec.decode_partial([(StorePath(store, f"t/c/{i}/0/0/0"), whole, spec)]))
-                   for i in (0, 1)}
+        readers = {asyncio.ensure_future(decode(f"t/c/{i}/0/0/0")) for i in (0, 1)}
         await asyncio.wait_for(store.stalled.wait(), 10)
         fetches = asyncio.all_tasks() - readers - {asyncio.current_task()}
         assert len(fetches) == 1  # one request for both readers
