@@ -156,7 +156,8 @@ def case_virtual(ctx: Context) -> CaseResult:
 
     def native_icechunk():
         import icechunk
-        return icechunk.Repository.open(icechunk.local_filesystem_storage(str(native_repo))).readonly_session("main").store
+        storage = icechunk.local_filesystem_storage(str(native_repo))
+        return icechunk.Repository.open(storage).readonly_session("main").store
 
     # One field per dask task (both stores' own chunks), and the 12 levels of a step per task:
     # zarr then fetches and decodes a task's chunks concurrently in one call.

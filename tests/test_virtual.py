@@ -382,8 +382,9 @@ def test_icechunk_reads_http_references_back_identical(tmp_path, ifs_file):
         config = icechunk.RepositoryConfig.default()
         config.set_virtual_chunk_container(
             icechunk.VirtualChunkContainer(f"{base}/", icechunk.http_store({"allow_http": "true"})))
+        credentials = icechunk.containers_credentials({f"{base}/": None})
         repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")), config,
-                                          authorize_virtual_chunk_access=icechunk.containers_credentials({f"{base}/": None}))
+                                          authorize_virtual_chunk_access=credentials)
         commit(repo, vds, "over http")
         server.reset()
         with engine(ifs_file) as want, reopen(repo) as got:
