@@ -18,6 +18,7 @@ import atexit
 import functools
 import os
 import shutil
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,13 @@ def pytest_sessionstart(session) -> None:
 # user's, inherited by the processes tests start.
 os.environ["TGM_XARRAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="tgm-xarray-test-cache-")
 atexit.register(shutil.rmtree, os.environ["TGM_XARRAY_CACHE_DIR"], ignore_errors=True)
+
+# dask.distributed samples every thread's stack (sys._current_frames) in each scheduler, nanny and
+# worker process, except on 3.11. On free-threaded CPython that read races the threads it samples
+# and can crash the process (CPython gh-152355): the 3.13t suite died once so, in the teardown of a
+# LocalCluster. Off for this session and the processes it starts (docs/remote.md).
+if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    os.environ["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
 
 # The backend class rather than its name: while another installed package also registers an
 # xarray engine called "tensogram", the name may resolve to it (test_backend checks the name).
