@@ -139,7 +139,7 @@ class TensogramBackendArray(BackendArray):
     flight at once (fsspec's async filesystem), each decoded off the loop as it arrives.
     """
 
-    def __init__(self, ref: FileRef, plan: VariablePlan, lock=None, verify_hash: bool = False,
+    def __init__(self, ref: FileRef, plan: VariablePlan, lock=None, verify_hash: bool | None = None,
                  threads: int | None = None):
         self.ref = ref
         self.fields = plan.fields
@@ -222,18 +222,18 @@ class TensogramBackendArray(BackendArray):
 class TensogramDataStore(AbstractDataStore):
     """A ``.tgm`` file as xarray variables, laid out by ``hypercube.build_hypercube``."""
 
-    def __init__(self, ref: FileRef | FileSetRef, plan: HypercubePlan, lock=None, verify_hash: bool = False,
+    def __init__(self, ref: FileRef | FileSetRef, plan: HypercubePlan, lock=None, verify_hash: bool | None = None,
                  threads: int | None = None, values: Mapping[str, np.ndarray] | None = None):
         self.ref = ref
         self.plan = plan
         # Variables whose values an index holds (dimension coordinates): not read from the file.
-        self.values = {} if verify_hash or values is None else values
+        self.values = {} if verify_hash or values is None else values  # True: values from the file, hashed
         self.lock = lock
         self.verify_hash = verify_hash
         self.threads = threads
 
     @classmethod
-    def open(cls, path: str | list[str], *, lock=None, verify_hash: bool = False,
+    def open(cls, path: str | list[str], *, lock=None, verify_hash: bool | None = None,
              storage_options: dict | None = None, threads: int | None = None, index: str | bool = "auto",
              **mapping_options) -> TensogramDataStore:
         """The store of one file (through its index where there is one), or of several planned as
@@ -432,7 +432,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         merge_objects: bool = True,
         message_index: int | None = None,
         range_threshold: float | None = None,
-        verify_hash: bool = False,
+        verify_hash: bool | None = None,
         storage_options: dict | None = None,
         threads: int | None = None,
         index: str | bool = "auto",
@@ -466,7 +466,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         filter_by_keys: Mapping | None = None,
         duplicates: str = "error",
         merge_objects: bool = True,
-        verify_hash: bool = False,
+        verify_hash: bool | None = None,
         storage_options: dict | None = None,
         threads: int | None = None,
         index: str | bool = "auto",

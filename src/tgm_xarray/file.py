@@ -27,14 +27,17 @@ class TgmFile:
     has been replaced or rewritten since (rather than read other values than the client's).
     ``version`` is that check: ``None`` opens whatever version is there.
 
-    ``read(msg, obj, index=None, out=None, verify_hash=False, threads=None)`` reads an object, or
+    ``read(msg, obj, index=None, out=None, verify_hash=None, threads=None)`` reads an object, or
     the part ``index`` selects (outer indexing), into ``out``. ``index`` is a slice, an int, a
     1-D integer or boolean array, or a tuple of those (one per axis, ``...`` allowed, missing
     trailing axes are whole); only what it selects is decoded where the codec allows. ``out``,
     when given, must be C-contiguous and of the result's shape and dtype. The whole read, index
     included, runs in the Rust core. ``threads``: at most this many threads decode one large
     read (szip, blosc2: whole objects and bands of rows); None lets a process-wide budget of one
-    thread per core decide (docs/architecture.md).
+    thread per core decide (docs/architecture.md). ``verify_hash``: ``None`` (the default) checks
+    the stored xxh3 hash of every object that has one, once per object and file version, hashing
+    the object's whole frame whatever part a read decodes; ``True`` also refuses objects written
+    without a hash; ``False`` checks none (docs/errors.md, "Integrity").
     """
 
     def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,

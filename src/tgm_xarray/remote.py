@@ -476,14 +476,15 @@ class RemoteHandle:
         return _core.frame_fingerprint(self._fetcher.fetch(*self.messages.frame_range(msg, obj)))
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
-             verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
+             verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """``FileHandle.read``. Objects whose values sit at fixed places in their payload (raw,
         or whole-byte packing, uncompressed) fetch just the byte ranges a partial read needs;
-        others fetch their frame (and so does ``verify_hash``, which hashes it all)."""
+        others fetch their frame (and so does ``verify_hash=True``, which hashes it all; the default,
+        ``None``, checks the hash of every frame it fetches whole, docs/errors.md)."""
         start, stop = self.messages.frame_range(self._readable(msg), obj)
         context = f"{self.path}: message {msg}, object {obj}"
         payload = self.messages.payload(msg, obj)
-        if payload is not None and not verify_hash:
+        if payload is not None and verify_hash is not True:
             cbor, offset, length = payload
 
             def fetch(ranges):
@@ -495,14 +496,14 @@ class RemoteHandle:
         return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash, context, threads)
 
     async def read_async(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
-                         verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
+                         verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """``read`` for event loops: the frame's request overlaps with any others in flight and
         the decode runs in a worker thread. Partial reads that fetch byte ranges of a payload
         (and messages not described yet that need it) run ``read`` in a worker thread."""
         if self.messages.reads_need_description(msg):  # that fetches too
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         start, stop = self.messages.frame_range(msg, obj)
-        if (self.messages.payload(msg, obj) is not None and not verify_hash
+        if (self.messages.payload(msg, obj) is not None and verify_hash is not True
                 and not _selects_all(index, self.messages.shape(msg, obj))):
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         frame = await self._fetcher.fetch_async(start, stop)

@@ -262,13 +262,10 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         else:
             core_selection, decoded_shape, result_shape = outer
         frame = _whole_bytes(chunk_bytes.as_numpy_array())
-        # A frame's inline hash covers its descriptor and payload: wrong bytes fail, not decode.
-        verify = self.hash and _core.frame_footer(frame, frame, len(frame))[1] is not None
+        # The frame's shape is checked before it decodes (a stale reference: the file was
+        # rewritten), and its inline hash, where it has one, as every read checks it.
         values = _core.read_frame(frame, None if core_selection is None else core_selection[lead:], None,
-                                  verify, "the referenced data-object frame")
-        if values.shape != decoded_shape[lead:]:
-            raise TgmCodecError(f"the referenced data-object frame holds an object of shape {values.shape}, "
-                                f"the array expects {shape}: a stale reference (the file was rewritten?)")
+                                  None, "the referenced data-object frame", expect_shape=list(shape))
         values = values.reshape(decoded_shape)
         result = values.reshape(result_shape) if outer is not None else values[selection]
         if result.dtype != dtype:
