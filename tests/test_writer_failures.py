@@ -108,12 +108,15 @@ def test_a_writer_killed_by_sigterm_leaves_no_lock_and_the_next_writer_runs(tmp_
     path = tmp_path / "t.tgm"
     to_tgm(_dataset("first", 1.0), path)
     child = _python(HOLDING_WRITER, path, where)
+    watchdog = threading.Timer(120, child.kill)  # a child that never says it holds the turn
+    watchdog.start()
     try:
         assert child.stdout.readline() == "holding\n"
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=60)  # stdin stays open: the child's read ends by the signal alone
         output = child.stdout.read()
     finally:
+        watchdog.cancel()
         if child.poll() is None:
             child.kill()
             child.wait()

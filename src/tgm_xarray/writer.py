@@ -9,7 +9,8 @@ Writes are atomic: bytes go to a temporary file next to the target, which replac
 only once everything is written. On any error (or Ctrl-C) the temporary file is removed and the
 target is left as it was, or absent. ``mode="a"`` copies the existing file into the temporary
 file first and appends there, so even a killed process leaves the target intact, and readers
-that have it mapped never see it change under them.
+that have it mapped never see it change under them. Writers of one file take turns, and a
+symlinked target is written through (:mod:`tgm_xarray.atomic`).
 
 >>> import xarray as xr, numpy as np, tempfile, os
 >>> ds = xr.Dataset({"t": (("y", "x"), np.arange(6.0).reshape(2, 3))})
