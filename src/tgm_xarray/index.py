@@ -56,8 +56,13 @@ MODES = ("auto", "beside", False)
 
 # -- where indexes live ----------------------------------------------------------------------------
 
-def beside(path: str) -> str:
-    """The index beside ``path`` (a file or a URL): ``forecast.tgm`` -> ``forecast.tgm.tgmidx``."""
+def beside(path: str) -> str | None:
+    """The index beside ``path`` (a file or a URL): ``forecast.tgm`` -> ``forecast.tgm.tgmidx``;
+    ``None`` beside a URL with a query string or a fragment (a presigned URL, an S3 version):
+    the suffix would land in the query or the fragment and name the data object itself, and
+    the index's own query (its signature) cannot be made from the data's."""
+    if is_url(path) and ("?" in path or "#" in path):
+        return None
     return path + SUFFIX
 
 
@@ -401,8 +406,13 @@ def warn(index_path: str, why: str) -> None:
 
 def load(index_path: str, identity: Identity) -> Index | None:
     """The index at ``index_path`` if it exists and describes ``identity``'s version; a warning
-    (and ``None``) if it is stale, corrupt or not an index."""
-    if not os.path.exists(index_path):
+    (and ``None``) if it is stale, corrupt, not an index or not a regular file."""
+    try:
+        FileKey.of(index_path)  # regular files only: opening a FIFO would block, a device may not end
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        warn(index_path, f"it cannot be read ({err.strerror})")
         return None
     try:
         index = Index(index_path)
@@ -417,16 +427,18 @@ def load(index_path: str, identity: Identity) -> Index | None:
 
 
 def fetch_beside(url: str, storage_options: dict | None, into: str) -> bool:
-    """Copies the index beside a remote object (one request) to ``into``; ``False`` if there
-    is none."""
-    import fsspec
+    """Copies the index beside a remote object (over HTTP one request, as the data is read:
+    checked, retried, bounded) to ``into``; ``False`` if there is none: none beside the URL
+    (:func:`beside`), or the server answers that it is missing or forbidden (S3 answers 403
+    for a missing key to whoever may not list the bucket). Other failures raise."""
+    from tgm_xarray.remote import fetch_whole
 
-    from tgm_xarray.remote import fsspec_options
-
-    fs, path = fsspec.core.url_to_fs(beside(url), **fsspec_options(url, storage_options))
+    where = beside(url)
+    if where is None:
+        return False
     try:
-        data = fs.cat_file(path)
-    except FileNotFoundError:
+        data = fetch_whole(where, storage_options)
+    except (FileNotFoundError, PermissionError):
         return False
     write(into, data)
     return True
@@ -454,7 +466,7 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
         copy = cached(path)
         try:
             present = os.path.exists(copy) or fetch_beside(path, storage_options, copy)
-        except OSError as err:
+        except Exception as err:  # noqa: BLE001 - any failure to get an index means: open without it
             warn(beside(path), f"it could not be read ({err})")
             present = False
         if not present:
