@@ -589,9 +589,9 @@ def _index(args: argparse.Namespace) -> int:
             # The plan open_dataset's defaults give, or, for a file that needs groups,
             # open_datatree's: the table alone serves any other keywords.
             try:
-                planned(path, None, mode, {}, groups=False, identify=True)
+                planned(path, None, mode, {}, groups=False, identify=True, must_write=True)
             except TgmConflictError:
-                planned(path, None, mode, {}, groups=True, identify=True)
+                planned(path, None, mode, {}, groups=True, identify=True, must_write=True)
             where = index.beside(path) if args.beside else index.cached(path)
             print(f"{path}: indexed in {where}")
             if bar is not None:
