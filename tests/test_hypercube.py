@@ -7,9 +7,11 @@ so every test that checks values also proves xarray accepts the layout.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import random
+import sys
 import warnings
 from pathlib import Path
 
@@ -34,6 +36,7 @@ from tgm_xarray.hypercube import (  # noqa: E402
     split_groups,
 )
 from tgm_xarray.hypercube import extra, objects, variables  # noqa: E402
+from tgm_xarray.hypercube.table import Column  # noqa: E402
 
 from test_attrs import assert_netcdf_friendly  # noqa: E402
 
@@ -1223,3 +1226,86 @@ def test_round_trip_era5_valid_time(tmp_path):
     assert meta.base[0]["valid_time"] == "2024-01-01T00:00:00.000000000"
     assert meta.extra["coordinate_attrs"]["valid_time"] == {"standard_name": "time",
                                                             "long_name": "time"}
+
+
+# --------------------------------------------------------------------------------------------
+# Many distinct values: planning work grows linearly with the messages (issue 25)
+# --------------------------------------------------------------------------------------------
+
+
+def _distinct_steps_table(n: int) -> MetadataTable:
+    """``n`` one-value messages of ``2t``, each at its own step: the table a file of them gives,
+    built from columns (``from_messages`` would take longer than the planner)."""
+    one = MetadataTable.from_messages(
+        [({"base": [{"mars": {"param": "2t", "step": 0}}]}, [_desc(np.zeros((), "float32"))])])
+    zeros, unknown = np.zeros(n, dtype=np.int32), np.full(n, -1, dtype=np.int64)
+    return dataclasses.replace(
+        one, n_messages=n, msg=np.arange(n, dtype=np.int64), obj=zeros.astype(np.int64),
+        shape=zeros, descriptor=zeros,
+        own={"mars.param": Column(zeros, ["2t"]),
+             "mars.step": Column(np.arange(n, dtype=np.int32), list(range(n)))},
+        frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
+        frame_start=unknown, frame_end=unknown, payload_start=unknown, payload_end=unknown,
+        extra_dim_names=Column(np.full(n, -1, dtype=np.int32), []),
+        coordinate_attrs=Column(np.full(n, -1, dtype=np.int32), []),
+        message_offset=unknown, message_length=unknown)
+
+
+def _planning_work(table: MetadataTable, monkeypatch) -> tuple[int, int]:
+    """What planning ``table`` costs, counted rather than timed: function calls (Python and C),
+    and elements of the arrays numpy's constructors allocate."""
+    elements = [0]
+    for name in ("full", "zeros", "ones", "empty"):
+        def counted(shape, *args, _make=getattr(np, name), **kwargs):
+            array = _make(shape, *args, **kwargs)
+            elements[0] += array.size
+            return array
+        monkeypatch.setattr(np, name, counted)
+    calls = [0]
+
+    def profile(frame, event, arg):
+        if event in ("call", "c_call"):
+            calls[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
+    finally:
+        sys.setprofile(None)
+        monkeypatch.undo()
+    assert plan.variables["2t"].shape == (table.n_messages,)
+    return calls[0], elements[0]
+
+
+def test_distinct_steps_plan_in_linear_work(monkeypatch):
+    """Ten times the messages, each at a step of its own, cost at most ~ten times the calls and
+    the allocated elements (an O(n) array per distinct step made it 100 times)."""
+    small = _planning_work(_distinct_steps_table(2_000), monkeypatch)
+    big = _planning_work(_distinct_steps_table(20_000), monkeypatch)
+    for what, a, b in zip(("calls", "allocated elements"), small, big):
+        assert b <= 11 * a, f"{what}: {a} for 2,000 messages but {b} for 20,000"
+
+
+def test_distinct_steps_sorted_and_placed():
+    """Steps written in reverse order come out ascending, each field at its own step."""
+    n = 1_000
+    table = _distinct_steps_table(n)
+    table = dataclasses.replace(table, own={**table.own, "mars.step": Column(
+        np.arange(n, dtype=np.int32), list(range(n))[::-1])})
+    plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
+    step = plan.index_coords["step"][1]
+    assert (step == np.arange(n) * np.timedelta64(3600, "s")).all()
+    var = plan.variables["2t"]
+    assert [var.refs[i][0] for i in var.fields.tolist()] == list(range(n))[::-1]
+
+
+def test_classify_many_objects_of_one_message():
+    """One message of 30,000 objects: classified in one pass over them (a pass over the others
+    per object took 10^9 steps)."""
+    n = 30_000
+    names = [f"v{i}" for i in range(n)] + ["lat", "x"]
+    shapes = [(7,)] * n + [(7,), (9,)]
+    hints = [None] * (n + 2)
+    found = objects._classify(names, shapes, hints)
+    assert found[-2:] == ["latitude", None]  # `x` has no axis of its size to label
+    assert found[:n] == [None] * n
