@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
+import os
 import random
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -1309,3 +1311,62 @@ def test_classify_many_objects_of_one_message():
     found = objects._classify(names, shapes, hints)
     assert found[-2:] == ["latitude", None]  # `x` has no axis of its size to label
     assert found[:n] == [None] * n
+
+
+# --------------------------------------------------------------------------------------------
+# NaN among coordinate values: one label, last, the same in every process and from an index
+# --------------------------------------------------------------------------------------------
+
+_NAN = float("nan")
+
+# Prints the coordinates and values of a file opened cold (`False`) or through the index cache.
+_OPEN_AND_PRINT = """
+import sys, warnings
+import xarray as xr
+warnings.simplefilter("ignore")
+index = {"False": False}.get(sys.argv[2], sys.argv[2])
+for path in sys.argv[1].split(","):
+    ds = xr.open_dataset(path, engine="tgm", index=index)
+    for name in sorted(ds.variables):
+        print(name, ds[name].dims, ds[name].values.tolist())
+"""
+
+
+@pytest.fixture(scope="module")
+def nan_files(tmp_path_factory):
+    """A level NaN among 850, 500, 700 hPa, and a generic key ``band`` NaN among 2.0, 1.0."""
+    d = tmp_path_factory.mktemp("nan")
+    levels = _write(d / "levels.tgm", [_message(
+        ({"mars": {"param": "t", "levtype": "pl", "levelist": level}}, np.full(2, float(i))))
+        for i, level in enumerate([850, _NAN, 500, 700])])
+    bands = _write(d / "bands.tgm", [_message(({"name": "x", "band": band}, np.full(2, float(i))))
+                                     for i, band in enumerate([2.0, _NAN, 1.0])])
+    return levels, bands
+
+
+def test_nan_coordinate_value_sorts_last(nan_files):
+    levels, bands = nan_files
+    t = _plan(levels)
+    np.testing.assert_array_equal(t.index_coords["isobaricInhPa"][1], [850.0, 700.0, 500.0, _NAN])
+    assert [t.variables["t"].refs[i][0] for i in t.variables["t"].fields.tolist()] == [0, 3, 2, 1]
+    x = _plan(bands)
+    np.testing.assert_array_equal(x.index_coords["band"][1], [1.0, 2.0, _NAN])
+    assert [x.variables["x"].refs[i][0] for i in x.variables["x"].fields.tolist()] == [2, 0, 1]
+
+
+def test_nan_coordinate_order_is_the_same_in_every_process_and_from_an_index(nan_files, tmp_path):
+    """20 processes with different hash seeds (NaN's hash is its address), cold and through the
+    index each wrote or read: one output."""
+    paths = ",".join(str(p) for p in nan_files)
+    outputs = set()
+    for seed in range(20):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "TGM_XARRAY_CACHE_DIR": str(tmp_path)}
+        index = "False" if seed % 2 else "auto"
+        done = subprocess.run([sys.executable, "-c", _OPEN_AND_PRINT, paths, index], env=env,
+                              capture_output=True, text=True, timeout=300, check=True)
+        outputs.add(done.stdout)
+    assert len(list(tmp_path.glob("*.tgmidx"))) == 2  # the indexed opens had an index to read
+    (output,) = outputs
+    assert "isobaricInhPa ('isobaricInhPa',) [850.0, 700.0, 500.0, nan]" in output
+    assert "t ('isobaricInhPa', 'dim_0') [[0.0, 0.0], [3.0, 3.0], [2.0, 2.0], [1.0, 1.0]]" in output
+    assert "band ('band',) [1.0, 2.0, nan]" in output
