@@ -1370,3 +1370,16 @@ def test_nan_coordinate_order_is_the_same_in_every_process_and_from_an_index(nan
     assert "isobaricInhPa ('isobaricInhPa',) [850.0, 700.0, 500.0, nan]" in output
     assert "t ('isobaricInhPa', 'dim_0') [[0.0, 0.0], [3.0, 3.0], [2.0, 2.0], [1.0, 1.0]]" in output
     assert "band ('band',) [1.0, 2.0, nan]" in output
+
+
+@pytest.mark.parametrize("meta", [{"name": "v"}, {"name": "lat", "dim_names": ["lat"]}],
+                         ids=["data", "coordinate"])
+def test_shape_past_what_numpy_holds_is_a_format_error(meta):
+    """A declared shape of more bytes than any array holds: a TgmFormatError at open naming the
+    file, the message and the object (numpy's bare ValueError came at the first read)."""
+    shape = [2**32 - 1] * 3 if meta["name"] == "v" else [2**63 // 4]
+    descriptor = {**_desc(np.zeros(0, "float64")), "shape": shape}
+    table = MetadataTable.from_messages([({"base": [meta]}, [descriptor])])
+    with pytest.raises(TgmError, match=r"huge\.tgm: .*message 0 object 0\) has shape") as err:
+        build_hypercube(table, source="huge.tgm", fingerprint=lambda m, o: b"")
+    assert type(err.value).__name__ == "TgmFormatError"
