@@ -40,6 +40,9 @@ from tgm_xarray.hypercube import (  # noqa: E402
 from tgm_xarray.hypercube import extra, objects, variables  # noqa: E402
 from tgm_xarray.hypercube.table import Column  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from planner import distinct_steps_table  # noqa: E402
+
 from test_attrs import assert_netcdf_friendly  # noqa: E402
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
@@ -1235,24 +1238,6 @@ def test_round_trip_era5_valid_time(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def _distinct_steps_table(n: int) -> MetadataTable:
-    """``n`` one-value messages of ``2t``, each at its own step: the table a file of them gives,
-    built from columns (``from_messages`` would take longer than the planner)."""
-    one = MetadataTable.from_messages(
-        [({"base": [{"mars": {"param": "2t", "step": 0}}]}, [_desc(np.zeros((), "float32"))])])
-    zeros, unknown = np.zeros(n, dtype=np.int32), np.full(n, -1, dtype=np.int64)
-    return dataclasses.replace(
-        one, n_messages=n, msg=np.arange(n, dtype=np.int64), obj=zeros.astype(np.int64),
-        shape=zeros, descriptor=zeros,
-        own={"mars.param": Column(zeros, ["2t"]),
-             "mars.step": Column(np.arange(n, dtype=np.int32), list(range(n)))},
-        frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
-        frame_start=unknown, frame_end=unknown, payload_start=unknown, payload_end=unknown,
-        extra_dim_names=Column(np.full(n, -1, dtype=np.int32), []),
-        coordinate_attrs=Column(np.full(n, -1, dtype=np.int32), []),
-        message_offset=unknown, message_length=unknown)
-
-
 def _planning_work(table: MetadataTable, monkeypatch) -> tuple[int, int]:
     """What planning ``table`` costs, counted rather than timed: function calls (Python and C),
     and elements of the arrays numpy's constructors allocate."""
@@ -1282,8 +1267,8 @@ def _planning_work(table: MetadataTable, monkeypatch) -> tuple[int, int]:
 def test_distinct_steps_plan_in_linear_work(monkeypatch):
     """Ten times the messages, each at a step of its own, cost at most ~ten times the calls and
     the allocated elements (an O(n) array per distinct step made it 100 times)."""
-    small = _planning_work(_distinct_steps_table(2_000), monkeypatch)
-    big = _planning_work(_distinct_steps_table(20_000), monkeypatch)
+    small = _planning_work(distinct_steps_table(2_000), monkeypatch)
+    big = _planning_work(distinct_steps_table(20_000), monkeypatch)
     for what, a, b in zip(("calls", "allocated elements"), small, big):
         assert b <= 11 * a, f"{what}: {a} for 2,000 messages but {b} for 20,000"
 
@@ -1291,7 +1276,7 @@ def test_distinct_steps_plan_in_linear_work(monkeypatch):
 def test_distinct_steps_sorted_and_placed():
     """Steps written in reverse order come out ascending, each field at its own step."""
     n = 1_000
-    table = _distinct_steps_table(n)
+    table = distinct_steps_table(n)
     table = dataclasses.replace(table, own={**table.own, "mars.step": Column(
         np.arange(n, dtype=np.int32), list(range(n))[::-1])})
     plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
