@@ -34,6 +34,7 @@ from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.remote import RemoteHandle, is_url
 from tgm_xarray.selection import outer
+from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import warn_if_engine_name_shared
 
 warn_if_engine_name_shared()  # upstream's tensogram-xarray registers engine="tensogram" too
@@ -243,6 +244,7 @@ class TensogramDataStore(AbstractDataStore):
              **mapping_options) -> TensogramDataStore:
         """The store of one file (through its index where there is one), or of several planned as
         one (a list of paths)."""
+        threads = check_threads(threads, str(path))  # before planning, not at the first read
         ref, plans, values, recorded = planned(path, storage_options, index, mapping_options, groups=False)
         return cls(ref, plans[""], lock, verify_hash, threads, values[""], recorded.get(""))
 
@@ -488,7 +490,9 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         index: str | bool = "auto",
     ):
         """One Dataset per consistent group of messages (by level type and grid)."""
-        ref, groups, values, recorded = planned(_paths(filename_or_obj), storage_options, index,
+        paths = _paths(filename_or_obj)
+        threads = check_threads(threads, str(paths))
+        ref, groups, values, recorded = planned(paths, storage_options, index,
                                       {"variable_key": variable_key, "dim_names": dim_names,
                                        "filter_by_keys": filter_by_keys, "duplicates": duplicates,
                                        "merge_objects": merge_objects}, groups=True)

@@ -36,6 +36,7 @@ from tgm_xarray.errors import (
     RemoteConnectionError, RemoteError, RemoteHTTPError, RemoteRangeError, RemoteRedirectError, RemoteTimeoutError,
     TgmFormatError,
 )
+from tgm_xarray.threads import check_threads
 
 #: Attempts per range request before a transient failure is raised, and the first backoff (s).
 RETRIES = 5
@@ -550,6 +551,7 @@ class RemoteHandle:
         or whole-byte packing, uncompressed) fetch just the byte ranges a partial read needs;
         others fetch their frame (and so does ``verify_hash=True``, which hashes it all; the default,
         ``None``, checks the hash of every frame it fetches whole, docs/errors.md)."""
+        threads = check_threads(threads, self.path)
         start, stop = self.messages.frame_range(self._readable(msg), obj)
         context = f"{self.path}: message {msg}, object {obj}"
         payload = self.messages.payload(msg, obj)
@@ -569,6 +571,7 @@ class RemoteHandle:
         """``read`` for event loops: the frame's request overlaps with any others in flight and
         the decode runs in a worker thread. Partial reads that fetch byte ranges of a payload
         (and messages not described yet that need it) run ``read`` in a worker thread."""
+        threads = check_threads(threads, self.path)
         if self.messages.reads_need_description(msg):  # that fetches too
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         start, stop = self.messages.frame_range(msg, obj)

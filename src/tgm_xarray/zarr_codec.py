@@ -27,6 +27,7 @@ from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import COMPRESSIONS, TABLE, Pipeline
 from tgm_xarray.selection import outer
+from tgm_xarray.threads import check_threads
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -122,6 +123,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         threads: int | None = None,
         **options: Any,
     ) -> None:
+        threads = check_threads(threads)
         if _parse_choice("chunk", chunk, CHUNKS) == "frame":
             # Read-only references: the frame holds its own descriptor, which decoding follows.
             # `descriptor` says what the objects are (their shape is checked on every decode).
@@ -133,9 +135,6 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             raise ValueError("descriptor applies to chunk 'frame', not 'message'")
         if not isinstance(hash, bool):
             raise TypeError(f"hash must be true or false; got {hash!r}")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                    or not 1 <= threads <= 1024):
-            raise ValueError(f"threads must be an integer from 1 to 1024; got {threads!r}")
         pipeline = Pipeline.from_options(options)
         object.__setattr__(self, "_pipeline", pipeline)
         object.__setattr__(self, "encoding", pipeline.encoding)
