@@ -71,7 +71,7 @@ def to_tgm(
         ``False`` returns a ``dask.delayed`` object that writes when computed. Encodings are
         checked now either way.
     hash
-        Store an xxh3 hash of every object (checked on read with ``verify_hash=True``).
+        Store an xxh3 hash of every object (checked on read by default: docs/errors.md, "Integrity").
     threads
         Messages encoded at once (default: the number of CPUs).
     field_dims
