@@ -32,7 +32,14 @@ INDEX_PATH = f"/{NAME}{index.SUFFIX}"  # the index beside the data, as the serve
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, xr.Dataset]:
+def user_cache(tmp_path_factory) -> Path:
+    """The cache directory whose key signs the index beside the archive: each test's own cache
+    holds a copy of that key, so the index is this user's (docs/archives.md)."""
+    return tmp_path_factory.mktemp("user-cache")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, user_cache) -> tuple[Path, xr.Dataset]:
     """100 messages of upstream ``tensogram``'s writing with their index beside them, and their
     values opened cold."""
     from remote_archive import write_archive
@@ -41,16 +48,22 @@ def built(tmp_path_factory) -> tuple[Path, xr.Dataset]:
     path = Path(write_archive(tmp_path_factory.mktemp("built") / NAME, 100))
     with xr.open_dataset(path, engine=ENGINE, index=False) as ds:
         cold = ds.load()
-    with xr.open_dataset(path, engine=ENGINE, index="beside"):
-        pass
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(index.CACHE_DIR_ENV, str(user_cache))
+        with xr.open_dataset(path, engine=ENGINE, index="beside"):
+            pass
     assert Path(f"{path}{index.SUFFIX}").is_file()
     return path, cold
 
 
 @pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    """Each test its own cache directory and a fresh handle cache; quick retries."""
-    monkeypatch.setenv(index.CACHE_DIR_ENV, str(tmp_path / "cache"))
+def own_cache(tmp_path, monkeypatch, built, user_cache):
+    """Each test its own cache directory (with the user's key) and a fresh handle cache; quick
+    retries."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    shutil.copy2(user_cache / index.KEY_FILE, cache / index.KEY_FILE)
+    monkeypatch.setenv(index.CACHE_DIR_ENV, str(cache))
     monkeypatch.setattr(remote, "BACKOFF", 0.01)
     handles.CACHE.clear()
     yield
@@ -97,7 +110,7 @@ def test_a_missing_or_forbidden_index_is_no_index(range_server, served, built, s
     range_server.faults[INDEX_PATH] = Fault(status=status)
     xr.testing.assert_identical(open_quietly(served), built[1])
     assert range_server.count(INDEX_PATH) == 1  # not retried
-    assert not (Path(os.environ[index.CACHE_DIR_ENV])).exists()  # nothing copied into the cache
+    assert not list(Path(os.environ[index.CACHE_DIR_ENV]).glob(f"*{index.SUFFIX}"))  # nothing copied into the cache
 
 
 @pytest.mark.parametrize("fault", [Fault(status=500, times=1), Fault(truncate=100, times=1)],

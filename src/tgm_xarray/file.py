@@ -52,7 +52,7 @@ class TgmFile:
         self._layouts: list[list[tuple[tuple[int, ...], np.dtype]] | None] = [None] * len(self._handle)
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
-             verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
+             verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """See the class docstring. ``threads`` is checked here: the core takes any count."""
         if threads is not None:
             threads = check_threads(threads, self.path)

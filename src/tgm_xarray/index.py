@@ -628,7 +628,7 @@ def load(index_path: str, identity: Identity) -> Index | None:
     :func:`user_key`)."""
     try:
         FileKey.of(index_path)  # regular files only: opening a FIFO would block, a device may not end
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # none there
         return None
     except OSError as err:
         warn(index_path, f"it cannot be read ({err.strerror})")
