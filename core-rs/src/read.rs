@@ -17,6 +17,7 @@ use crate::selection::{AxisSel, Plan};
 use crate::szip;
 
 mod bounds;
+mod whole;
 
 /// Parallelism comes from the caller's threads (dask, zarr), never from a pool per call.
 fn decode_options() -> DecodeOptions {
@@ -224,11 +225,16 @@ pub fn read_object(
         }
         _ => {
             let whole_len = entry.num_elements() as usize * itemsize;
-            if let (Some(packed), true) = (&entry.packed, plan.is_whole(entry.num_elements())) {
-                // The whole object, in order: unpack straight into the output.
-                packed.decode_into(payload, out)?;
-                add_decoded(entry.num_elements());
-                return Ok(());
+            if plan.is_whole(entry.num_elements()) {
+                // The whole object, in order: decoded straight into the output.
+                let done = match &entry.packed {
+                    Some(packed) => packed.decode_into(payload, out).map(|()| true)?,
+                    None => whole::decode_into(desc, payload, out)?,
+                };
+                if done {
+                    add_decoded(entry.num_elements());
+                    return Ok(());
+                }
             }
             let whole = match &entry.packed {
                 Some(packed) => {
@@ -236,15 +242,18 @@ pub fn read_object(
                     packed.decode_into(payload, &mut whole)?;
                     whole
                 }
-                None => {
-                    // Upstream decodes the NaN/Inf masks here too.
-                    bounds::check_masks(desc, &msg[entry.payload.start..entry.frame.end])?;
-                    let decoded = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1;
-                    if desc.compression == "sz3" {
-                        bounds::sz3_failed()?;
+                None => match whole::decode(desc, payload, whole_len)? {
+                    Some(values) => values,
+                    None => {
+                        // Upstream decodes the NaN/Inf masks here too.
+                        bounds::check_masks(desc, &msg[entry.payload.start..entry.frame.end])?;
+                        let decoded = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1;
+                        if desc.compression == "sz3" {
+                            bounds::sz3_failed()?;
+                        }
+                        decoded
                     }
-                    decoded
-                }
+                },
             };
             if whole.len() != whole_len {
                 return Err(CoreError::new(Kind::Codec, "decoded payload has the wrong size"));
