@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from tgm_xarray.hypercube import MetadataTable, build_hypercube
-from tgm_xarray.hypercube.table import Column
+from tgm_xarray.hypercube.table import Column, KeyColumns
 
 PARAMS = 10
 LEVELS = (1000, 925, 850, 700, 500, 400, 300, 250, 200, 100)
@@ -64,8 +64,10 @@ def distinct_steps_table(n: int) -> MetadataTable:
     return dataclasses.replace(
         one, n_messages=n, msg=np.arange(n, dtype=np.int64), obj=zeros.astype(np.int64),
         shape=zeros, descriptor=zeros,
-        own={"mars.param": Column(zeros, ["2t"]),
-             "mars.step": Column(np.arange(n, dtype=np.int32), list(range(n)))},
+        own=KeyColumns(["mars.param", "mars.step"], ["2t", *range(n)], [0, 1, n + 1],
+                       rows=np.tile(np.arange(n), 2), key=np.repeat([0, 1], n),
+                       code=np.concatenate([zeros, np.arange(n)]), n=n),
+        codec_params=KeyColumns([], [], [0], [], [], [], n), extra=KeyColumns([], [], [0], [], [], [], n),
         frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
         frame_start=unknown, frame_end=unknown, payload_start=unknown, payload_end=unknown,
         extra_dim_names=Column(np.full(n, -1, dtype=np.int32), []),

@@ -38,7 +38,7 @@ from tgm_xarray.hypercube import (  # noqa: E402
     split_groups,
 )
 from tgm_xarray.hypercube import extra, objects, variables  # noqa: E402
-from tgm_xarray.hypercube.table import Column  # noqa: E402
+from tgm_xarray.hypercube.table import KeyColumns  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from planner import distinct_steps_table  # noqa: E402
@@ -1277,8 +1277,9 @@ def test_distinct_steps_sorted_and_placed():
     """Steps written in reverse order come out ascending, each field at its own step."""
     n = 1_000
     table = distinct_steps_table(n)
-    table = dataclasses.replace(table, own={**table.own, "mars.step": Column(
-        np.arange(n, dtype=np.int32), list(range(n))[::-1])})
+    own = table.own  # the steps' values reversed: row i's step is n - 1 - i
+    table = dataclasses.replace(table, own=KeyColumns(own.names, ["2t", *range(n)[::-1]], own.value_starts,
+                                                      own.rows, own.key, own.code, n))
     plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
     step = plan.index_coords["step"][1]
     assert (step == np.arange(n) * np.timedelta64(3600, "s")).all()

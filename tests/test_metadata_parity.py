@@ -4,6 +4,10 @@ output with CBOR bytes renamed in place (same length: every offset stays valid).
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -59,3 +63,32 @@ def test_metadata_as_deep_as_upstream_reads_opens(tmp_path):
     with xr.open_dataset(path, engine=ENGINE, index=False) as back:
         np.testing.assert_array_equal(back["t"].values, ds["t"].values)
     tensogram.decode(path.read_bytes())  # upstream reads it too
+
+
+KEYS_OF_THEIR_OWN = textwrap.dedent("""
+    import resource, sys
+    import xarray as xr
+    import tgm_xarray
+    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), resource.RLIM_INFINITY))
+    with xr.open_dataset(sys.argv[1], engine="tgm", index=False) as ds:
+        print(ds.sizes["message"], len(ds.data_vars))
+""")
+
+
+@pytest.mark.thread_unsafe(reason="runs a subprocess")
+def test_messages_with_keys_of_their_own_open_in_bounded_memory(tmp_path):
+    """3,000 one-value messages, each with 100 metadata keys of its own (300,000 keys): the
+    table keeps the 300,000 entries, not a column of 3,000 rows per key (9 x 10^8 cells, which
+    aborted the process)."""
+    path = tmp_path / "own-keys.tgm"
+    with open(path, "wb") as f:
+        for i in range(3000):
+            meta = {"base": [{"name": "x", **{f"k{i}_{j}": j for j in range(100)}}]}
+            f.write(tensogram.encode(meta, [(dict(FIELD, shape=[1]), np.array([float(i)]))]))
+    # The imports take ~0.2 GiB of address space and the open peaks at ~0.5 GiB here; a dense
+    # table needs over 3 GiB more.
+    limit = 1024**3
+    run = subprocess.run([sys.executable, "-c", KEYS_OF_THEIR_OWN, str(path), str(limit)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["3000", "1"]

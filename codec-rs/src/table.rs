@@ -3,7 +3,7 @@
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use tgm_core::table::{Column, Table};
+use tgm_core::table::{Column, KeyColumns, Table};
 
 use crate::cbor::to_py;
 use crate::errors::{CoreError, Kind};
@@ -31,11 +31,26 @@ fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
     Ok((PyArray1::from_slice(py, &c.codes), values).into_pyobject(py)?.into_any())
 }
 
-fn columns<'py>(py: Python<'py>, cols: &[(String, Column)]) -> PyResult<Bound<'py, PyDict>> {
+/// `KeyColumns`' fields, as `tgm_xarray.hypercube.table.KeyColumns` takes them (less its row count).
+fn key_columns<'py>(py: Python<'py>, c: &KeyColumns) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    for (key, c) in cols {
-        dict.set_item(key, column(py, c)?)?;
+    dict.set_item("names", c.keys.clone())?;
+    // One flat list (a list per key would be a Python object per key: collector passes over
+    // hundreds of thousands of them cost more than the scan).
+    let values = PyList::empty(py);
+    let mut value_starts = Vec::with_capacity(c.values.len() + 1);
+    for of_key in &c.values {
+        value_starts.push(values.len() as u32);
+        for v in of_key {
+            values.append(to_py(py, v)?)?;
+        }
     }
+    value_starts.push(values.len() as u32);
+    dict.set_item("values", values)?;
+    dict.set_item("value_starts", PyArray1::from_slice(py, &value_starts))?;
+    dict.set_item("rows", PyArray1::from_slice(py, &c.rows))?;
+    dict.set_item("key", PyArray1::from_slice(py, &c.key))?;
+    dict.set_item("code", PyArray1::from_slice(py, &c.code))?;
     Ok(dict)
 }
 
@@ -65,9 +80,9 @@ pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict
         descriptors.append(dict)?;
     }
     d.set_item("descriptors", descriptors)?;
-    d.set_item("own", columns(py, &t.own)?)?;
-    d.set_item("codec_params", columns(py, &t.codec_params)?)?;
-    d.set_item("extra", columns(py, &t.extra)?)?;
+    d.set_item("own", key_columns(py, &t.own)?)?;
+    d.set_item("codec_params", key_columns(py, &t.codec_params)?)?;
+    d.set_item("extra", key_columns(py, &t.extra)?)?;
     d.set_item("own_dim_names", column(py, &t.own_dim_names)?)?;
     d.set_item("extra_dim_names", column(py, &t.extra_dim_names)?)?;
     d.set_item("coordinate_attrs", column(py, &t.coordinate_attrs)?)?;

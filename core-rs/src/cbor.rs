@@ -211,7 +211,16 @@ pub fn push_head(out: &mut Vec<u8>, major: u8, arg: u64) {
 
 /// Decodes one item's bytes (as `Walker::item` returns them) into a value.
 pub fn decode(item: &[u8]) -> Result<ciborium::Value> {
-    ciborium::from_reader(item).map_err(|e| CborError(format!("bad CBOR value: {e}")))
+    // `from_reader` zeroes a 4 KiB scratch buffer per call: most metadata values are a few
+    // bytes, and a file of many distinct values spent most of its scan zeroing. A string
+    // longer than the scratch buffer is read into its own allocation, so a small one is enough.
+    const SMALL: usize = 64;
+    let decoded = if item.len() <= SMALL {
+        ciborium::de::from_reader_with_buffer(item, &mut [0u8; SMALL])
+    } else {
+        ciborium::from_reader(item)
+    };
+    decoded.map_err(|e| CborError(format!("bad CBOR value: {e}")))
 }
 
 /// Encodes a value (descriptor params, which the `tensogram` crate hands over decoded).

@@ -49,6 +49,31 @@ impl Column {
     }
 }
 
+/// Many keys over the rows, kept by entry: `(rows[e], key[e], code[e])` says that row
+/// `rows[e]` has value `values[key[e]][code[e]]` for key `keys[key[e]]`; entries run key by key,
+/// each key's rows in order. Only the rows that have a key take room, so a file whose messages
+/// each bring keys of their own costs its entries, not keys x rows (a dense column per key
+/// aborted at 3,000 messages x 100 keys of their own).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct KeyColumns {
+    pub keys: Vec<String>,
+    /// Each key's distinct values, as encoded (`1` and `1.0` are two values).
+    pub values: Vec<Vec<Value>>,
+    pub rows: Vec<u32>,
+    pub key: Vec<u32>,
+    pub code: Vec<u32>,
+}
+
+impl KeyColumns {
+    /// Each key with its entries' `(row, value)`, rows in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Vec<(usize, &Value)>)> + '_ {
+        self.keys.iter().enumerate().map(move |(k, name)| {
+            let entries = (0..self.key.len()).filter(|&e| self.key[e] as usize == k);
+            (name.as_str(), entries.map(|e| (self.rows[e] as usize, &self.values[k][self.code[e] as usize])).collect())
+        })
+    }
+}
+
 /// Every object (rows, in message then object order) and every message of a file.
 #[derive(Debug, Default)]
 pub struct Table {
@@ -63,8 +88,8 @@ pub struct Table {
     /// One descriptor per kind of object, without `params`.
     pub descriptors: Vec<DataObjectDescriptor>,
     /// The object's `base` entry flattened, then its descriptor's non-codec `params`.
-    pub own: Vec<(String, Column)>,
-    pub codec_params: Vec<(String, Column)>,
+    pub own: KeyColumns,
+    pub codec_params: KeyColumns,
     pub own_dim_names: Column,
     pub frame_hash: Vec<u64>,
     pub has_frame_hash: Vec<bool>,
@@ -74,7 +99,7 @@ pub struct Table {
     pub payload_start: Vec<i64>,
     pub payload_end: Vec<i64>,
     // per message
-    pub extra: Vec<(String, Column)>,
+    pub extra: KeyColumns,
     pub extra_dim_names: Column,
     pub coordinate_attrs: Column,
     pub message_offset: Vec<i64>,
@@ -126,10 +151,10 @@ pub fn concat(tables: &[&Table]) -> Table {
         }
         builder.own.append(&t.own, first_row);
         builder.codec_params.append(&t.codec_params, first_row);
-        builder.own_dim_names.append(&t.own_dim_names, first_row);
+        builder.own_dim_names.append_column(&t.own_dim_names, first_row);
         builder.extra.append(&t.extra, first_msg);
-        builder.extra_dim_names.append(&t.extra_dim_names, first_msg);
-        builder.coordinate_attrs.append(&t.coordinate_attrs, first_msg);
+        builder.extra_dim_names.append_column(&t.extra_dim_names, first_msg);
+        builder.coordinate_attrs.append_column(&t.coordinate_attrs, first_msg);
     }
     builder.finish()
 }
@@ -173,7 +198,7 @@ impl Interned {
     }
 
     /// Adds `column`'s rows as rows `first_row..` (after every row set so far).
-    fn append(&mut self, column: &Column, first_row: usize) {
+    fn append_column(&mut self, column: &Column, first_row: usize) {
         let codes: Vec<u32> = column.values.iter().map(|v| self.code_of(v)).collect();
         for (row, &code) in column.codes.iter().enumerate() {
             if let Ok(code) = usize::try_from(code) {
@@ -191,10 +216,6 @@ impl Interned {
         }
     }
 
-    fn has(&self, row: usize) -> bool {
-        self.rows.last().is_some_and(|last| last.0 as usize == row)
-    }
-
     fn column(self, n: usize) -> Column {
         let mut codes = vec![-1i32; n];
         for (row, code) in self.rows {
@@ -204,12 +225,24 @@ impl Interned {
     }
 }
 
-/// Columns by dotted key, in order of first appearance.
+/// Keys by dotted name (in order of first appearance), their distinct values and the rows that
+/// have them, while the table is built. One hash table and one byte buffer serve every key, so
+/// a key costs its name and its values: files whose messages each bring keys of their own have
+/// hundreds of thousands. Values are told apart by their CBOR bytes, and decoded once each.
 #[derive(Default)]
 struct Columns {
     names: Vec<String>,
     ids: HashMap<String, usize>,
-    columns: Vec<Interned>,
+    /// Per key, its distinct values and where their CBOR bytes are in `raw`.
+    values: Vec<Vec<(Value, Range<usize>)>>,
+    raw: Vec<u8>,
+    /// `(key, hash of the bytes)` -> code, and the rare further codes of a colliding hash.
+    codes: HashMap<(usize, u64), u32>,
+    collisions: HashMap<(usize, u64), Vec<u32>>,
+    hasher: RandomState,
+    /// `(row, key, code)` in the order set; per key, its last entry (row, index).
+    entries: Vec<(u32, u32, u32)>,
+    last: Vec<Option<(u32, usize)>>,
 }
 
 impl Columns {
@@ -218,25 +251,89 @@ impl Columns {
             return id;
         }
         self.names.push(key.to_owned());
-        self.ids.insert(key.to_owned(), self.columns.len());
-        self.columns.push(Interned::default());
-        self.columns.len() - 1
+        self.ids.insert(key.to_owned(), self.values.len());
+        self.values.push(Vec::new());
+        self.last.push(None);
+        self.values.len() - 1
     }
 
     /// `(column, code)` of a value under `key`.
     fn leaf(&mut self, key: &str, raw: &[u8]) -> Result<(usize, u32), String> {
         let id = self.id(key);
-        Ok((id, self.columns[id].code(raw)?))
+        match self.find(id, raw) {
+            Some(code) => Ok((id, code)),
+            None => Ok((id, self.insert(id, raw, cbor::decode(raw).map_err(|e| e.0)?))),
+        }
     }
 
-    fn finish(self, n: usize) -> Vec<(String, Column)> {
-        self.names.into_iter().zip(self.columns).map(|(k, c)| (k, c.column(n))).collect()
+    fn find(&self, id: usize, raw: &[u8]) -> Option<u32> {
+        let hash = self.hasher.hash_one(raw);
+        let same = |&code: &u32| self.raw[self.values[id][code as usize].1.clone()] == *raw;
+        let first = self.codes.get(&(id, hash))?;
+        if same(first) {
+            return Some(*first);
+        }
+        self.collisions.get(&(id, hash))?.iter().copied().find(|c| same(c))
     }
 
-    fn append(&mut self, columns: &[(String, Column)], first_row: usize) {
-        for (key, column) in columns {
-            let id = self.id(key);
-            self.columns[id].append(column, first_row);
+    fn insert(&mut self, id: usize, raw: &[u8], value: Value) -> u32 {
+        let code = self.values[id].len() as u32;
+        let at = self.raw.len()..self.raw.len() + raw.len();
+        self.raw.extend_from_slice(raw);
+        self.values[id].push((value, at));
+        let hash = self.hasher.hash_one(raw);
+        if let Some(first) = self.codes.insert((id, hash), code) {
+            self.codes.insert((id, hash), first);
+            self.collisions.entry((id, hash)).or_default().push(code);
+        }
+        code
+    }
+
+    /// The code of `value` (a value of another table's column) under key `id`.
+    fn code_of(&mut self, id: usize, value: &Value) -> u32 {
+        let raw = cbor::encode(value);
+        self.find(id, &raw).unwrap_or_else(|| self.insert(id, &raw, value.clone()))
+    }
+
+    /// Sets `row`'s value of key `id`; a later value for the same row replaces the earlier one,
+    /// as a later duplicate key does in a Python dict. Each key's rows come in order.
+    fn set(&mut self, row: usize, id: usize, code: u32) {
+        match self.last[id] {
+            Some((last, entry)) if last as usize == row => self.entries[entry].2 = code,
+            _ => {
+                self.last[id] = Some((row as u32, self.entries.len()));
+                self.entries.push((row as u32, id as u32, code));
+            }
+        }
+    }
+
+    fn has(&self, row: usize, id: usize) -> bool {
+        self.last[id].is_some_and(|(last, _)| last as usize == row)
+    }
+
+    fn finish(mut self) -> KeyColumns {
+        // Key by key, each key's rows in order (they were set in row order).
+        self.entries.sort_by_key(|&(_, key, _)| key);
+        KeyColumns {
+            keys: self.names,
+            values: self.values.into_iter().map(|v| v.into_iter().map(|(value, _)| value).collect()).collect(),
+            rows: self.entries.iter().map(|e| e.0).collect(),
+            key: self.entries.iter().map(|e| e.1).collect(),
+            code: self.entries.iter().map(|e| e.2).collect(),
+        }
+    }
+
+    /// Adds another table's `columns`, its rows numbered from `first_row` (after every row set so far).
+    fn append(&mut self, columns: &KeyColumns, first_row: usize) {
+        let ids: Vec<usize> = columns.keys.iter().map(|k| self.id(k)).collect();
+        let codes: Vec<Vec<u32>> = ids
+            .iter()
+            .zip(&columns.values)
+            .map(|(&id, values)| values.iter().map(|v| self.code_of(id, v)).collect())
+            .collect();
+        for e in 0..columns.key.len() {
+            let k = columns.key[e] as usize;
+            self.set(first_row + columns.rows[e] as usize, ids[k], codes[k][columns.code[e] as usize]);
         }
     }
 }
@@ -489,25 +586,25 @@ impl Builder {
         t.payload_start.push((offset + payload.start) as i64);
         t.payload_end.push((offset + payload.end) as i64);
         for &(column, code) in meta.base.get(obj).into_iter().flatten() {
-            self.own.columns[column].set(row, code);
+            self.own.set(row, column, code);
         }
         if let Some(Some(code)) = meta.base_dim_names.get(obj) {
             self.own_dim_names.set(row, *code);
         }
         // Older converters put per-field keys in the params; the object's own metadata wins.
         for &(column, code) in &desc.own {
-            if !self.own.columns[column].has(row) {
-                self.own.columns[column].set(row, code);
+            if !self.own.has(row, column) {
+                self.own.set(row, column, code);
             }
         }
         for &(column, code) in &desc.codec {
-            self.codec_params.columns[column].set(row, code);
+            self.codec_params.set(row, column, code);
         }
     }
 
     fn finish_message(&mut self, msg: usize, offset: usize, length: usize, meta: &MessageMeta) {
         for &(column, code) in &meta.extra {
-            self.extra.columns[column].set(msg, code);
+            self.extra.set(msg, column, code);
         }
         if let Some(code) = meta.extra_dim_names {
             self.extra_dim_names.set(msg, code);
@@ -523,10 +620,10 @@ impl Builder {
     fn finish(self) -> Table {
         let (rows, messages) = (self.table.msg.len(), self.table.n_messages);
         Table {
-            own: self.own.finish(rows),
-            codec_params: self.codec_params.finish(rows),
+            own: self.own.finish(),
+            codec_params: self.codec_params.finish(),
             own_dim_names: self.own_dim_names.column(rows),
-            extra: self.extra.finish(messages),
+            extra: self.extra.finish(),
             extra_dim_names: self.extra_dim_names.column(messages),
             coordinate_attrs: self.coordinate_attrs.column(messages),
             ..self.table
@@ -647,12 +744,12 @@ mod tests {
         let file = [a.clone(), b.clone()].concat();
         let table = scan([(0, &file[..a.len()]), (a.len(), &file[a.len()..])]).expect("scans");
         assert_eq!((table.n_messages, table.msg.clone(), table.obj.clone()), (2, vec![0, 1], vec![0, 0]));
-        let own: BTreeMap<_, _> = table.own.iter().map(|(k, c)| (k.as_str(), c)).collect();
+        let own: BTreeMap<_, _> = table.own.iter().collect();
         assert_eq!(own.keys().copied().collect::<Vec<_>>(), ["mars.step", "name", "units"]);
-        assert_eq!(own["mars.step"].get(1), Some(&Value::Integer(6.into())));
+        assert_eq!(own["mars.step"][1], (1, &Value::Integer(6.into())));
         // The object's own `name` wins over the descriptor param of that name.
-        assert_eq!((own["name"].get(0), own["name"].get(1)), (Some(&text("t")), Some(&text("t"))));
-        assert_eq!(table.extra.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["centre"]);
+        assert_eq!(own["name"], [(0, &text("t")), (1, &text("t"))]);
+        assert_eq!(table.extra.iter().map(|(k, _)| k).collect::<Vec<_>>(), ["centre"]);
         assert_eq!(table.extra_dim_names.get(1), Some(&Value::Array(vec![text("x")])));
         assert_eq!(table.own_dim_names.codes, vec![0, 0]);
         assert_eq!((table.shapes.clone(), table.shape.clone(), table.descriptor.clone()), (vec![vec![2]], vec![0, 0], vec![0, 0]));
@@ -664,8 +761,8 @@ mod tests {
     }
 
     /// Every row's value of every column, by key.
-    fn by_row(columns: &[(String, Column)], n: usize) -> BTreeMap<String, Vec<Option<Value>>> {
-        columns.iter().map(|(k, c)| (k.clone(), (0..n).map(|r| c.get(r).cloned()).collect())).collect()
+    fn by_row(columns: &KeyColumns) -> BTreeMap<String, Vec<(usize, Value)>> {
+        columns.iter().map(|(k, entries)| (k.to_owned(), entries.into_iter().map(|(r, v)| (r, v.clone())).collect())).collect()
     }
 
     #[test]
@@ -683,15 +780,15 @@ mod tests {
             assert_eq!(x, y);
         }
         assert_eq!((&joined.frame_hash, &joined.has_frame_hash), (&whole.frame_hash, &whole.has_frame_hash));
-        let rows = joined.msg.len();
-        assert_eq!(by_row(&joined.own, rows), by_row(&whole.own, rows));
-        assert_eq!(by_row(&joined.codec_params, rows), by_row(&whole.codec_params, rows));
-        assert_eq!(by_row(&joined.extra, 3), by_row(&whole.extra, 3));
+        assert_eq!(joined.msg.len(), whole.msg.len());
+        assert_eq!(by_row(&joined.own), by_row(&whole.own));
+        assert_eq!(by_row(&joined.codec_params), by_row(&whole.codec_params));
+        assert_eq!(by_row(&joined.extra), by_row(&whole.extra));
         assert_eq!(joined.own_dim_names.codes, whole.own_dim_names.codes);
         assert_eq!(joined.extra_dim_names.values, whole.extra_dim_names.values);
         // Equal values share a code across the tables.
-        let steps = &joined.own.iter().find(|(k, _)| k == "mars.step").expect("a step column").1;
-        assert_eq!(steps.values.len(), 3);
+        let steps = joined.own.keys.iter().position(|k| k == "mars.step").expect("a step column");
+        assert_eq!(joined.own.values[steps].len(), 3);
     }
 
     /// A message of one szip-compressed float32 vector (RSI blocks of 128 values).

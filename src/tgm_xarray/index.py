@@ -47,11 +47,11 @@ from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.handles import FileKey, FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan
-from tgm_xarray.hypercube.table import Column
+from tgm_xarray.hypercube.table import Column, KeyColumns
 from tgm_xarray.remote import is_url
 
 FORMAT = "tgm-xarray-index"
-VERSION = 2
+VERSION = 3
 #: What an index beside its data file is called: ``<file name><SUFFIX>``.
 SUFFIX = ".tgmidx"
 #: Bytes hashed at each end of the data file for its fingerprint.
@@ -357,15 +357,15 @@ def _pack_table(table: MetadataTable, packer: Packer) -> dict:
 def _plain(value):
     if isinstance(value, Column):
         return {"codes": value.codes, "values": value.values}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, KeyColumns):
+        return value.stored()
     return value
 
 
 def _unpack_table(stored: Mapping, read) -> MetadataTable:
     fields = {name: unpack(v, read) for name, v in stored.items()}
     for name in ("own", "codec_params", "extra"):
-        fields[name] = {k: Column(**c) for k, c in fields[name].items()}
+        fields[name] = KeyColumns(**fields[name])
     for name in ("own_dim_names", "extra_dim_names", "coordinate_attrs"):
         fields[name] = Column(**fields[name])
     return MetadataTable(**fields)

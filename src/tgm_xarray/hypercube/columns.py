@@ -96,6 +96,32 @@ class Keys:
         self.names = sorted(set(table.own) | (identity & set(table.extra)))
         self._columns: dict[tuple[str, bool], KeyColumn] = {}
 
+    @cached_property
+    def _numbers(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each own key's and each ``_extra_`` key's number in :attr:`names` (``-1``: an
+        ``_extra_`` key outside ``identity``)."""
+        number = {name: i for i, name in enumerate(self.names)}
+        table = self.table
+        of_own = np.fromiter((number[k] for k in table.own.names), dtype=np.int64, count=len(table.own.names))
+        of_extra = np.fromiter((number[k] if k in self.identity else -1 for k in table.extra.names),
+                               dtype=np.int64, count=len(table.extra.names))
+        return of_own, of_extra
+
+    def in_every(self, rows: np.ndarray) -> list[str]:
+        """The keys (of :attr:`names`) every one of ``rows`` has, own or from its message's
+        ``_extra_``, in name order: found from the rows' entries, not from a column per key
+        (a file may hold many keys that few rows have)."""
+        if not len(rows):
+            return []
+        table, n_names = self.table, len(self.names)
+        of_own, of_extra = self._numbers
+        own_at, own_ids = table.own.key_ids_of(rows)
+        extra_at, extra_ids = table.extra.key_ids_of(table.msg[rows])
+        at = np.concatenate([own_at, extra_at])
+        names = np.concatenate([of_own[own_ids], of_extra[extra_ids]])
+        had = np.unique(at[names >= 0] * n_names + names[names >= 0]) % n_names
+        return [self.names[i] for i in np.flatnonzero(np.bincount(had, minlength=n_names) == len(rows)).tolist()]
+
     def column(self, key: str, view: bool = False) -> KeyColumn:
         found = self._columns.get((key, view))
         if found is None:

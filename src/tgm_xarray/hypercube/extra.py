@@ -42,7 +42,7 @@ def extra_dims(var: Variable, objects: Objects, consumed: set[str]) -> list[str]
     n_base = count_distinct(base)
     candidates: dict[str, np.ndarray] = {}
     seen: set[bytes] = set()
-    for key in objects.keys.names:
+    for key in objects.keys.in_every(rows):  # a candidate is scalar in every field
         if key in consumed:
             continue
         column = objects.keys.column(key)

@@ -119,16 +119,11 @@ class Objects:
     def row(self, i: int) -> Row:
         t = self.table
         c = int(self.coordinate[i])
-        own = {k: col.values[col.codes[i]] for k, col in t.own.items() if col.codes[i] >= 0}
+        own = t.own.of_row(i)
         return Row(i, int(t.msg[i]), int(t.obj[i]), t.shapes[t.shape[i]],
                    self.dtypes[t.descriptor[i]], t.descriptors[t.descriptor[i]],
                    self.hints[self.hint[i]], self.coordinate_names[c] if c >= 0 else None,
                    self._own_names[self._own_name[i]][0] if c >= 0 else None, own)
-
-    @cached_property
-    def extra(self) -> dict[str, KeyColumn]:
-        """The ``_extra_`` keys over messages."""
-        return {k: KeyColumn(c.codes, c.values) for k, c in self.table.extra.items()}
 
     @cached_property
     def codec_params(self) -> dict[str, KeyColumn]:
@@ -137,7 +132,7 @@ class Objects:
     def view(self, i: int) -> dict[str, Any]:
         """All of ``_extra_`` overlaid by the object's own keys: what filters see."""
         t, m = self.table, self.table.msg[i]
-        view = {k: c.values[c.codes[m]] for k, c in t.extra.items() if c.codes[m] >= 0}
+        view = t.extra.of_row(int(m))
         view.update(self.row(i).own)
         return view
 
@@ -300,11 +295,12 @@ def identity_keys(table: MetadataTable) -> frozenset[str]:
     value). The other ``_extra_`` keys are constant: they describe the file and only become
     Dataset attributes.
     """
-    identity = set()
-    for key, column in table.extra.items():
-        if key.startswith("mars."):
-            identity.add(key)
-            continue
+    extra = table.extra
+    # A key some message lacks is not the same in every message; the others are compared.
+    everywhere = set(extra.in_every(np.arange(table.n_messages)))
+    identity = {key for key in extra.names if key.startswith("mars.") or key not in everywhere}
+    for key in everywhere - identity:
+        column = extra[key]
         index: dict[Any, int] = {}
         canon = np.array([index.setdefault(freeze(v), len(index)) for v in column.values] + [-1],
                          dtype=np.int64)[column.codes]

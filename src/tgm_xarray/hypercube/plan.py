@@ -16,7 +16,7 @@ import numpy as np
 from tgm_xarray.attrs import to_attrs
 from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
 from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
-from tgm_xarray.hypercube.columns import common_values, factorize
+from tgm_xarray.hypercube.columns import KeyColumn, common_values, factorize
 from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
 from tgm_xarray.hypercube.dims import check_names, resolve_inner_dims
 from tgm_xarray.hypercube.extra import (MESSAGE_DIM, extra_dims, generic_coords, stack_indistinct_fields,
@@ -78,8 +78,9 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
     resolve_inner_dims(variables, coords, index_coords, objects.options)
 
     common_extra = {}
-    for key, column in objects.extra.items():
-        agreed, value = common_values(column, selection.messages)
+    extra = objects.table.extra
+    for key in extra.in_every(selection.messages):
+        agreed, value = common_values(KeyColumn(extra[key].codes, extra[key].values), selection.messages)
         if agreed:
             common_extra[key] = value
     dataset_attrs = _dataset_attrs(objects, selection, axes, variables, common_extra)
@@ -148,7 +149,7 @@ def _variable_attrs(var: Variable, objects: Objects, axes: Axes, common_extra) -
         {k for k in set(var.name_keys.tolist()) if k}
     rows = var.rows
     attrs = {}
-    for key in objects.keys.names:
+    for key in objects.keys.in_every(rows):  # agreeing needs every field to have it
         if key in dropped:
             continue
         if key in common_extra:  # a Dataset attribute, unless every field has it as its own

@@ -19,7 +19,7 @@ columns of their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,103 @@ class Column:
         return [self.values[c] if c >= 0 else None for c in self.codes.tolist()]
 
 
+class KeyColumns(Mapping):
+    """Many metadata keys over ``n`` rows, kept by entry: row ``rows[e]`` has the value
+    ``values[value_starts[key[e]] + code[e]]`` for key ``names[key[e]]`` (entries key by key, rows
+    in order; each key's distinct values one run of the flat list ``values``).
+    Only the rows that have a key take room, so messages that each bring keys of their own cost
+    their entries, not keys x rows. ``self[key]`` is that key's dense :class:`Column`, made
+    when first asked for; :meth:`in_every` and :meth:`of_row` answer without one."""
+
+    def __init__(self, names: Sequence[str], values: Sequence, value_starts, rows, key, code, n: int):
+        self.names = list(names)
+        self.values = list(values)
+        self.value_starts = np.asarray(value_starts, dtype=np.int64)
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.key = np.asarray(key, dtype=np.int64)
+        self.code = np.asarray(code, dtype=np.int64)
+        self.n = n
+        self._ids = {k: i for i, k in enumerate(self.names)}
+        # Entries of key i: starts[i]:starts[i + 1] (entries run key by key).
+        self._starts = np.searchsorted(self.key, np.arange(len(self.names) + 1))
+        self._dense: dict[str, Column] = {}
+        self._by_row: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __getitem__(self, name: str) -> Column:
+        found = self._dense.get(name)
+        if found is None:
+            i = self._ids[name]  # KeyError for a key no row has
+            entries = slice(self._starts[i], self._starts[i + 1])
+            codes = np.full(self.n, -1, dtype=np.int32)
+            codes[self.rows[entries]] = self.code[entries]
+            found = self._dense.setdefault(name, Column(codes, self._values_of(i)))
+        return found
+
+    def _values_of(self, i: int) -> list:
+        return self.values[self.value_starts[i]:self.value_starts[i + 1]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name) -> bool:
+        return name in self._ids
+
+    def _row_entries(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(first entry of each row, with one past the last; entries in row order)``."""
+        if self._by_row is None:
+            order = np.argsort(self.rows, kind="stable")
+            starts = np.searchsorted(self.rows[order], np.arange(self.n + 1))
+            self._by_row = (starts, order)
+        return self._by_row
+
+    def key_ids_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(row position in rows, key id)`` of every entry of ``rows``, in row then key order."""
+        starts, order = self._row_entries()
+        rows = np.asarray(rows, dtype=np.int64)
+        counts = starts[rows + 1] - starts[rows]
+        firsts = np.repeat(starts[rows] - np.cumsum(counts) + counts, counts)
+        entries = order[firsts + np.arange(int(counts.sum()))]
+        return np.repeat(np.arange(len(rows)), counts), self.key[entries]
+
+    def in_every(self, rows: np.ndarray) -> list[str]:
+        """The keys every one of ``rows`` has."""
+        if not len(rows):
+            return []
+        _, ids = self.key_ids_of(rows)
+        counts = np.bincount(ids, minlength=len(self.names))
+        return [self.names[i] for i in np.flatnonzero(counts == len(rows)).tolist()]
+
+    def of_row(self, row: int) -> dict[str, Any]:
+        """``{key: value}`` of one row, in key order."""
+        starts, order = self._row_entries()
+        entries = np.sort(order[starts[row]:starts[row + 1]])
+        at = self.value_starts[self.key[entries]] + self.code[entries]
+        return {self.names[k]: self.values[v] for k, v in zip(self.key[entries].tolist(), at.tolist())}
+
+    def stored(self) -> dict[str, Any]:
+        """The fields, as the constructor takes them (for an index)."""
+        return {"names": self.names, "values": self.values, "value_starts": self.value_starts, "rows": self.rows,
+                "key": self.key, "code": self.code, "n": self.n}
+
+    @classmethod
+    def by_row(cls, by_key: Mapping[str, Mapping[int, Any]], n: int) -> KeyColumns:
+        """From ``{key: {row: value}}``, values told apart as ``_Interned`` does."""
+        names, values, starts, rows, key, code = [], [], [0], [], [], []
+        for i, (name, of_row) in enumerate(by_key.items()):
+            interned = _Interned()
+            for row, value in sorted(of_row.items()):
+                rows.append(row)
+                key.append(i)
+                code.append(interned.code(value))
+            names.append(name)
+            values += interned.values
+            starts.append(len(values))
+        return cls(names, values, starts, rows, key, code, n)
+
+
 @dataclass(frozen=True)
 class MetadataTable:
     """Every object of a file (rows, in message then object order) and every message.
@@ -71,8 +168,8 @@ class MetadataTable:
     shapes: list[tuple[int, ...]]
     descriptor: np.ndarray
     descriptors: list[dict]
-    own: dict[str, Column]
-    codec_params: dict[str, Column]
+    own: KeyColumns
+    codec_params: KeyColumns
     own_dim_names: Column
     frame_hash: np.ndarray  # uint64
     has_frame_hash: np.ndarray  # bool
@@ -80,7 +177,7 @@ class MetadataTable:
     frame_end: np.ndarray
     payload_start: np.ndarray
     payload_end: np.ndarray
-    extra: dict[str, Column]
+    extra: KeyColumns
     extra_dim_names: Column
     coordinate_attrs: Column
     message_offset: np.ndarray  # int64
@@ -91,13 +188,15 @@ class MetadataTable:
 
     @classmethod
     def from_core(cls, columns: Mapping[str, Any]) -> MetadataTable:
-        """The table the core returns as a dict of arrays and ``(codes, values)`` pairs."""
+        """The table the core returns as a dict of arrays, ``(codes, values)`` pairs and
+        :class:`KeyColumns` fields."""
         def column(pair) -> Column:
             return Column(np.asarray(pair[0], dtype=np.int32), list(pair[1]))
 
         fields = dict(columns)
-        for name in ("own", "codec_params", "extra"):
-            fields[name] = {key: column(pair) for key, pair in fields[name].items()}
+        rows, messages = len(fields["msg"]), fields["n_messages"]
+        for name, n in (("own", rows), ("codec_params", rows), ("extra", messages)):
+            fields[name] = KeyColumns(**fields[name], n=n)
         for name in ("own_dim_names", "extra_dim_names", "coordinate_attrs"):
             fields[name] = column(fields[name])
         fields["shapes"] = [tuple(s) for s in fields["shapes"]]
@@ -200,14 +299,14 @@ class _Builder:
             shape=np.array(self.shapes.codes, dtype=np.int32), shapes=self.shapes.values,
             descriptor=np.array(self.descriptors.codes, dtype=np.int32),
             descriptors=self.descriptors.values,
-            own={k: _column(v, n) for k, v in self.own.items()},
-            codec_params={k: _column(v, n) for k, v in self.codec.items()},
+            own=KeyColumns.by_row(self.own, n),
+            codec_params=KeyColumns.by_row(self.codec, n),
             own_dim_names=_column(self.own_dims, n),
             frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
             frame_start=np.array(self.frame_start, dtype=np.int64),
             frame_end=np.array(self.frame_end, dtype=np.int64),
             payload_start=unknown, payload_end=unknown,
-            extra={k: _column(v, n_messages) for k, v in self.extra.items()},
+            extra=KeyColumns.by_row(self.extra, n_messages),
             extra_dim_names=_column(self.extra_dims, n_messages),
             coordinate_attrs=_column(self.coord_attrs, n_messages),
             message_offset=np.full(n_messages, -1, dtype=np.int64),
