@@ -1,4 +1,4 @@
-"""The xarray engine ``"tensogram"``: ``xr.open_dataset(path, engine="tensogram")``.
+"""The xarray engine ``"tgm"``: ``xr.open_dataset(path, engine="tgm")``.
 
 Three roles, as in xarray's own engines: ``TensogramBackendArray`` knows how to read a key,
 ``TensogramDataStore`` turns a file into variables and attributes (the layout comes from
@@ -540,9 +540,9 @@ def _path(filename_or_obj) -> str:
             return os.path.realpath(name)
         data = filename_or_obj.read()
         if not isinstance(data, bytes):
-            raise TypeError("engine='tensogram' reads binary file objects; open the file with mode 'rb'")
+            raise TypeError("engine='tgm' reads binary file objects; open the file with mode 'rb'")
         return _contents_path(data)
-    raise TypeError(f"engine='tensogram' opens paths, URLs, bytes and binary file objects, "
+    raise TypeError(f"engine='tgm' opens paths, URLs, bytes and binary file objects, "
                     f"not {type(filename_or_obj).__name__}")
 
 

@@ -33,7 +33,7 @@ def resolve_inner_dims(variables, coords, index_coords, options: Options) -> Non
                 f"{options.source}: dimension {dim!r} has size {sizes[dim][0]} in "
                 f"{sizes[dim][1]} but {size} in {who}. Rename the axes with dim_names=..., "
                 f"open a subset with filter_by_keys=..., or every group with "
-                f"xr.open_datatree(path, engine='tensogram').")
+                f"xr.open_datatree(path, engine='tgm').")
         sizes.setdefault(dim, (size, who))
 
     for name, (dims, values, _) in index_coords.items():
