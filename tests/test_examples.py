@@ -279,3 +279,24 @@ def test_scripts_document_themselves():
         source = (EXAMPLES / f"{name}.py").read_text()
         assert source.startswith('"""'), name
         assert f"python examples/{name}.py" in source.split('"""')[1], name
+
+
+def test_demo_prints_no_warning(tmp_path, monkeypatch):
+    """``make demo``'s environment has no other package registering ``engine="tensogram"``
+    (pyproject's extras): there the demo prints no warning at all. Checked in this environment
+    less upstream's ``tensogram-xarray`` (an older setup installed it)."""
+    pytest.importorskip("dask")
+    from test_cli import site_without
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("PYTHONWARNINGS", "always")  # every warning printed, none hidden by a filter
+    site = site_without(tmp_path, {"tensogram_xarray"})
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", "import os, runpy, site, sys; site.addsitedir(sys.argv.pop(1)); "
+         "script = sys.argv.pop(1); sys.argv[0] = script; sys.path.insert(0, os.path.dirname(script)); "
+         "runpy.run_path(script, run_name='__main__')",
+         site, str(EXAMPLES / "demo.py"), "--steps", "1"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "largest 2 m temperature error" in result.stdout
+    assert result.stderr == "", result.stderr
