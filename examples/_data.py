@@ -13,7 +13,10 @@ public URL for this file: it takes it from its cache directory (``$TGM_XARRAY_DA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ENV = "TGM_XARRAY_EXAMPLE_FILE"
@@ -42,3 +45,15 @@ def parse_args(doc: str, **extra: dict) -> argparse.Namespace:
     args = parser.parse_args()
     args.path = example_file(args.path)
     return args
+
+
+@contextlib.contextmanager
+def output_dir(out: Path | None, prefix: str) -> Iterator[Path]:
+    """``out`` (created if missing, kept), or a temporary directory removed on the way out: the
+    scripts leave nothing behind unless asked to with ``--out``."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        yield out
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Path(tmp)

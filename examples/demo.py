@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pandas as pd
 import xarray as xr
 
 import tgm_xarray
+from _data import output_dir
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_FILE = REPO.parent / "shared" / "fixtures" / "real" / "ifs-0p25-20260404.tgm"
@@ -72,36 +72,35 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="directory for forecast.tgm (default: a temp dir)")
     parser.add_argument("--steps", type=int, default=5, help="forecast steps (6-hourly)")
     args = parser.parse_args()
-    out_dir = args.out or Path(tempfile.mkdtemp(prefix="tgm-demo-"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "forecast.tgm"
+    with output_dir(args.out, "tgm-demo-") as out_dir:
+        path = out_dir / "forecast.tgm"
 
-    print(f"tgm-xarray {tgm_xarray.__version__} on {os.cpu_count()} CPUs")
-    ds = forecast(args.steps)
-    n_fields = sum(int(np.prod(v.shape[:-2])) for v in ds.data_vars.values())
-    packing = {"bits": 24, "compression": "szip"}
-    print(f"\nWriting {n_fields} fields of 721 x 1440 ({ds.nbytes / 1e6:.0f} MB in memory), 24-bit packing + szip:")
-    timed("to_tgm", lambda: tgm_xarray.to_tgm(ds, path, encoding={v: packing for v in ds.data_vars}))
-    print(f"  {path}: {path.stat().st_size / 1e6:.1f} MB ({ds.nbytes / path.stat().st_size:.1f}x smaller)")
+        print(f"tgm-xarray {tgm_xarray.__version__} on {os.cpu_count()} CPUs")
+        ds = forecast(args.steps)
+        n_fields = sum(int(np.prod(v.shape[:-2])) for v in ds.data_vars.values())
+        packing = {"bits": 24, "compression": "szip"}
+        print(f"\nWriting {n_fields} fields of 721 x 1440 ({ds.nbytes / 1e6:.0f} MB in memory), 24-bit packing + szip:")
+        timed("to_tgm", lambda: tgm_xarray.to_tgm(ds, path, encoding={v: packing for v in ds.data_vars}))
+        print(f"  {path}: {path.stat().st_size / 1e6:.1f} MB ({ds.nbytes / path.stat().st_size:.1f}x smaller)")
 
-    print("\nReading it back:")
-    lazy = timed("xr.open_dataset(engine='tgm', chunks={})",
-                 lambda: xr.open_dataset(path, engine="tgm", chunks={}))
-    print()
-    print(lazy)
-    print()
-    weights = np.cos(np.deg2rad(lazy.latitude))
-    with dask.config.set(scheduler="synchronous"):
-        timed("area means of every field, 1 thread", lambda: lazy.weighted(weights).mean(("latitude", "longitude")).compute())
-    with dask.config.set(scheduler="threads"):
-        means = timed("area means of every field, dask threads", lambda: lazy.weighted(weights).mean(("latitude", "longitude")).compute())
-    europe = timed("a Europe window of t at 500 hPa, all steps",
-                   lambda: lazy.t.sel(isobaricInhPa=500, latitude=slice(72, 35), longitude=slice(-25, 45)).compute())
-    print(f"\n  global mean 2 m temperature by step (K): {np.round(means['2t'].values, 2).tolist()}")
-    print(f"  Europe window: shape {europe.shape}, mean {float(europe.mean()):.2f} K")
-    error = float(abs(lazy["2t"].load() - ds["2t"]).max())
-    print(f"  largest 2 m temperature error after packing: {error:.2e} K")
-    lazy.close()
+        print("\nReading it back:")
+        lazy = timed("xr.open_dataset(engine='tgm', chunks={})",
+                     lambda: xr.open_dataset(path, engine="tgm", chunks={}))
+        print()
+        print(lazy)
+        print()
+        weights = np.cos(np.deg2rad(lazy.latitude))
+        with dask.config.set(scheduler="synchronous"):
+            timed("area means of every field, 1 thread", lambda: lazy.weighted(weights).mean(("latitude", "longitude")).compute())
+        with dask.config.set(scheduler="threads"):
+            means = timed("area means of every field, dask threads", lambda: lazy.weighted(weights).mean(("latitude", "longitude")).compute())
+        europe = timed("a Europe window of t at 500 hPa, all steps",
+                       lambda: lazy.t.sel(isobaricInhPa=500, latitude=slice(72, 35), longitude=slice(-25, 45)).compute())
+        print(f"\n  global mean 2 m temperature by step (K): {np.round(means['2t'].values, 2).tolist()}")
+        print(f"  Europe window: shape {europe.shape}, mean {float(europe.mean()):.2f} K")
+        error = float(abs(lazy["2t"].load() - ds["2t"]).max())
+        print(f"  largest 2 m temperature error after packing: {error:.2e} K")
+        lazy.close()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import cfgrib  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from tgm_xarray.backend import TensogramBackendEntrypoint  # noqa: E402
 from tgm_xarray.writer import TgmWriter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,9 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     target, png = args.output / "fields.tgm", args.output / "2t.png"
 
     convert(grib_dir, target, args.bits)
-    # (engine=TensogramBackendEntrypoint rather than "tensogram": upstream's tensogram-xarray,
-    # when installed, registers the same engine name)
-    with xr.open_dataset(target, engine=TensogramBackendEntrypoint) as ds:
+    with xr.open_dataset(target, engine="tgm") as ds:
         print(ds)
         plot_2t(ds, png)
     grib_bytes = sum((grib_dir / f"{name}.grib2").stat().st_size for name in FIELDS)

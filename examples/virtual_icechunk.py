@@ -14,7 +14,6 @@ docs/virtual.md. Needs `pip install 'tgm-xarray[virtual]' matplotlib`.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset
 
 import tgm_xarray
+from _data import output_dir
 from tgm_xarray.virtual import TensogramParser, local_repository
 
 
@@ -46,46 +46,46 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where to write (default: a temporary directory)")
     parser.add_argument("--steps", type=int, default=8, help="forecast steps, one file each (default 8)")
     args = parser.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="tgm-virtual-"))
-    archive, repo_dir = out / "archive", out / "repo"
-    steps = [6 * i for i in range(args.steps)]
-    paths = write_archive(archive, steps)
-    print(f"archive: {len(paths)} files, {sum(p.stat().st_size for p in paths):,} bytes in {archive}")
+    with output_dir(args.out, "tgm-virtual-") as out:
+        archive, repo_dir = out / "archive", out / "repo"
+        steps = [6 * i for i in range(args.steps)]
+        paths = write_archive(archive, steps)
+        print(f"archive: {len(paths)} files, {sum(p.stat().st_size for p in paths):,} bytes in {archive}")
 
-    registry = ObjectStoreRegistry({"file://": LocalStore()})
-    repo = local_repository(repo_dir, archive)
-    t0 = time.perf_counter()
-    for i, path in enumerate(paths):
-        vds = open_virtual_dataset(path.resolve().as_uri(), registry=registry, parser=TensogramParser(),
-                                   drop_variables=["valid_time"])
-        # One step per file reads as a scalar coordinate (as cfgrib has it): the dimension to append along.
-        vds = vds.expand_dims("step")
-        session = repo.writable_session("main")
-        vds.vz.to_icechunk(session.store, **({"append_dim": "step"} if i else {}))
-        session.commit(f"forecast step {steps[i]} h")
-    print(f"committed {len(paths)} files as {len(paths)} commits in {time.perf_counter() - t0:.2f} s")
+        registry = ObjectStoreRegistry({"file://": LocalStore()})
+        repo = local_repository(repo_dir, archive)
+        t0 = time.perf_counter()
+        for i, path in enumerate(paths):
+            vds = open_virtual_dataset(path.resolve().as_uri(), registry=registry, parser=TensogramParser(),
+                                       drop_variables=["valid_time"])
+            # One step per file reads as a scalar coordinate (as cfgrib has it): the dimension to append along.
+            vds = vds.expand_dims("step")
+            session = repo.writable_session("main")
+            vds.vz.to_icechunk(session.store, **({"append_dim": "step"} if i else {}))
+            session.commit(f"forecast step {steps[i]} h")
+        print(f"committed {len(paths)} files as {len(paths)} commits in {time.perf_counter() - t0:.2f} s")
 
-    t0 = time.perf_counter()
-    ds = xr.open_zarr(repo.readonly_session("main").store, consolidated=False, chunks={})
-    print(f"reopened lazily in {time.perf_counter() - t0:.3f} s: {dict(ds.sizes)}; "
-          f"2t chunks {ds['2t'].data.chunksize}")
+        t0 = time.perf_counter()
+        ds = xr.open_zarr(repo.readonly_session("main").store, consolidated=False, chunks={})
+        print(f"reopened lazily in {time.perf_counter() - t0:.3f} s: {dict(ds.sizes)}; "
+              f"2t chunks {ds['2t'].data.chunksize}")
 
-    with xr.open_mfdataset(paths, engine="tgm", combine="nested", concat_dim="step",
-                           drop_variables=["valid_time"]) as direct:
-        same = all(np.array_equal(ds[name].values, direct[name].values, equal_nan=True) for name in direct.data_vars)
-    print(f"identical to engine='tgm': {same}")
+        with xr.open_mfdataset(paths, engine="tgm", combine="nested", concat_dim="step",
+                               drop_variables=["valid_time"]) as direct:
+            same = all(np.array_equal(ds[name].values, direct[name].values, equal_nan=True) for name in direct.data_vars)
+        print(f"identical to engine='tgm': {same}")
 
-    import matplotlib
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
-    field = ds["2t"].isel(step=len(steps) // 2)
-    field.plot(cmap="RdYlBu_r")
-    plt.title(f"2 m temperature, step {field.step.values.astype('timedelta64[h]')} (virtual, Icechunk)")
-    png = out / "virtual_2t.png"
-    plt.savefig(png, dpi=80)
-    print(f"plot: {png}")
+        field = ds["2t"].isel(step=len(steps) // 2)
+        field.plot(cmap="RdYlBu_r")
+        plt.title(f"2 m temperature, step {field.step.values.astype('timedelta64[h]')} (virtual, Icechunk)")
+        png = out / "virtual_2t.png"
+        plt.savefig(png, dpi=80)
+        print(f"plot: {png}" + ("" if args.out else " (removed with the temporary directory: pass --out to keep it)"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ docs/writer.md. No input file: the values are synthetic.
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ import pandas as pd
 import xarray as xr
 
 import tgm_xarray
+from _data import output_dir
 
 
 def forecast(steps: list[int]) -> xr.Dataset:
@@ -54,32 +54,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="directory for forecast.tgm (default: a temp dir)")
     args = parser.parse_args()
-    out_dir = args.out or Path(tempfile.mkdtemp(prefix="tgm-write-"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "forecast.tgm"
+    with output_dir(args.out, "tgm-write-") as out_dir:
+        path = out_dir / "forecast.tgm"
 
-    ds = forecast([0, 6, 12, 18])
-    encoding = {"t": {"bits": 16, "compression": "szip"}}  # 2t: the lossless default
-    first, last = ds.isel(step=slice(0, 3)), ds.isel(step=[3])
+        ds = forecast([0, 6, 12, 18])
+        encoding = {"t": {"bits": 16, "compression": "szip"}}  # 2t: the lossless default
+        first, last = ds.isel(step=slice(0, 3)), ds.isel(step=[3])
 
-    tgm_xarray.to_tgm(first, path, encoding=encoding)            # atomic: the file appears when complete
-    print(f"wrote {path}: {len(tgm_xarray.open_file(path))} messages, {path.stat().st_size / 1e3:.0f} kB")
-    last.tgm.to_file(path, mode="a", encoding=encoding)         # ds.tgm (import tgm_xarray registers it): + step 18
-    print(f"appended step 18: {len(tgm_xarray.open_file(path))} messages, {path.stat().st_size / 1e3:.0f} kB "
-          f"({ds.nbytes / 1e3:.0f} kB in memory)\n")
+        tgm_xarray.to_tgm(first, path, encoding=encoding)            # atomic: the file appears when complete
+        print(f"wrote {path}: {len(tgm_xarray.open_file(path))} messages, {path.stat().st_size / 1e3:.0f} kB")
+        last.tgm.to_file(path, mode="a", encoding=encoding)         # ds.tgm (import tgm_xarray registers it): + step 18
+        print(f"appended step 18: {len(tgm_xarray.open_file(path))} messages, {path.stat().st_size / 1e3:.0f} kB "
+              f"({ds.nbytes / 1e3:.0f} kB in memory)\n")
 
-    with xr.open_dataset(path, engine="tgm") as back:
-        print(back)
-        back = back.load()
-    steps = (back.step.values / np.timedelta64(1, "h")).astype(int).tolist()
-    print(f"\nsteps read back (h): {steps}; valid_time: "
-          f"{[str(v)[:16] for v in back.valid_time.values]}")
-    exact = bool((back["2t"] == ds["2t"]).all())
-    t_error = float(abs(back["t"] - ds["t"]).max())
-    t_bound = float((ds["t"].max() - ds["t"].min()) / (2**16 - 1))
-    print(f"2t (lossless) identical: {exact}")
-    print(f"t (16-bit packing) max abs error: {t_error:.3g} K (bound over the data's range: {t_bound:.3g} K)")
-    assert exact and t_error <= t_bound
+        with xr.open_dataset(path, engine="tgm") as back:
+            print(back)
+            back = back.load()
+        steps = (back.step.values / np.timedelta64(1, "h")).astype(int).tolist()
+        print(f"\nsteps read back (h): {steps}; valid_time: "
+              f"{[str(v)[:16] for v in back.valid_time.values]}")
+        exact = bool((back["2t"] == ds["2t"]).all())
+        t_error = float(abs(back["t"] - ds["t"]).max())
+        t_bound = float((ds["t"].max() - ds["t"].min()) / (2**16 - 1))
+        print(f"2t (lossless) identical: {exact}")
+        print(f"t (16-bit packing) max abs error: {t_error:.3g} K (bound over the data's range: {t_bound:.3g} K)")
+        assert exact and t_error <= t_bound
 
 
 if __name__ == "__main__":

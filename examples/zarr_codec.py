@@ -15,7 +15,6 @@ message 0, object 0.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import numpy as np
 import zarr
 
 import tgm_xarray
-from _data import parse_args
+from _data import output_dir, parse_args
 from tgm_xarray import TensogramCodec
 
 
@@ -40,33 +39,33 @@ def main() -> None:
 
     codec = TensogramCodec(encoding="simple_packing", bits_per_value=args.bits, compression="szip")
     print(f"codec: {codec.to_dict()}")
-    out_dir = args.out or Path(tempfile.mkdtemp(prefix="tgm-zarr-"))
-    store = out_dir / "t2m.zarr"
+    with output_dir(args.out, "tgm-zarr-") as out_dir:
+        store = out_dir / "t2m.zarr"
 
-    start = time.perf_counter()
-    # compressors=None: the codec is the whole pipeline (zarr would add zstd after it otherwise),
-    # fill_value=NaN: edge chunks are padded with it, and NaN stays out of the packing range.
-    z = zarr.create_array(store, shape=field.shape, chunks=(361, 720), dtype=field.dtype,
-                          fill_value=np.nan, serializer=codec, compressors=None, overwrite=True)
-    z[:] = field
-    written = time.perf_counter() - start
+        start = time.perf_counter()
+        # compressors=None: the codec is the whole pipeline (zarr would add zstd after it otherwise),
+        # fill_value=NaN: edge chunks are padded with it, and NaN stays out of the packing range.
+        z = zarr.create_array(store, shape=field.shape, chunks=(361, 720), dtype=field.dtype,
+                              fill_value=np.nan, serializer=codec, compressors=None, overwrite=True)
+        z[:] = field
+        written = time.perf_counter() - start
 
-    start = time.perf_counter()
-    back = zarr.open_array(store, mode="r")[:]
-    read = time.perf_counter() - start
+        start = time.perf_counter()
+        back = zarr.open_array(store, mode="r")[:]
+        read = time.perf_counter() - start
 
-    stored = sum(p.stat().st_size for p in (store / "c").rglob("*") if p.is_file())
-    error = float(np.max(np.abs(back - field)))
-    bound = float((field.max() - field.min()) / (2**args.bits - 1))
-    print(f"\n{store}: {z.nchunks} chunks of {z.chunks}, written in {1e3 * written:.0f} ms, "
-          f"read in {1e3 * read:.0f} ms")
-    print(f"size ratio (stored chunks / raw float64): {stored / field.nbytes:.3f} "
-          f"({stored / 1e6:.2f} MB of {field.nbytes / 1e6:.2f} MB)")
-    print(f"max abs error: {error:.3g} (bound for {args.bits} bits: (max - min) / (2^bits - 1) = {bound:.3g})")
-    if error == 0:
-        print("  (exact: the values already lie on a grid that this packing contains; the tutorial's "
-              "fields come from 12-bit GRIB packing)")
-    assert error <= bound, "the packing error exceeds its documented bound"
+        stored = sum(p.stat().st_size for p in (store / "c").rglob("*") if p.is_file())
+        error = float(np.max(np.abs(back - field)))
+        bound = float((field.max() - field.min()) / (2**args.bits - 1))
+        print(f"\n{store}: {z.nchunks} chunks of {z.chunks}, written in {1e3 * written:.0f} ms, "
+              f"read in {1e3 * read:.0f} ms")
+        print(f"size ratio (stored chunks / raw float64): {stored / field.nbytes:.3f} "
+              f"({stored / 1e6:.2f} MB of {field.nbytes / 1e6:.2f} MB)")
+        print(f"max abs error: {error:.3g} (bound for {args.bits} bits: (max - min) / (2^bits - 1) = {bound:.3g})")
+        if error == 0:
+            print("  (exact: the values already lie on a grid that this packing contains; the tutorial's "
+                  "fields come from 12-bit GRIB packing)")
+        assert error <= bound, "the packing error exceeds its documented bound"
 
 
 if __name__ == "__main__":

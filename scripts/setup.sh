@@ -53,6 +53,9 @@ print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"] + p["opti
   [ ${#deps[@]} -gt 0 ] || { echo "[setup] could not read dependencies from pyproject.toml" >&2; exit 1; }
   step "pip install build tools + ${#deps[@]} dependencies" \
     "$VENV/bin/python" -m pip install -q --prefer-binary "cmake>=3.26" "maturin>=1.16,<2" "${deps[@]}"
+  # Upstream's engine, which earlier setups installed: beside us it makes every process warn
+  # (its tests install it into a directory of their own, tests/upstream.py).
+  "$VENV/bin/python" -m pip uninstall -q -y tensogram-xarray 2>/dev/null || true
   echo "$want" >"$stamp"
 fi
 

@@ -22,6 +22,7 @@ from tgm_xarray.backend import TensogramBackendEntrypoint
 
 from conftest import ENGINE, REAL, REPO, require_shared
 from test_cli import site_without
+import upstream as upstream_site
 
 IFS = REAL / "ifs-0p25-20260404.tgm"
 
@@ -141,14 +142,15 @@ print(json.dumps({"tensogram": type(engines["tensogram"]).__module__,
 def test_beside_upstream_tensogram_xarray():
     """With upstream's ``tensogram-xarray`` really installed, xarray maps ``"tensogram"`` to
     either package depending on the process's hash seed; ``"tgm"`` is always ours, and a
-    warning names both packages and the way out."""
+    warning names both packages and the way out. Runs where upstream is on the path
+    (tests/upstream.py)."""
+    upstream_site.only_in_isolation()
     try:
         upstream = [ep for ep in entry_points(group="xarray.backends", name="tensogram")
                     if ep.module.startswith("tensogram_xarray")]
     except Exception:  # pragma: no cover
         upstream = []
-    if not upstream:
-        pytest.skip("tensogram-xarray (the `test` extra) is not installed")
+    assert upstream, "tensogram-xarray is not on the path"
     seen = set()
     for seed in range(6):
         result = python(ENGINES, PYTHONHASHSEED=str(seed))

@@ -833,8 +833,10 @@ def test_dim_names_sources_and_priority(tmp_path):
     plan = _plan(path, dim_names={"plain": ["a", "b"], 4: "four"})
     assert plan.variables["plain"].dims == ("a", "b")
     assert plan.variables["hinted"].dims == ("y", "four")
-    with pytest.raises(TgmConflictError, match="dimension 'b' has size 4 in variable 'hinted'"):
-        _plan(path, dim_names=["a", "b"])  # b is 4 in one variable and 5 in the other
+    # b is 4 in one variable and 5 in the other: upstream's fallback, with a warning
+    with pytest.warns(UserWarning, match="dimension 'b' has size 4 in variable 'hinted'.* named 'obj_1_dim_1'"):
+        plan = _plan(path, dim_names=["a", "b"])
+    assert plan.variables["hinted"].dims == ("a", "b") and plan.variables["plain"].dims == ("a", "obj_1_dim_1")
     with pytest.raises(ValueError, match="does not fit variable"):
         _plan(path, dim_names=["a"])
     with pytest.raises(TypeError):
@@ -911,8 +913,10 @@ def test_dimension_twice_in_one_variable(tmp_path):
     path = _write(tmp_path / "twice.tgm", [
         _message(({"name": "t", "dim_names": ["step", "x"], "mars": {"step": s}}, _field()))
         for s in (0, 6)])
-    with pytest.raises(TgmConflictError, match="dimension 'step' has size|twice"):
-        _plan(path)
+    # the hinted 'step' axis (size 3) collides with the stacked step (size 2): upstream's fallback
+    with pytest.warns(UserWarning, match="dimension 'step' has size 2 in coordinate 'step' but 3"):
+        plan = _plan(path)
+    assert plan.variables["t"].dims == ("step", "obj_0_dim_0", "x")
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Each test opens the same file with upstream's engine class and with ours and compares; the
 deliberate differences are listed in docs/mapping.md (section 10) and tested here as such. Never
-by engine name "tensogram": both packages register it.
+by engine name "tensogram": both packages register it. Upstream's package is not in the test
+environment: this module runs in a subprocess that has it (tests/upstream.py).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import numpy as np
 import pytest
 import xarray as xr
 
+import upstream
 from conftest import require_shared
 from tgm_xarray import handles
 from tgm_xarray.backend import TensogramBackendEntrypoint as Ours
 from tgm_xarray.errors import TgmHashMismatchError, TgmIndexError
 
+upstream.only_in_isolation()
 tensogram = pytest.importorskip("tensogram")
 upstream_backend = pytest.importorskip("tensogram_xarray.backend")
 Upstream = upstream_backend.TensogramBackendEntrypoint

@@ -7,8 +7,9 @@ parallel on ordinary and free-threaded CPython alike.
 >>> ds = xr.open_dataset("forecast.tgm", engine="tgm", chunks={})   # doctest: +SKIP
 >>> ds.tgm.to_file("copy.tgm")                                # doctest: +SKIP
 
-The engine answers to ``engine="tgm"`` and, like upstream's ``tensogram-xarray``, to
-``engine="tensogram"``; with both packages installed only ``"tgm"`` is certain to mean this one.
+The engine's name is ``engine="tgm"``. It also answers to ``engine="tensogram"``, the name
+upstream's ``tensogram-xarray`` registers too: with both packages installed only ``"tgm"`` is
+certain to mean this one.
 """
 
 from importlib import import_module

@@ -1,4 +1,4 @@
-"""The xarray engine ``"tensogram"``: ``xr.open_dataset(path, engine="tensogram")``.
+"""The xarray engine ``"tgm"``: ``xr.open_dataset(path, engine="tgm")``.
 
 Three roles, as in xarray's own engines: ``TensogramBackendArray`` knows how to read a key,
 ``TensogramDataStore`` turns a file into variables and attributes (the layout comes from
@@ -17,6 +17,7 @@ import tempfile
 import threading
 import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -112,6 +113,12 @@ class FileSet:
     def _locate(self, msg: int) -> tuple[TgmFile, int]:
         i = int(np.searchsorted(self.starts, msg, side="right")) - 1
         return self.files[i], msg - int(self.starts[i])
+
+    def locate(self, msg: int) -> tuple[str, int]:
+        """The file of message ``msg`` (numbered across the files) and its number there: what
+        the planner's errors name."""
+        file, local = self._locate(msg)
+        return file.path, local
 
     def read(self, msg: int, obj: int, *args, **kwargs):
         file, msg = self._locate(msg)
@@ -330,15 +337,16 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
 
-    def plan(table: MetadataTable, fingerprint, source: str) -> dict[str, HypercubePlan]:
+    def plan(table: MetadataTable, fingerprint, source: str, locate=None) -> dict[str, HypercubePlan]:
         if groups:
-            return split_groups(table, source=source, fingerprint=fingerprint, **options)
-        return {"": build_hypercube(table, source=source, fingerprint=fingerprint, **options)}
+            return split_groups(table, source=source, fingerprint=fingerprint, locate=locate, **options)
+        return {"": build_hypercube(table, source=source, fingerprint=fingerprint, locate=locate, **options)}
 
     if not isinstance(path, str) or index is False:
         ref = _ref(path, storage_options)
         files = ref.file
-        plans = plan(metadata_table(files), files.handle.fingerprint, path if isinstance(path, str) else ref.path)
+        plans = plan(metadata_table(files), files.handle.fingerprint, path if isinstance(path, str) else ref.path,
+                     files.locate if isinstance(files, FileSet) else None)
         return ref, plans, {name: {} for name in plans}, {}
     found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
     key = tgm_index.plan_key({**options, "groups": groups})
@@ -416,6 +424,44 @@ def _is_tgm(filename_or_obj: Any) -> bool:
     return False
 
 
+#: cfgrib's ``open_dataset`` keywords that are not ours, each with cfgrib's default where this
+#: engine does what that default asks (``None``: no value of it means anything here).
+CFGRIB_KEYWORDS: dict[str, Any] = {
+    "indexpath": None, "read_keys": None, "ignore_keys": (), "encode_cf": ("parameter", "time", "geography", "vertical"),
+    "squeeze": True, "time_dims": ("time", "step"), "errors": None, "extra_coords": {},
+    "coords_as_attributes": {}, "cache_geo_coords": True, "values_dtype": None,
+}
+
+
+def _cfgrib_keywords(source, index: str | bool, **given) -> str | bool:
+    """The ``index`` option once cfgrib's keywords ``given`` are honoured (``indexpath=""``:
+    no index); warns naming those ignored (given, and neither honoured nor cfgrib's default)."""
+    ignored = []
+    for name, value in given.items():
+        if value is None or name == "read_keys":  # not given; every key is read anyway
+            continue
+        if name == "indexpath" and value == "":
+            index = False
+        elif not _same_value(value, CFGRIB_KEYWORDS[name]):
+            ignored.append(f"{name}={value!r}")
+    if ignored:
+        warnings.warn(f"{source}: cfgrib's keyword(s) {', '.join(ignored)} mean nothing to engine='tgm' "
+                      f"and are ignored (see help(TensogramBackendEntrypoint.open_dataset))",
+                      UserWarning, stacklevel=4)
+    return index
+
+
+def _same_value(value, default) -> bool:
+    if default is None:
+        return False
+    if isinstance(default, tuple) and not isinstance(value, str):
+        try:
+            return tuple(value) == default
+        except TypeError:
+            return False
+    return type(value) is type(default) and value == default
+
+
 class TensogramBackendEntrypoint(BackendEntrypoint):
     """``engine="tgm"`` (and ``"tensogram"``): Tensogram files as lazy, CF-decoded Datasets."""
 
@@ -425,7 +471,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
         "filter_by_keys", "duplicates", "merge_objects", "message_index", "range_threshold",
-        "verify_hash", "storage_options", "threads", "index",
+        "verify_hash", "storage_options", "threads", "index", *CFGRIB_KEYWORDS,
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -454,10 +500,99 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         storage_options: dict | None = None,
         threads: int | None = None,
         index: str | bool = "auto",
+        indexpath: str | None = None,
+        read_keys: Iterable[str] | None = None,
+        ignore_keys: Iterable[str] | None = None,
+        encode_cf: Iterable[str] | None = None,
+        squeeze: bool | None = None,
+        time_dims: Iterable[str] | None = None,
+        errors: str | None = None,
+        extra_coords: Mapping | None = None,
+        coords_as_attributes: Mapping | None = None,
+        cache_geo_coords: bool | None = None,
+        values_dtype: Any = None,
     ):
+        """Open a ``.tgm`` file (or a list of them, planned as one) as a lazy Dataset:
+        ``xr.open_dataset(path, engine="tgm", ...)``. Reading the metadata decodes no payload;
+        each variable's values are read, field by field, when used.
+
+        Parameters
+        ----------
+        filename_or_obj
+            A path, a ``file://``, ``http(s)://`` or ``s3://`` URL, the file's bytes, a binary file
+            object, or a list of paths/URLs opened as one Dataset (message numbers run on from
+            one file to the next).
+        mask_and_scale, decode_times, concat_characters, decode_coords, use_cftime, decode_timedelta
+            xarray's CF decoding, as in every engine (defaults ``True``, ``True``, ``True``,
+            ``True``, ``None``, ``None``). With ``decode_times=False`` / ``decode_timedelta=False``
+            the times built from metadata are cfgrib's raw values: seconds since 1970, hours.
+        drop_variables
+            A name or names of variables to leave out (default ``None``).
+        lock
+            A lock held around every read (default ``None``: reads run in parallel, the core is
+            thread-safe).
+        variable_key
+            The dotted metadata key that names variables (``"mars.param"``, ``"grib.shortName"``);
+            objects without it are named by ``name``, ``mars.param``, ``mars.shortName``,
+            ``shortName``, ``param``, else ``object_<i>``. Default ``None`` (that chain). A key
+            that no object has is a ``ValueError``.
+        dim_names
+            Names of the data objects' own axes: a sequence for every data variable, or a mapping
+            ``{variable name: names}`` and/or ``{axis size: name}``. Default ``None``: the objects'
+            ``dim_names`` hints, a 1-D coordinate of that size, else ``dim_<axis>``.
+        filter_by_keys
+            Keep only data objects whose metadata match every item (cfgrib's keyword):
+            ``{"shortName": "t", "level": [500, 850]}``. Keys are dotted (``"mars.levtype"``) or
+            plain (also matching ``mars.<key>`` and ``grib.<key>``), including cfgrib's ecCodes
+            names (``typeOfLevel``, ``cfVarName``, ``cfName``, ``paramId``, ...). Default ``None``.
+            Anything but a mapping is a ``TypeError``.
+        duplicates
+            Fields of one variable at the same coordinates: ``"error"`` (default,
+            ``TgmDuplicateError``), ``"first"`` or ``"last"``.
+        merge_objects
+            ``True`` (default): every message forms one Dataset. ``False``: a single message
+            (``message_index``, default 0), like upstream tensogram-xarray's default.
+        message_index
+            Open only this message (default ``None``: all); out of range is a ``TgmIndexError``.
+        range_threshold
+            Upstream tensogram-xarray's switch between full and range decodes; accepted and
+            ignored (default ``None``): every read here decodes only what it needs.
+        verify_hash
+            ``None`` (default): objects with a stored hash are checked at their first read;
+            ``True``: objects without one are refused too; ``False``: nothing is checked.
+        storage_options
+            For URLs: fsspec's options (``{"anon": True}``, ``{"headers": ...}``); object_store's
+            spellings (``allow_http``, ``aws_endpoint``, ...) are translated. Default ``None``.
+        threads
+            The most threads that decode one field (1 to the core's limit); default ``None``: the
+            core's process-wide budget decides.
+        index
+            The metadata index that makes a second open skip the scan (docs/archives.md):
+            ``"auto"`` (default: use one, and write one into the cache after a cold open),
+            ``"beside"`` (write it beside the data file), ``False`` (neither).
+        indexpath, read_keys, ignore_keys, encode_cf, squeeze, time_dims, errors, extra_coords, coords_as_attributes, cache_geo_coords, values_dtype
+            cfgrib's keywords, accepted so that cfgrib's ``backend_kwargs`` work unchanged (default
+            ``None``: not given). Honoured where they mean something here: ``indexpath=""``
+            (cfgrib: no index file) is ``index=False``; ``read_keys`` (every metadata key is read
+            anyway); cfgrib's own defaults of ``squeeze``, ``time_dims``, ``encode_cf`` and
+            ``cache_geo_coords`` (what this engine does). Any other value is ignored with a
+            ``UserWarning`` naming the keywords.
+
+        Returns
+        -------
+        xarray.Dataset
+            Lazy variables (``chunks={}`` gives one dask chunk per stored field), cfgrib's
+            ``number``/``time``/``step``/level dimensions from MARS metadata.
+        """
         # `range_threshold` (upstream's switch between full and range reads) is accepted for
         # compatibility: every read here decodes only what it needs.
         del range_threshold
+        source = filename_or_obj if isinstance(filename_or_obj, (str, os.PathLike, list, tuple)) else "<file object>"
+        index = _cfgrib_keywords(source, index, indexpath=indexpath, read_keys=read_keys,
+                                 ignore_keys=ignore_keys, encode_cf=encode_cf, squeeze=squeeze,
+                                 time_dims=time_dims, errors=errors, extra_coords=extra_coords,
+                                 coords_as_attributes=coords_as_attributes,
+                                 cache_geo_coords=cache_geo_coords, values_dtype=values_dtype)
         store = TensogramDataStore.open(
             _paths(filename_or_obj), lock=lock, verify_hash=verify_hash, storage_options=storage_options,
             threads=threads, index=index, variable_key=variable_key,
@@ -540,9 +675,9 @@ def _path(filename_or_obj) -> str:
             return os.path.realpath(name)
         data = filename_or_obj.read()
         if not isinstance(data, bytes):
-            raise TypeError("engine='tensogram' reads binary file objects; open the file with mode 'rb'")
+            raise TypeError("engine='tgm' reads binary file objects; open the file with mode 'rb'")
         return _contents_path(data)
-    raise TypeError(f"engine='tensogram' opens paths, URLs, bytes and binary file objects, "
+    raise TypeError(f"engine='tgm' opens paths, URLs, bytes and binary file objects, "
                     f"not {type(filename_or_obj).__name__}")
 
 

@@ -15,6 +15,7 @@ Each variable's Tensogram encoding becomes its nearest equivalent there (docs/cl
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Callable
@@ -91,6 +92,7 @@ def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None]) -
     """Writes ``ds`` to ``output`` (NetCDF or Zarr) atomically (:mod:`tgm_xarray.atomic`): into
     a temporary name beside it, renamed over ``output`` once complete (an existing ``output`` is
     replaced)."""
+    engine = _netcdf_engine(output) if fmt == "netcdf" else None  # before anything is written
     encoding = encodings(ds, fmt, warn)
     ds = ds.copy()
     for var in ds.variables.values():
@@ -100,19 +102,27 @@ def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None]) -
             ds.attrs = _netcdf_attrs(ds.attrs)
             for var in ds.variables.values():
                 var.attrs = _netcdf_attrs(var.attrs)
-            ds.to_netcdf(out.tmp, engine=_netcdf_engine(), encoding=encoding)
+            ds.to_netcdf(out.tmp, engine=engine, encoding=encoding)
         else:
             ds.to_zarr(out.tmp, mode="w-", encoding=encoding, zarr_format=3, consolidated=False)
 
 
-def _netcdf_engine() -> str:
-    for engine, module in (("netcdf4", "netCDF4"), ("h5netcdf", "h5netcdf")):
+#: xarray's NetCDF engines, each with the modules it needs to write (h5netcdf imports without
+#: h5py, then fails at the first write with a message of its own).
+NETCDF_ENGINES = (("netcdf4", ("netCDF4",)), ("h5netcdf", ("h5netcdf", "h5py")))
+
+
+def _netcdf_engine(output: str) -> str:
+    """The first of :data:`NETCDF_ENGINES` whose modules import."""
+    for engine, modules in NETCDF_ENGINES:
         try:
-            __import__(module)
+            for module in modules:
+                importlib.import_module(module)
         except ImportError:
             continue
         return engine
-    raise ImportError("writing NetCDF needs netCDF4 or h5netcdf (pip install netCDF4)")
+    raise ImportError(f"{output}: writing NetCDF needs netCDF4, or h5netcdf with h5py, and neither "
+                      f"is installed: pip install 'tgm-xarray[netcdf]'")
 
 
 def _netcdf_attrs(attrs: dict) -> dict:

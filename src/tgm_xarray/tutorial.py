@@ -1,7 +1,7 @@
 """Sample ``.tgm`` files for examples, docs and tests, in the manner of ``xarray.tutorial``.
 
 ``fetch(name)`` downloads a file once through pooch, checks its sha256 and keeps it in a cache
-directory; ``open_dataset(name)`` opens it with the tensogram engine. The registry holds upstream
+directory; ``open_dataset(name)`` opens it with ``engine="tgm"``. The registry holds upstream
 Tensogram's golden and remote-parity files and three files of real ECMWF open data; ``available()``
 lists the names and ``REGISTRY`` describes each file. See docs/tutorial.md.
 
@@ -191,7 +191,7 @@ def _download_error(exc: OSError, entry: TutorialFile, url: str, directory: Path
 
 
 def open_dataset(name: str, *, cache_dir: str | os.PathLike | None = None, **kwargs):
-    """Tutorial file ``name`` as an ``xarray.Dataset`` (``fetch``, then the tensogram engine).
+    """Tutorial file ``name`` as an ``xarray.Dataset`` (``fetch``, then ``engine="tgm"``).
 
     ``kwargs`` go to ``xarray.open_dataset`` (for example ``chunks={}`` for dask arrays, or the
     engine's own options such as ``verify_hash=True``).

@@ -26,9 +26,12 @@ class EngineNameWarning(RuntimeWarning):
     """Another installed package registers xarray's engine name ``"tensogram"`` too."""
 
 
-#: Distributions worth naming in a report: the array stack, and what the extras bring.
-PACKAGES = ("numpy", "xarray", "dask", "distributed", "zarr", "fsspec", "cfgrib", "eccodes",
-            "tqdm", "tensogram", "tensogram-xarray")
+#: Distributions worth naming in a report: the array stack, every optional dependency of the
+#: extras (pyproject.toml; tests/test_keywords.py keeps the two in step), the other readers and
+#: writers a Dataset meets (NetCDF, GRIB), and upstream's packages.
+PACKAGES = ("numpy", "xarray", "packaging", "dask", "distributed", "zarr", "numcodecs", "fsspec",
+            "aiohttp", "s3fs", "pooch", "tqdm", "virtualizarr", "icechunk", "obstore", "netCDF4",
+            "h5netcdf", "h5py", "cfgrib", "eccodes", "matplotlib", "tensogram", "tensogram-xarray")
 
 
 def versions() -> dict[str, str]:

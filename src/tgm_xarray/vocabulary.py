@@ -13,6 +13,8 @@ one object in cfgrib's spelling (``mars.levtype: pl`` is ``typeOfLevel: isobaric
 ['heightAboveGround']
 >>> values({"mars.levelist": 500}, "level")
 [500]
+>>> values({"mars.param": "2t"}, "cfVarName"), values({"mars.param": "167"}, "cfName")
+(['t2m'], ['air_temperature'])
 """
 
 from __future__ import annotations
@@ -47,12 +49,55 @@ def _hhmm(time_of_day: Any) -> Any:
 
 _TYPE_OF_LEVEL: dict[str, str] = dict(LEVEL_DIMS)
 
+#: ecCodes' parameter database (2.50) for common ECMWF parameters: shortName -> (paramId,
+#: cfVarName, cfName). cfgrib names variables by cfVarName (``2t`` is ``t2m``); a parameter
+#: not listed has its shortName as cfVarName and cfName ``unknown``, as in ecCodes.
+PARAMETERS: dict[str, tuple[int, str, str]] = {
+    "2t": (167, "t2m", "air_temperature"), "2d": (168, "d2m", "unknown"),
+    "10u": (165, "u10", "eastward_wind"), "10v": (166, "v10", "northward_wind"),
+    "100u": (228246, "u100", "eastward_wind"), "100v": (228247, "v100", "northward_wind"),
+    "200u": (228239, "u200", "eastward_wind"), "200v": (228240, "v200", "northward_wind"),
+    "10si": (207, "si10", "unknown"), "100si": (228249, "si100", "unknown"), "200si": (228241, "si200", "unknown"),
+    "10fg": (49, "fg10", "unknown"), "10fg3": (228028, "fg10_3", "unknown"), "10fg6": (123, "fg10_6", "unknown"),
+    "10wdir": (260260, "wdir10", "unknown"), "2r": (260242, "r2", "relative_humidity"),
+    "2sh": (174096, "sh2", "specific_humidity"), "ci": (31, "siconc", "sea_ice_area_fraction"),
+    "z": (129, "z", "geopotential"), "t": (130, "t", "air_temperature"), "u": (131, "u", "eastward_wind"),
+    "v": (132, "v", "northward_wind"), "q": (133, "q", "specific_humidity"),
+    "sp": (134, "sp", "surface_air_pressure"), "w": (135, "w", "lagrangian_tendency_of_air_pressure"),
+    "vo": (138, "vo", "atmosphere_relative_vorticity"), "d": (155, "d", "divergence_of_wind"),
+    "gh": (156, "gh", "geopotential_height"), "r": (157, "r", "relative_humidity"),
+    "msl": (151, "msl", "air_pressure_at_mean_sea_level"), "tcc": (164, "tcc", "cloud_area_fraction"),
+    "lsm": (172, "lsm", "land_binary_mask"), "stl1": (139, "stl1", "surface_temperature"),
+    "sd": (141, "sd", "lwe_thickness_of_surface_snow_amount"), "orog": (228002, "orog", "geopotential_height"),
+    "mx2t": (201, "mx2t", "air_temperature"), "mn2t": (202, "mn2t", "air_temperature"),
+}
+_SHORT_NAMES: dict[int, str] = {pid: short for short, (pid, _, _) in PARAMETERS.items()}
+
+
+def _short_name(param: Any) -> str:
+    # MARS's param is a shortName (`2t`) or a paramId (`167`, `167.128`: table 128).
+    text = str(param)
+    number = text.split(".", 1)[0]
+    return _SHORT_NAMES.get(int(number), text) if number.isdigit() else text
+
+
+def _cf_var_name(param: Any) -> str:
+    short = _short_name(param)
+    return PARAMETERS[short][1] if short in PARAMETERS else short
+
+
+def _cf_name(param: Any) -> str:
+    short = _short_name(param)
+    return PARAMETERS[short][2] if short in PARAMETERS else "unknown"
+
+
 #: cfgrib (ecCodes) key -> the stored keys that say the same, each with the conversion of its
 #: value to cfgrib's spelling (``None``: the same value). Used only when the object has none of
 #: the key's own spellings (``key``, ``mars.key``, ``grib.key``).
 CFGRIB_KEYS: dict[str, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {
     "shortName": (("mars.param", None), ("param", None), ("name", None)),
-    "cfVarName": (("name", None), ("mars.param", None)),
+    "cfVarName": (("grib.shortName", _cf_var_name), ("grib.paramId", _cf_var_name),
+                  ("mars.param", _cf_var_name), ("param", _cf_var_name), ("name", _cf_var_name)),
     "paramId": (("mars.param", None), ("param", None)),
     "typeOfLevel": (("mars.levtype", lambda v: _TYPE_OF_LEVEL.get(str(v), v)),
                     ("levtype", lambda v: _TYPE_OF_LEVEL.get(str(v), v))),
@@ -68,7 +113,8 @@ CFGRIB_KEYS: dict[str, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {
     "marsClass": (("mars.class", None),),
     "marsStream": (("mars.stream", None),),
     "marsType": (("mars.type", None),),
-    "cfName": (("standard_name", None),),
+    "cfName": (("standard_name", None), ("grib.shortName", _cf_name), ("grib.paramId", _cf_name),
+               ("mars.param", _cf_name), ("param", _cf_name), ("name", _cf_name)),
 }
 
 

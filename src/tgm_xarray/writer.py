@@ -55,7 +55,7 @@ def to_tgm(
     progress: bool | None = False,
 ):
     """Write ``ds`` to the Tensogram file ``path``, readable by ``xr.open_dataset(path,
-    engine="tensogram")``.
+    engine="tgm")``.
 
     Parameters
     ----------

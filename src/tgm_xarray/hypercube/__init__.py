@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from tgm_xarray.hypercube.coords import Fingerprints
 from tgm_xarray.hypercube.extra import MESSAGE_DIM
 from tgm_xarray.hypercube.groups import groups
-from tgm_xarray.hypercube.objects import NAME_KEYS, Fingerprint, Objects, Options
+from tgm_xarray.hypercube.objects import NAME_KEYS, Fingerprint, Locate, Objects, Options
 from tgm_xarray.hypercube.plan import HypercubePlan, VariablePlan, plan
 from tgm_xarray.hypercube.table import MetadataTable
 
@@ -61,6 +61,7 @@ def build_hypercube(
     duplicates: str = "error",
     merge_objects: bool = True,
     message_index: int | None = None,
+    locate: Locate | None = None,
 ) -> HypercubePlan:
     """Plan one Dataset from every message's metadata, without reading any payload.
 
@@ -76,14 +77,14 @@ def build_hypercube(
         only for objects whose frame has no inline hash (the hash says it without a call).
     variable_key
         Dotted metadata key naming variables (``"mars.param"``); objects without it fall back
-        to :data:`NAME_KEYS`, then ``object_<i>``.
+        to :data:`NAME_KEYS`, then ``object_<i>``. A key no object has is a ``ValueError``.
     dim_names
         Names of the data objects' own axes: a sequence for every data variable, or a mapping
         from variable name to sequence and/or from axis size to name. Overrides metadata hints.
     filter_by_keys
         Keep only data objects whose metadata matches every item (cfgrib's keyword). Keys are
         dotted (``"mars.levtype"``) or plain (``"levtype"``, which also matches ``mars.levtype``);
-        a value may be a list of accepted values.
+        a value may be a list of accepted values. Anything but a mapping is a ``TypeError``.
     duplicates
         ``"error"`` (raise :class:`TgmDuplicateError`), ``"first"`` or ``"last"``: what to do
         with fields of one variable that have the same coordinates (by message order).
@@ -91,6 +92,9 @@ def build_hypercube(
         ``False`` opens a single message (``message_index``, default 0) like upstream's default.
     message_index
         Open only this message.
+    locate
+        For a table of several files (``open_dataset([paths])``): ``locate(message)`` gives the
+        file and the message's number in it, which error messages name.
 
     Raises
     ------
@@ -105,7 +109,7 @@ def build_hypercube(
     >>> plan.variables, plan.index_coords
     ({}, {})
     """
-    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates))
+    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates, locate))
     selection = objects.select(filter_by_keys, merge_objects, message_index)
     return plan(objects, selection, Fingerprints(objects))
 
@@ -121,6 +125,7 @@ def split_groups(
     duplicates: str = "error",
     merge_objects: bool = True,
     message_index: int | None = None,
+    locate: Locate | None = None,
 ) -> dict[str, HypercubePlan]:
     """Split a heterogeneous file into groups that each form one Dataset (for ``open_datatree``).
 
@@ -138,7 +143,7 @@ def split_groups(
     ...              fingerprint=lambda m, o: b"")
     {}
     """
-    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates))
+    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates, locate))
     selection = objects.select(filter_by_keys, merge_objects, message_index)
     fingerprints = Fingerprints(objects)
     return {name: plan(objects, group, fingerprints)

@@ -137,7 +137,7 @@ def axis_coords(variables, axes: Axes, source: str, index_coords: dict, lookups:
                 f"{source}: variables {var_a!r} (levtype {a!r}) and {var_b!r} (levtype "
                 f"{b!r}) would share the level dimension {dim!r}. Open one level type with "
                 f"filter_by_keys={{'levtype': {a!r}}}, or every group with "
-                f"xr.open_datatree(path, engine='tensogram').")
+                f"xr.open_datatree(path, engine='tgm').")
     order = {d: i for i, d in enumerate(mars.AXIS_ORDER)}
     for dim in sorted(axes.dims, key=lambda d: (order.get(d, len(order)), d)):
         ids, values = axes.dims[dim]

@@ -83,7 +83,7 @@ def coordinates(objects: Objects, rows: np.ndarray, fingerprints: Fingerprints
                     f"{objects.options.source}: coordinate {name!r} differs between "
                     f"{first.where} and {other.where}, so it cannot be shared. Open the messages "
                     f"separately with filter_by_keys=... or message_index=..., or every group "
-                    f"with xr.open_datatree(path, engine='tensogram').")
+                    f"with xr.open_datatree(path, engine='tgm').")
         if first.hint and None not in first.hint:
             dims = first.hint
         else:

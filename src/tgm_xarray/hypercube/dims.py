@@ -1,14 +1,17 @@
 """The objects' own dimensions: names for every data variable's axes, one size per name.
 
 Per axis: the user's ``dim_names``, else the metadata hint, else the first 1-D coordinate of
-that size, else ``dim_<axis>``. A name from the user or a hint with two sizes is a conflict; a
-``dim_<axis>`` already taken at another size becomes ``obj_<i>_dim_<axis>`` (or
+that size, else ``dim_<axis>``. A data variable's axis whose name (from the user or a hint) is
+already taken at another size becomes ``obj_<i>_dim_<axis>`` with a warning, as upstream
+tensogram-xarray does (names of coordinates at two sizes stay a conflict); a ``dim_<axis>``
+already taken at another size becomes ``obj_<i>_dim_<axis>`` silently (or
 ``<variable>_dim_<axis>`` if that is taken too). This works per variable and per coordinate,
 never per object.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 
@@ -33,7 +36,7 @@ def resolve_inner_dims(variables, coords, index_coords, options: Options) -> Non
                 f"{options.source}: dimension {dim!r} has size {sizes[dim][0]} in "
                 f"{sizes[dim][1]} but {size} in {who}. Rename the axes with dim_names=..., "
                 f"open a subset with filter_by_keys=..., or every group with "
-                f"xr.open_datatree(path, engine='tensogram').")
+                f"xr.open_datatree(path, engine='tgm').")
         sizes.setdefault(dim, (size, who))
 
     for name, (dims, values, _) in index_coords.items():
@@ -43,9 +46,20 @@ def resolve_inner_dims(variables, coords, index_coords, options: Options) -> Non
         for dim, size in zip(c.dims or (), c.object.shape):
             claim(dim, size, f"coordinate {name!r}")
     for var in variables.values():
-        for (dim, generic), size in zip(var.inner, var.first.shape):
-            if not generic:
-                claim(dim, size, f"variable {var.name!r} ({var.first.where})")
+        for axis, ((dim, generic), size) in enumerate(zip(var.inner, var.first.shape)):
+            if generic:
+                continue
+            if dim in sizes and sizes[dim][0] != size:
+                # upstream's fallback: the Dataset opens, the axis under a name of its own
+                var.inner[axis] = (f"obj_{var.first.obj}_dim_{axis}", True)
+                warnings.warn(
+                    f"{options.source}: dimension {dim!r} has size {sizes[dim][0]} in "
+                    f"{sizes[dim][1]} but {size} in variable {var.name!r} ({var.first.where}): that "
+                    f"axis is named {var.inner[axis][0]!r} instead (a fallback, as upstream "
+                    f"tensogram-xarray's). Name the axes with dim_names=... to choose.",
+                    UserWarning, stacklevel=2)
+                continue
+            claim(dim, size, f"variable {var.name!r} ({var.first.where})")
     for var in variables.values():
         for axis, ((dim, generic), size) in enumerate(zip(var.inner, var.first.shape)):
             if generic:

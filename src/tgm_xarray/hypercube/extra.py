@@ -132,7 +132,7 @@ def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_co
                 f"{objects.options.source}: metadata key {key!r} varies like a dimension in some "
                 f"variables but {key!r} is already a coordinate of others. Open a subset with "
                 f"filter_by_keys=..., or every group with "
-                f"xr.open_datatree(path, engine='tensogram').")
+                f"xr.open_datatree(path, engine='tgm').")
         values: list[Any] = []
         index: dict[Any, int] = {}
         described: list[dict] = []

@@ -26,6 +26,8 @@ from tgm_xarray.hypercube.columns import KeyColumn, Keys, factorize
 from tgm_xarray.hypercube.table import MetadataTable
 
 Fingerprint = Callable[[int, int], "bytes | str"]
+#: ``locate(message)``: the file and the message's number in it, for a table of several files.
+Locate = Callable[[int], tuple[str, int]]
 
 #: Default chain of metadata keys naming a variable (after ``variable_key``).
 NAME_KEYS = ("name", "mars.param", "mars.shortName", "shortName", "param")
@@ -55,9 +57,13 @@ class Options:
     variable_key: str | None
     dim_names: tuple[str, ...] | Mapping | None
     duplicates: str
+    locate: Locate | None = None
 
     @classmethod
-    def make(cls, source, fingerprint, variable_key, dim_names, duplicates) -> Options:
+    def make(cls, source, fingerprint, variable_key, dim_names, duplicates, locate=None) -> Options:
+        if variable_key is not None and not isinstance(variable_key, str):
+            raise TypeError(f"{source}: variable_key must be a metadata key (a str such as "
+                            f"'mars.param'), not {type(variable_key).__name__} {variable_key!r}")
         if duplicates not in DUPLICATES:
             raise ValueError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
         if isinstance(dim_names, str):
@@ -65,7 +71,7 @@ class Options:
                 f"dim_names must be a sequence of names or a mapping, got {dim_names!r}")
         if dim_names is not None and not isinstance(dim_names, Mapping):
             dim_names = tuple(dim_names)
-        return cls(source, fingerprint, variable_key, dim_names, duplicates)
+        return cls(source, fingerprint, variable_key, dim_names, duplicates, locate)
 
 
 @dataclass(frozen=True)
@@ -92,10 +98,7 @@ class Row:
     coordinate: str | None  # coordinate name, None for data objects
     name_key: str | None  # the key of `own` that named a coordinate object
     own: dict[str, Any]  # flattened base[obj] (+ non-codec descriptor params)
-
-    @property
-    def where(self) -> str:
-        return f"message {self.msg} object {self.obj}"
+    where: str  # "message 3 object 0" (of which file, for a table of several)
 
     @property
     def ref(self) -> tuple[int, int]:
@@ -123,7 +126,16 @@ class Objects:
         return Row(i, int(t.msg[i]), int(t.obj[i]), t.shapes[t.shape[i]],
                    self.dtypes[t.descriptor[i]], t.descriptors[t.descriptor[i]],
                    self.hints[self.hint[i]], self.coordinate_names[c] if c >= 0 else None,
-                   self._own_names[self._own_name[i]][0] if c >= 0 else None, own)
+                   self._own_names[self._own_name[i]][0] if c >= 0 else None, own,
+                   self.where(int(t.msg[i]), int(t.obj[i])))
+
+    def where(self, msg: int, obj: int) -> str:
+        """An object's place for messages: its message number in its own file, and that file
+        when the table is of several."""
+        if self.options.locate is None:
+            return f"message {msg} object {obj}"
+        path, local = self.options.locate(msg)
+        return f"message {local} object {obj} of {path}"
 
     @cached_property
     def codec_params(self) -> dict[str, KeyColumn]:
@@ -216,6 +228,14 @@ class Objects:
         message without data objects (e.g. a grid message) is kept.
         """
         t = self.table
+        _check_filter(filter_by_keys, self.options.source)
+        key = self.options.variable_key
+        if key is not None and len(t) and key not in self.keys.names:
+            close = vocabulary.close_matches(key, self.keys.names)
+            raise ValueError(f"{self.options.source}: variable_key={key!r} is a key of no object"
+                             + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+                             + "; without it, variables are named by "
+                             + ", ".join(k for k in NAME_KEYS) + ", else object_<i>")
         if message_index is None and not merge_objects:
             message_index = 0
         wanted = np.ones(t.n_messages, dtype=bool)
@@ -248,7 +268,7 @@ class Objects:
             try:
                 dtypes.numpy_dtype(t.descriptors[t.descriptor[r]].get("dtype"))
             except TgmCodecError as err:
-                raise TgmCodecError(f"{self.options.source}: message {t.msg[r]} object {t.obj[r]}: {err}") from None
+                raise TgmCodecError(f"{self.options.source}: {self.where(int(t.msg[r]), int(t.obj[r]))}: {err}") from None
 
     def _matching(self, rows: np.ndarray, filter_by_keys: Mapping) -> np.ndarray:
         """Which ``rows`` match the filter (:func:`_matches` once per distinct view); a filter
@@ -286,6 +306,20 @@ class Objects:
             reasons.append("each item matches some data object, but no data object matches them all")
         return (f"{self.options.source}: filter_by_keys={dict(filter_by_keys)!r} matches no data "
                 f"object, so the Dataset is empty: " + "; ".join(reasons))
+
+
+def _check_filter(filter_by_keys, source: str) -> None:
+    """cfgrib's form of ``filter_by_keys``: a mapping of metadata keys (str) to a value or a
+    list of accepted values."""
+    if filter_by_keys is None:
+        return
+    if not isinstance(filter_by_keys, Mapping):
+        raise TypeError(f"{source}: filter_by_keys must be a mapping {{metadata key: value or list of "
+                        f"values}} such as {{'shortName': '2t'}}, not {type(filter_by_keys).__name__} "
+                        f"{filter_by_keys!r}")
+    bad = [k for k in filter_by_keys if not isinstance(k, str)]
+    if bad:
+        raise TypeError(f"{source}: filter_by_keys keys are metadata keys (str), not {bad[0]!r}")
 
 
 def identity_keys(table: MetadataTable) -> frozenset[str]:

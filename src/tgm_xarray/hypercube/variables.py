@@ -139,4 +139,4 @@ def advice(objects: Objects, a: int, b: int) -> str:
     if differing:
         hint = f"filter_by_keys={{{differing[0]!r}: {a_keys[differing[0]]!r}}} or "
     return (f"Open a consistent subset with {hint}filter_by_keys=..., or every group with "
-            f"xr.open_datatree(path, engine='tensogram').")
+            f"xr.open_datatree(path, engine='tgm').")
