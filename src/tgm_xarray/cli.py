@@ -10,8 +10,8 @@
     tgm-xarray verify archive/*.tgm --require-hash
 
 ``docs/cli.md`` describes every option. The command never destroys an input: ``convert`` writes
-files and refuses to replace an existing OUTPUT unless given ``--force`` (a GRIB, HDF5 or
-non-``.tgm`` input never). Every failure is one line on stderr (``--traceback`` shows the full one).
+files, never under a GRIB or HDF5 name, and refuses to replace an input or any existing OUTPUT
+unless given ``--force``. Every failure is one line on stderr (``--traceback`` shows the full one).
 """
 
 from __future__ import annotations
@@ -127,16 +127,16 @@ def _parser() -> argparse.ArgumentParser:
                         "or a .tgm file into NetCDF (.nc) or Zarr (.zarr)",
         description="Convert every INPUT into OUTPUT.tgm, in order, atomically: OUTPUT is only "
                     "replaced (or appended to) once every input is written. OUTPUT must end in "
-                    ".tgm, and an input or an existing file that is not a Tensogram file is "
-                    "never replaced, unless --force is given. An OUTPUT ending in .nc or .zarr "
-                    "takes one .tgm INPUT and is written by xarray's to_netcdf / to_zarr.")
+                    ".tgm, and an input or an existing OUTPUT is never replaced, unless --force "
+                    "is given (--append adds to an existing OUTPUT.tgm). A directory INPUT that "
+                    "is not a Zarr store stands for the files in it. An OUTPUT ending in .nc or "
+                    ".zarr takes one .tgm INPUT and is written by xarray's to_netcdf / to_zarr.")
     convert.add_argument("inputs", nargs="+", metavar="INPUT",
-                         help="GRIB, NetCDF, Zarr or .tgm path (or URL)")
+                         help="GRIB, NetCDF, Zarr or .tgm path (or URL), or a directory of them")
     convert.add_argument("output", metavar="OUTPUT.tgm|.nc|.zarr")
     convert.add_argument("--force", action="store_true",
-                         help="write OUTPUT even if it is an input, an existing file that is not "
-                              "a Tensogram file, or a name without .tgm (.nc, .zarr: replace an "
-                              "existing OUTPUT)")
+                         help="write OUTPUT even if it exists, is an input, or is a name "
+                              "without .tgm")
     # The encoding options are the writer's and the zarr codec's (pipeline.TABLE).
     convert.add_argument("--bits-per-value", "--bits", dest="bits_per_value", type=int,
                          help="simple packing with this many bits per value (floating-point "
@@ -157,7 +157,8 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--layout", choices=("field", "variable"),
                          help="one message per field (default) or per variable")
     convert.add_argument("--engine", help="xarray engine of the inputs (default: cfgrib for "
-                         ".grib*, zarr for .zarr, else xarray's guess)")
+                         ".grib*, zarr for .zarr and Zarr stores, else xarray's guess; given, every "
+                         "file of a directory INPUT is taken)")
     # Defaults None: a .nc or .zarr OUTPUT refuses the options given (TGM_ONLY).
     convert.add_argument("--append", action="store_true", default=None, help="append to OUTPUT if it exists")
     convert.add_argument("--threads", type=int, help="messages encoded at once (default: CPUs)")
