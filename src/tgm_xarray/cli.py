@@ -10,8 +10,8 @@
     tgm-xarray verify archive/*.tgm --require-hash
 
 ``docs/cli.md`` describes every option. The command never destroys an input: ``convert`` writes
-only ``.tgm`` files and refuses to replace an input or a file that is not a Tensogram file unless
-given ``--force``. Every failure is one line on stderr (``--traceback`` shows the full one).
+files, never under a GRIB or HDF5 name, and refuses to replace an input or any existing OUTPUT
+unless given ``--force``. Every failure is one line on stderr (``--traceback`` shows the full one).
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ OTHER_FORMATS = {**dict.fromkeys(GRIB_SUFFIXES, "GRIB"), **dict.fromkeys((".h5",
 #: Options of `convert` that only a .tgm OUTPUT takes (their flags, for the error).
 TGM_ONLY = {"bits_per_value": "--bits", "compression": "--compression", "option": "--option",
             "layout": "--layout", "append": "--append", "threads": "--threads", "hash": "--no-hash"}
+#: A directory holding one of these is a Zarr store (v3, v2 group, v2 array); any other directory
+#: given to `convert` stands for the files in it.
+ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,6 +95,16 @@ def error_line(error: BaseException) -> str:
     return " ".join(text.split())  # messages from libraries may span lines
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """The count and the noun, in the plural unless the count is one: every count the command
+    prints goes through here.
+
+    >>> plural(1, "variable"), plural(2, "variable"), plural(0, "entry", "entries")
+    ('1 variable', '2 variables', '0 entries')
+    """
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"tgm-xarray: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
@@ -114,16 +127,16 @@ def _parser() -> argparse.ArgumentParser:
                         "or a .tgm file into NetCDF (.nc) or Zarr (.zarr)",
         description="Convert every INPUT into OUTPUT.tgm, in order, atomically: OUTPUT is only "
                     "replaced (or appended to) once every input is written. OUTPUT must end in "
-                    ".tgm, and an input or an existing file that is not a Tensogram file is "
-                    "never replaced, unless --force is given. An OUTPUT ending in .nc or .zarr "
-                    "takes one .tgm INPUT and is written by xarray's to_netcdf / to_zarr.")
+                    ".tgm, and an input or an existing OUTPUT is never replaced, unless --force "
+                    "is given (--append adds to an existing OUTPUT.tgm). A directory INPUT that "
+                    "is not a Zarr store stands for the files in it. An OUTPUT ending in .nc or "
+                    ".zarr takes one .tgm INPUT and is written by xarray's to_netcdf / to_zarr.")
     convert.add_argument("inputs", nargs="+", metavar="INPUT",
-                         help="GRIB, NetCDF, Zarr or .tgm path (or URL)")
+                         help="GRIB, NetCDF, Zarr or .tgm path (or URL), or a directory of them")
     convert.add_argument("output", metavar="OUTPUT.tgm|.nc|.zarr")
     convert.add_argument("--force", action="store_true",
-                         help="write OUTPUT even if it is an input, an existing file that is not "
-                              "a Tensogram file, or a name without .tgm (.nc, .zarr: replace an "
-                              "existing OUTPUT)")
+                         help="write OUTPUT even if it exists, is an input, or is a name "
+                              "without .tgm")
     # The encoding options are the writer's and the zarr codec's (pipeline.TABLE).
     convert.add_argument("--bits-per-value", "--bits", dest="bits_per_value", type=int,
                          help="simple packing with this many bits per value (floating-point "
@@ -144,23 +157,27 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--layout", choices=("field", "variable"),
                          help="one message per field (default) or per variable")
     convert.add_argument("--engine", help="xarray engine of the inputs (default: cfgrib for "
-                         ".grib*, zarr for .zarr, else xarray's guess)")
+                         ".grib*, zarr for .zarr and Zarr stores, else xarray's guess; given, every "
+                         "file of a directory INPUT is taken)")
     # Defaults None: a .nc or .zarr OUTPUT refuses the options given (TGM_ONLY).
     convert.add_argument("--append", action="store_true", default=None, help="append to OUTPUT if it exists")
     convert.add_argument("--threads", type=int, help="messages encoded at once (default: CPUs)")
     convert.add_argument("--no-hash", dest="hash", action="store_false", default=None,
                          help="do not store xxh3 hashes")
+    _storage_options(convert)
     _progress_options(convert)
     convert.set_defaults(run=_convert)
 
     info = commands.add_parser("info", help="summarise a .tgm file: variables, codecs, sizes")
     info.add_argument("file", help=".tgm path or URL (https://, s3://)")
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _storage_options(info)
     info.set_defaults(run=_info)
 
     dump = commands.add_parser("dump", help="print the metadata and descriptors as JSON")
     dump.add_argument("file", help=".tgm path or URL (https://, s3://)")
     dump.add_argument("--message", type=int, help="only this message")
+    _storage_options(dump)
     dump.set_defaults(run=_dump)
 
     index = commands.add_parser(
@@ -171,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("paths", nargs="+", metavar="PATH", help=".tgm path or URL (https://, s3://)")
     index.add_argument("--beside", action="store_true",
                        help="write PATH.tgmidx next to each local PATH (default: the cache directory)")
+    _storage_options(index)
     _progress_options(index)
     index.set_defaults(run=_index)
 
@@ -184,8 +202,34 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--require-hash", action="store_true",
                         help="an object written without a hash is a problem too (default: such "
                              "objects are only decoded)")
+    _storage_options(verify)
     verify.set_defaults(run=_verify)
     return parser
+
+
+def _storage_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--storage-options", type=json_object, metavar="JSON",
+                         help="options of the remote store for s3:// and https:// paths, as a "
+                              "JSON object, e.g. '{\"anon\": true}' (docs/remote.md)")
+
+
+def json_object(text: str) -> dict:
+    """``--storage-options``: a JSON object.
+
+    >>> json_object('{"anon": true}')
+    {'anon': True}
+    >>> json_object('anon')
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a JSON object, e.g. '{"anon": true}' (Expecting value: line 1 column 1 (char 0))
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, e.g. '{{\"anon\": true}}' ({error})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, e.g. '{{\"anon\": true}}'; got {text!r}")
+    return value
 
 
 def _progress_options(command: argparse.ArgumentParser) -> None:
@@ -212,10 +256,16 @@ def _convert(args: argparse.Namespace) -> int:
     from tgm_xarray.layout import plan
     from tgm_xarray.writer import TgmWriter
 
-    check_output(args.output, args.inputs, force=args.force)
+    inputs = expand_inputs(args.inputs, args.engine)
+    check_output(args.output, inputs, force=args.force, append=bool(args.append))
+    advice = bits_advice(args.bits_per_value, args.compression)
+    if advice:
+        warnings.warn(advice, stacklevel=1)
     progress = _progress(args.progress)
     options = _options(args.option)
-    datasets = _selected(args, [ds for path in args.inputs for ds in open_inputs(path, args.engine, _chunks(args.chunks))])
+    chunks = _chunks(args.chunks)
+    datasets = _selected(args, [ds for path in inputs
+                                for ds in open_inputs(path, args.engine, chunks, args.storage_options)])
     # Plan everything first: a bad option fails before the output is touched.
     plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits_per_value, args.compression, options),
                         layout=args.layout or "field") for ds in datasets])
@@ -224,9 +274,46 @@ def _convert(args: argparse.Namespace) -> int:
                    progress=progress) as writer:
         writer.write_plan(plans)
     size = os.path.getsize(args.output)
-    print(f"{args.output}: wrote {writer.messages} messages from {len(args.inputs)} input(s); "
-          f"file size {size:,} bytes")
+    print(f"{args.output}: wrote {plural(writer.messages, 'message')} from "
+          f"{plural(len(inputs), 'input')}; file size {size:,} bytes")
+    why = why_not_one_dataset(args.output)
+    if why:
+        warnings.warn(f"{args.output} will not open as one Dataset: {why}", stacklevel=1)
     return 0
+
+
+def bits_advice(bits: int | None, compression: str | None) -> str | None:
+    """Why ``--bits`` with ``compression`` will not make a smaller file than the next whole byte
+    (None when it may): blosc2 (the default) shuffles whole bytes, and packed values of 9 to 15
+    or 17 to 23 bits straddle them, so it finds little to compress (the IFS fields: 3.5 MB with
+    ``--bits 12`` against 2.4 MB with ``--bits 16``); szip refuses those widths. Below 8 bits, the
+    fewer the smaller.
+
+    >>> bits_advice(16, None), bits_advice(6, None), bits_advice(12, "none")
+    (None, None, None)
+    >>> bits_advice(12, None)[:60]
+    '--bits 12 will not make a file smaller than --bits 16 does: '
+    """
+    if bits is None or bits < 8 or bits % 8 == 0 or compression not in (None, "blosc2"):
+        return None
+    wider = -(-bits // 8) * 8
+    return (f"--bits {bits} will not make a file smaller than --bits {wider} does: blosc2 "
+            f"compresses whole bytes and {bits}-bit values straddle them (and szip takes 8, 16, "
+            f"24 or 32 bits only). Use --bits {wider} (smaller and more precise), or --bits "
+            f"{wider - 8 or 8} for a smaller file")
+
+
+def why_not_one_dataset(path: str, storage_options: dict | None = None) -> str | None:
+    """Why ``xr.open_dataset(path, engine="tgm")`` fails to make one Dataset of the file (the
+    conflict's message, which names the keyword that opens it), or None when it does. Reads the
+    metadata only, and writes no index."""
+    from tgm_xarray.backend import planned
+
+    try:
+        planned(path, storage_options, False, {}, groups=False)
+    except TgmConflictError as error:
+        return str(error)
+    return None
 
 
 def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
@@ -245,9 +332,9 @@ def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
                          f"to convert into Tensogram")
     check_export_output(args.output, args.inputs, force=args.force)
     chunks = _chunks(args.chunks)
-    [ds] = _selected(args, open_inputs(args.inputs[0], args.engine, chunks))
+    [ds] = _selected(args, open_inputs(args.inputs[0], args.engine, chunks, args.storage_options))
     export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr))
-    print(f"{args.output}: wrote {len(ds.data_vars)} variables from {args.inputs[0]} as {name}")
+    print(f"{args.output}: wrote {plural(len(ds.data_vars), 'variable')} from {args.inputs[0]} as {name}")
     return 0
 
 
@@ -257,8 +344,14 @@ def check_export_output(output: str, inputs: Sequence[str], *, force: bool) -> N
         raise ValueError(f"OUTPUT {output!r} is a URL: convert writes local files only")
     if any(_same_file(output, path) for path in inputs):
         raise ValueError(f"OUTPUT {output!r} is also an input")
-    if os.path.lexists(output.rstrip("/")) and not force:
-        raise FileExistsError(errno.EEXIST, "exists: --force replaces it", output)
+    if not force:
+        refuse_existing(output)
+
+
+def refuse_existing(output: str, alternative: str = "") -> None:
+    """The rule of every OUTPUT: an existing one is replaced only with ``--force``."""
+    if os.path.lexists(output.rstrip("/")):
+        raise FileExistsError(errno.EEXIST, f"exists: --force replaces it{alternative}", output)
 
 
 def _selected(args: argparse.Namespace, datasets: list) -> list:
@@ -279,10 +372,10 @@ def _selected(args: argparse.Namespace, datasets: list) -> list:
     return datasets
 
 
-def check_output(output: str, inputs: Sequence[str], *, force: bool) -> None:
+def check_output(output: str, inputs: Sequence[str], *, force: bool, append: bool = False) -> None:
     """Refuse a Tensogram OUTPUT whose writing would destroy something: a GRIB or HDF5 name
     (always: ``convert`` writes no such files), and, unless ``force``, an input, an existing
-    file that is not a Tensogram file, or a name without ``.tgm``.
+    file (but a Tensogram file ``append`` adds to), or a name without ``.tgm``.
 
     >>> check_output("2t.grib2", ["lsm.grib2"], force=False)
     Traceback (most recent call last):
@@ -313,6 +406,8 @@ def check_output(output: str, inputs: Sequence[str], *, force: bool) -> None:
             if f.read(len(MAGIC)) != MAGIC:
                 raise ValueError(f"OUTPUT {output!r} exists and is not a Tensogram file: "
                                  f"--force replaces it")
+        if not append:
+            refuse_existing(output, ", --append adds to it")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -355,8 +450,43 @@ class Plans:
             yield from p.messages()
 
 
-def open_inputs(path: str, engine: str | None, chunks: Any) -> list:
+def expand_inputs(paths: Sequence[str], engine: str | None) -> list[str]:
+    """``paths`` with each local directory that is not a Zarr store replaced by its files, sorted:
+    those of a format ``convert`` reads (any file but hidden ones when ``engine`` is given), the
+    others skipped with a warning naming them."""
+    from tgm_xarray.export import NETCDF_SUFFIXES, ZARR_SUFFIXES
+
+    readable = (*GRIB_SUFFIXES, *NETCDF_SUFFIXES, *ZARR_SUFFIXES, ".h5", ".hdf5", ".tgm")
+    expanded = []
+    for path in paths:
+        if is_url(path) or not os.path.isdir(path) or is_zarr_store(path):
+            expanded.append(path)
+            continue
+        taken, skipped = [], []
+        for name in sorted(os.listdir(path)):
+            full = os.path.join(path, name)
+            wanted = engine is not None or name.lower().endswith(readable)
+            if not name.startswith(".") and wanted and (os.path.isfile(full) or is_zarr_store(full)):
+                taken.append(full)
+            else:
+                skipped.append(name + "/" if os.path.isdir(full) else name)
+        if not taken:
+            raise ValueError(f"input {path!r}: a directory without GRIB, NetCDF, Zarr or .tgm files, "
+                             f"and not a Zarr store (no {', '.join(ZARR_MARKERS)})")
+        if skipped:
+            warnings.warn(f"input {path!r}: skipped {plural(len(skipped), 'entry', 'entries')} "
+                          f"not GRIB, NetCDF, Zarr or .tgm: {', '.join(skipped)}", stacklevel=1)
+        expanded.extend(taken)
+    return expanded
+
+
+def is_zarr_store(path: str) -> bool:
+    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, m)) for m in ZARR_MARKERS)
+
+
+def open_inputs(path: str, engine: str | None, chunks: Any, storage_options: dict | None = None) -> list:
     """The Datasets of one input: one for NetCDF/Zarr/.tgm, one per hypercube for GRIB (cfgrib).
+    ``storage_options`` go to the ``.tgm`` and Zarr engines (remote inputs).
 
     A failure names the input; a corrupt GRIB message is an error, not a field left out.
     """
@@ -369,7 +499,7 @@ def open_inputs(path: str, engine: str | None, chunks: Any) -> list:
     if engine is None:
         lower = path.rstrip("/").lower()
         engine = "cfgrib" if lower.endswith(GRIB_SUFFIXES) else \
-            "zarr" if lower.endswith(".zarr") or os.path.isdir(path) else \
+            "zarr" if lower.endswith(".zarr") or is_zarr_store(path) else \
             TensogramBackendEntrypoint if lower.endswith(".tgm") else None
     try:
         if engine == "cfgrib":
@@ -382,7 +512,8 @@ def open_inputs(path: str, engine: str | None, chunks: Any) -> list:
             # would otherwise log a corrupt message or variable and leave it out.
             return cfgrib.open_datasets(path, backend_kwargs={"indexpath": "", "errors": "raise"},
                                         chunks=chunks)
-        return [xr.open_dataset(path, engine=engine, chunks=chunks)]
+        remote = {"storage_options": storage_options} if storage_options is not None else {}
+        return [xr.open_dataset(path, engine=engine, chunks=chunks, **remote)]
     except Exception as error:
         raise ValueError(f"input {path!r}: {error_line(error)}") from error
 
@@ -449,12 +580,16 @@ def _number(text: str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def describe(path: str) -> dict:
-    """A summary of a ``.tgm`` file or URL: sizes, codecs, and the Dataset(s) it opens as.
+def describe(path: str, storage_options: dict | None = None) -> dict:
+    """A summary of a ``.tgm`` file or URL: sizes, codecs, and the Dataset(s) it opens as, with
+    their attributes. Writes nothing (no index either).
 
-    ``ratio`` is the decoded size of every object over the file size.
+    ``ratio`` is the decoded size of every object over the file size. When the file is not one
+    Dataset with ``open_dataset``'s defaults, ``dataset_error`` says why (and which keyword opens
+    it), and ``groups`` are what the first of ``open_datatree``, then ``duplicates="first"`` with
+    either, gives (``opened_as``).
     """
-    handle = open_file(path).handle
+    handle = open_file(path, storage_options).handle
     size = handle.file_size
     codecs: Counter = Counter()
     decoded: Counter = Counter()
@@ -472,10 +607,14 @@ def describe(path: str) -> dict:
         "codecs": [{"codec": c, "objects": codecs[c], "decoded_bytes": decoded[c]}
                    for c in sorted(codecs, key=lambda c: -decoded[c])],
     }
+    datasets, summary["opened_as"], why = _datasets(path, storage_options)
     try:
-        summary["groups"] = _groups(path)
-    except TgmCodecError as error:  # e.g. a bitmask object: the rest of the summary still holds
-        summary["groups"], summary["dataset_error"] = {}, str(error)
+        summary["groups"] = {name: _dataset_summary(ds) for name, ds in datasets.items() if ds.variables}
+    finally:
+        for ds in datasets.values():
+            ds.close()
+    if why:
+        summary["dataset_error"] = why
     return summary
 
 
@@ -499,43 +638,61 @@ def codec_label(descriptor: dict) -> str:
     return "+".join(parts) or "none"
 
 
-def _groups(path: str) -> dict:
-    """The Dataset the file opens as (``"/"``), or each group of ``open_datatree`` when the
-    messages do not form one Dataset."""
+def _datasets(path: str, storage_options: dict | None) -> tuple[dict, dict | None, str | None]:
+    """The Datasets ``info`` summarises (``"/"``, or the groups of ``open_datatree``), the call
+    that opens them (function and keywords), and why the file is not one Dataset with ``open_dataset``'s defaults (None
+    when it is). Tried in turn: the Dataset, the groups, each again with ``duplicates="first"``
+    (the way out of fields stored twice, as ``convert`` of several copies of a field writes).
+    No index is read or written: ``info`` writes nothing."""
     from tgm_xarray.backend import TensogramBackendEntrypoint
 
     entrypoint = TensogramBackendEntrypoint()
-    try:
-        datasets = {"/": entrypoint.open_dataset(path)}
-    except TgmConflictError:
-        datasets = entrypoint.open_groups_as_dict(path)
-    return {name: _dataset_summary(ds) for name, ds in datasets.items() if ds.variables}
+    why = None
+    for keywords in ({}, {"duplicates": "first"}):
+        options = {"storage_options": storage_options, "index": False, **keywords}
+        for call in ("open_dataset", "open_datatree"):
+            try:
+                datasets = {"/": entrypoint.open_dataset(path, **options)} if call == "open_dataset" \
+                    else entrypoint.open_groups_as_dict(path, **options)
+            except TgmConflictError as error:
+                why = why or str(error)
+                continue
+            except TgmCodecError as error:  # e.g. a bitmask object: the rest of the summary holds
+                return {}, None, str(error)
+            return datasets, {"function": f"xr.{call}", "keywords": {"engine": "tgm", **keywords}}, why
+    return {}, None, why
 
 
 def _dataset_summary(ds) -> dict:
     def entry(var):
-        return {"dims": list(var.dims), "shape": list(var.shape), "dtype": str(var.dtype)}
+        return {"dims": list(var.dims), "shape": list(var.shape), "dtype": str(var.dtype),
+                "attrs": jsonable(var.attrs)}
     return {
         "dims": {str(k): int(v) for k, v in ds.sizes.items()},
         "data_vars": {str(k): entry(v) for k, v in ds.data_vars.items()},
         "coords": {str(k): entry(v) for k, v in ds.coords.items()},
+        "attrs": jsonable(ds.attrs),
     }
 
 
 def _info(args: argparse.Namespace) -> int:
-    summary = describe(args.file)
+    summary = describe(args.file, args.storage_options)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"{summary['file']}: {summary['bytes']:,} bytes, {summary['messages']} messages, "
-          f"{summary['objects']} objects")
+    print(f"{summary['file']}: {summary['bytes']:,} bytes, {plural(summary['messages'], 'message')}, "
+          f"{plural(summary['objects'], 'object')}")
     print(f"decoded size {summary['decoded_bytes']:,} bytes, compression ratio "
           f"{summary['ratio']:.2f}")
     print("codecs:")
     for c in summary["codecs"]:
-        print(f"  {c['codec']:<28} {c['objects']:>6} objects {c['decoded_bytes']:>16,} bytes decoded")
+        print(f"  {c['codec']:<28} {plural(c['objects'], 'object'):>14} {c['decoded_bytes']:>16,} bytes decoded")
     if "dataset_error" in summary:
         print(f"dataset: none ({summary['dataset_error']})")
+        if summary["groups"]:
+            opened = summary["opened_as"]
+            keywords = "".join(f", {k}={v!r}" for k, v in opened["keywords"].items())
+            print(f"as {opened['function']}({summary['file']!r}{keywords}) opens it:")
     for name, group in summary["groups"].items():
         print(f"group {name}:" if name != "/" else "dataset:")
         print("  dimensions: " + ", ".join(f"{k}={v}" for k, v in group["dims"].items()))
@@ -543,11 +700,21 @@ def _info(args: argparse.Namespace) -> int:
             print(f"  {'variables' if kind == 'data_vars' else 'coordinates'}:")
             for var, e in group[kind].items():
                 print(f"    {var:<20} ({', '.join(e['dims'])}) {e['dtype']}")
+                _print_attrs(e["attrs"], "        ")
+        if group["attrs"]:
+            print("  attributes:")
+            _print_attrs(group["attrs"], "    ")
     return 0
 
 
+def _print_attrs(attrs: dict, indent: str) -> None:
+    """One ``name = value`` line per attribute, values as JSON (``units = "K"``), as ``ncdump -h``."""
+    for key, value in attrs.items():
+        print(f"{indent}{key} = {json.dumps(value)}")
+
+
 def _dump(args: argparse.Namespace) -> int:
-    handle = open_file(args.file).handle
+    handle = open_file(args.file, args.storage_options).handle
     messages = range(len(handle)) if args.message is None else [args.message]
     entries = []
     for msg in messages:
@@ -603,9 +770,9 @@ def _index(args: argparse.Namespace) -> int:
             # The plan open_dataset's defaults give, or, for a file that needs groups,
             # open_datatree's: the table alone serves any other keywords.
             try:
-                planned(path, None, mode, {}, groups=False, identify=True, must_write=True)
+                planned(path, args.storage_options, mode, {}, groups=False, identify=True, must_write=True)
             except TgmConflictError:
-                planned(path, None, mode, {}, groups=True, identify=True, must_write=True)
+                planned(path, args.storage_options, mode, {}, groups=True, identify=True, must_write=True)
             where = index.beside(path) if args.beside else index.cached(path)
             print(f"{path}: indexed in {where}")
             if bar is not None:
@@ -634,25 +801,23 @@ class Checked:
         >>> Checked(1, 3, 0).summary()
         '1 message, 3 objects checked, 0 problems'
         """
-        return (f"{_plural(self.messages, 'message')}, {_plural(self.objects, 'object')} checked, "
-                f"{_plural(self.problems, 'problem')}")
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+        return (f"{plural(self.messages, 'message')}, {plural(self.objects, 'object')} checked, "
+                f"{plural(self.problems, 'problem')}")
 
 
 def _verify(args: argparse.Namespace) -> int:
     checked = Checked()
     for path in args.paths:
-        for problem in verify_file(path, checked, require_hash=args.require_hash):
+        for problem in verify_file(path, checked, require_hash=args.require_hash,
+                                   storage_options=args.storage_options):
             checked.problems += 1
             print(problem, flush=True)
     print(checked.summary())
     return 1 if checked.problems else 0
 
 
-def verify_file(path: str, checked: Checked, *, require_hash: bool = False) -> Iterator[str]:
+def verify_file(path: str, checked: Checked, *, require_hash: bool = False,
+                storage_options: dict | None = None) -> Iterator[str]:
     """The problems of one file or URL, one line each (``PATH: message M, object O: what``),
     counting in ``checked`` the messages and objects gone through.
 
@@ -661,7 +826,7 @@ def verify_file(path: str, checked: Checked, *, require_hash: bool = False) -> I
     A file that does not open (truncated, not a Tensogram file, missing) is one problem.
     """
     try:
-        f = open_file(path)
+        f = open_file(path, storage_options)
     except Exception as error:  # every reason is the file's problem, reported like the others
         yield f"{path}: cannot be opened: {_reason(error, path)}"
         return
