@@ -181,7 +181,7 @@ def virtual(s: StandIns) -> None:
 
 def writer(s: StandIns) -> None:
     s.link(NETCDF / "cf_temperature.nc")
-    s.link(NETCDF / "multi_var.nc")
+    s.link(NETCDF / "unlimited_time.nc")
 
 
 def zarr(s: StandIns) -> None:
@@ -282,6 +282,18 @@ def test_every_page_with_blocks_has_its_stand_ins():
     assert len(BLOCKS) >= 16
 
 
+def test_readme_pickle_size(ifs_file):
+    """README.md: a Dataset pickles as references and layout, about 35 KB for the IFS file, half
+    of it the latitude/longitude values."""
+    import pickle
+
+    import xarray as xr
+
+    with xr.open_dataset(ifs_file, engine="tgm", chunks={}) as ds:
+        size = len(pickle.dumps(ds))
+        assert 17_000 < ds.latitude.nbytes + ds.longitude.nbytes < size < 40_000
+
+
 def test_skip_comment_is_honoured(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("Text.\n\n<!-- skip: needs an S3 bucket -->\n```python\nraise SystemExit\n```\n\n"
@@ -293,11 +305,12 @@ def test_skip_comment_is_honoured(tmp_path):
 
 def test_blocks_share_a_namespace_in_order(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("```python\nx = 1\n```\n\n```python\n>>> x + 1\n2\n```\n")
+    page.write_text("```python\nx = 1\n```\n\n```python\n>>> y = x + 1\n>>> y\n2\n```\n\n"
+                    "```python\nz = y + 1\n```\n")
     namespace: dict = {}
     for block in blocks(page):
         run_block(block, namespace, {})
-    assert namespace["x"] == 1
+    assert (namespace["x"], namespace["y"], namespace["z"]) == (1, 2, 3)
     wrong = Block(page, 6, ">>> x + 1\n3\n", None)
     with pytest.raises(pytest.fail.Exception, match="Expected:"):
         run_block(wrong, namespace, {})
