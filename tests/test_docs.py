@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import doctest
+import functools
 import importlib.util
 import re
 import shutil
@@ -120,12 +121,17 @@ class StandIns:
             client.upload_file(str(require_shared(source)), bucket, name, ExtraArgs={"ACL": "public-read"})
 
 
-def forecast(steps: list[int]):
-    """The synthetic forecast of examples/write_tgm.py: ``2t`` and ``t`` at 850 and 500 hPa."""
+@functools.cache
+def _write_tgm_example():
     spec = importlib.util.spec_from_file_location("write_tgm", REPO / "examples" / "write_tgm.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.forecast(steps)
+    return module
+
+
+def forecast(steps: list[int]):
+    """The synthetic forecast of examples/write_tgm.py: ``2t`` and ``t`` at 850 and 500 hPa."""
+    return _write_tgm_example().forecast(steps)
 
 
 def write_steps(directory: Path, steps) -> None:
