@@ -621,34 +621,29 @@ def warn(index_path: str, why: str) -> None:
                   TgmIndexWarning, stacklevel=4)
 
 
-def load(index_path: str, identity: Identity) -> Index | None:
+def load(index_path: str, identity: Identity) -> tuple[Index | None, str | None]:
     """The index at ``index_path`` if it exists, this user wrote it and it describes
-    ``identity``'s version; a warning (and ``None``) if it is not trusted, stale, corrupt, not an
-    index or not a regular file (and ``None`` without one where this user has no key:
-    :func:`user_key`)."""
+    ``identity``'s version; else ``None`` and why it is not used (``None`` where there is none,
+    or no key to check it with: :func:`user_key` has said so)."""
     try:
         FileKey.of(index_path)  # regular files only: opening a FIFO would block, a device may not end
     except (FileNotFoundError, NotADirectoryError):  # none there
-        return None
+        return None, None
     except OSError as err:
-        warn(index_path, f"it cannot be read ({err.strerror})")
-        return None
+        return None, f"it cannot be read ({err.strerror})"
     secret = user_key()
     if secret is None:
-        return None
+        return None, None
     try:
         index = Index(index_path, secret)
     except Untrusted as err:
-        warn(index_path, str(err))
-        return None
+        return None, str(err)
     except Exception as err:  # noqa: BLE001 - any failure to read it means: do not use it
-        warn(index_path, f"it is corrupt or not an index ({err})")
-        return None
+        return None, f"it is corrupt or not an index ({err})"
     why = identity.mismatch(index.source)
     if why is not None:
-        warn(index_path, f"it is stale: {why}")
-        return None
-    return index
+        return None, f"it is stale: {why}"
+    return index, None
 
 
 def fetch_beside(url: str, storage_options: dict | None, into: str) -> bool:
@@ -697,12 +692,23 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
         if not present:
             return Found(Identity.of_url(path, storage_options) if identify else None, None)
         identity = Identity.of_url(path, storage_options)
-        return Found(identity, load(copy, identity))
-    identity = Identity.of_file(path)
-    for candidate in (beside(path), cached(path)):
-        index = load(candidate, identity)
+        return _found(identity, [copy])
+    return _found(Identity.of_file(path), [beside(path), cached(path)])
+
+
+def _found(identity: Identity, candidates: list[str]) -> Found:
+    """The first of ``candidates`` that :func:`load` accepts; a warning for each refused one only
+    when none is accepted (a foreign index beside the data costs nothing once the user's cache
+    holds a trusted one)."""
+    refused = []
+    for candidate in candidates:
+        index, why = load(candidate, identity)
         if index is not None:
             return Found(identity, index)
+        if why is not None:
+            refused.append((candidate, why))
+    for candidate, why in refused:
+        warn(candidate, why)
     return Found(identity, None)
 
 
