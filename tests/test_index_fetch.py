@@ -150,9 +150,9 @@ def test_an_index_larger_than_the_cap_is_refused_before_its_body(range_server, s
 def test_a_stalled_index_answer_is_a_warning_within_the_idle_timeout(range_server, served, built, monkeypatch):
     monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, "0.2")  # the deadline stays at its default 120 s
     range_server.faults[INDEX_PATH] = Fault(hang=True)
-    why = rf"failed after {remote.RETRIES} tries: the server stalled: no byte for 0.2 s"
+    why = rf"failed after {remote.STALL_RETRIES + 1} tries: the server stalled: no byte for 0.2 s"
     xr.testing.assert_identical(open_warning(served, why), built[1])
-    assert range_server.count(INDEX_PATH) == remote.RETRIES
+    assert range_server.count(INDEX_PATH) == remote.STALL_RETRIES + 1  # a stall is retried once
 
 
 @pytest.mark.parametrize("tail", ["?X-Amz-Signature=abc", "?", "#part"])
@@ -207,11 +207,12 @@ def test_a_local_index_path_that_is_not_a_regular_file(tmp_path, built, unblocke
 def test_a_stalled_data_server_is_reported_early_as_stalled(range_server, served, monkeypatch):
     monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, "0.2")  # the deadline stays at its default 120 s
     range_server.faults[f"/{NAME}"] = Fault(hang=True)
-    with pytest.raises(RemoteTimeoutError, match=rf"{served}: reading bytes 0-\d+ failed after {remote.RETRIES} "
-                                                 r"tries: the server stalled: no byte for 0.2 s") as err:
+    with pytest.raises(RemoteTimeoutError, match=rf"{served}: reading bytes 0-\d+ failed after "
+                                                 rf"{remote.STALL_RETRIES + 1} tries: the server stalled: "
+                                                 r"no byte for 0.2 s") as err:
         tgm_xarray.open_file(served)
     assert "deadline" not in str(err.value)
-    assert range_server.count(f"/{NAME}") == remote.RETRIES
+    assert range_server.count(f"/{NAME}") == remote.STALL_RETRIES + 1  # a stall is retried once
 
 
 def test_a_stalled_read_after_opening_is_reported_as_stalled(range_server, served, monkeypatch):

@@ -40,6 +40,9 @@ from tgm_xarray.threads import check_threads
 
 #: Attempts per range request before a transient failure is raised, and the first backoff (s).
 RETRIES = 5
+#: A stall is retried this often (on a new connection): a server that stalls again usually
+#: stays stalled, and is reported after two idle timeouts instead of five.
+STALL_RETRIES = 1
 BACKOFF = 0.1
 #: Seconds one read (one ``fetch`` or ``fetch_many``, retries included) may take at most;
 #: the environment variable overrides it for the handles opened after it is set.
@@ -287,6 +290,7 @@ class Fetcher:
         return result
 
     async def _retrying(self, what: str, attempt, deadline: float):
+        stalls = 0
         for tries in range(1, RETRIES + 1):
             try:
                 return await asyncio.wait_for(attempt(), max(deadline - time.monotonic(), 0.001))
@@ -294,7 +298,8 @@ class Fetcher:
                 left = deadline - time.monotonic()
                 if left <= 0 and _transient(err):
                     raise _final_error(self.url, what, err, tries, self.deadline) from err
-                if not _transient(err) or tries == RETRIES:
+                stalls += isinstance(err, StalledError)
+                if not _transient(err) or tries == RETRIES or stalls > STALL_RETRIES:
                     raise _final_error(self.url, what, err, tries, None) from err
                 await asyncio.sleep(min(BACKOFF * 2 ** (tries - 1), left))
 
