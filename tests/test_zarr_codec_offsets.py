@@ -12,7 +12,7 @@ import zarr
 
 from conftest import shared_files
 from tgm_xarray import _core
-from tgm_xarray.errors import TgmFormatError
+from tgm_xarray.errors import TgmFormatError, TgmHashMismatchError
 from tgm_xarray.zarr_codec import TensogramCodec
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -65,9 +65,10 @@ def edited(message: bytes, at: int, byte: int) -> np.ndarray:
     return np.frombuffer(bytes(buf), np.uint8)
 
 
-def read_box(buf) -> np.ndarray:
+def read_box(buf, verify_hash=None) -> np.ndarray:
     out = np.empty((30, 50))
-    _core.decode_message_into(buf, 0, ((10, 40, 1), (20, 70, 1)), out, expect=([64, 96], "float64"))
+    _core.decode_message_into(buf, 0, ((10, 40, 1), (20, 70, 1)), out, verify_hash=verify_hash,
+                              expect=([64, 96], "float64"))
     return out
 
 
@@ -85,7 +86,10 @@ def test_offsets_nobody_vouches_for_are_found_again(chunk, what, at, byte):
     offsets whose verified mark does not match are not used: the decoder finds them again."""
     message, values = chunk
     byte = message[message.index(OFFSETS_KEY) + len(OFFSETS_KEY) + at] ^ 1 if byte is None else byte
-    assert np.array_equal(read_box(edited(message, at, byte)), values[10:40, 20:70]), what
+    with pytest.raises(TgmHashMismatchError):  # by default the edited frame fails its hash
+        read_box(edited(message, at, byte))
+    # Past the hash, the decoder itself: it finds the offsets again.
+    assert np.array_equal(read_box(edited(message, at, byte), verify_hash=False), values[10:40, 20:70]), what
 
 
 @pytest.mark.parametrize("what, length, error", [
