@@ -20,12 +20,13 @@ pytest.importorskip("virtualizarr")
 pytest.importorskip("obstore")
 
 import zarr  # noqa: E402
-from test_virtual import LOCAL, commit, engine, forecast_file, icechunk_repo, parse  # noqa: E402
+from test_virtual import LOCAL, commit, engine, forecast_file, parse  # noqa: E402
 from virtualizarr import open_virtual_mfdataset  # noqa: E402
+from zarr.core.array_spec import ArraySpec  # noqa: E402
 from zarr.core.buffer import default_buffer_prototype  # noqa: E402
 from zarr.storage import StorePath, WrapperStore  # noqa: E402
 
-from tgm_xarray.virtual import READ_CONFIG, TensogramParser  # noqa: E402
+from tgm_xarray.virtual import READ_CONFIG, TensogramParser, local_repository  # noqa: E402
 
 pytestmark = pytest.mark.thread_unsafe  # files rewritten in place, repositories on disk
 
@@ -59,7 +60,7 @@ def archive(tmp_path):
     urls = [forecast_file(data / f"fc{step}.tgm", step, seed=step, levels=LEVELS) for step in (0, 6)]
     vds = open_virtual_mfdataset([f"file://{u}" for u in urls], registry=LOCAL, parser=TensogramParser(),
                                  combine="nested", concat_dim="step", coords="minimal", compat="override")
-    repo = icechunk_repo(tmp_path / "repo", data)
+    repo = local_repository(tmp_path / "repo", data)
     commit(repo, vds, "two steps")
     return repo, data
 
@@ -100,8 +101,9 @@ def chunk_decoder(store, name: str):
     """``decode(key)``: the codec's ``decode_partial`` of the whole chunk ``key`` of array ``name``,
     as zarr calls it for a read (from a coroutine)."""
     array = zarr.open_group(store, mode="r", zarr_format=3)[name]
-    spec = array._async_array.metadata.get_chunk_spec((0,) * array.ndim, array._async_array.config,
-                                                      default_buffer_prototype())
+    # What zarr's read passes the codec for a chunk of a regular grid (zarr builds it internally).
+    spec = ArraySpec(shape=array.chunks, dtype=array.metadata.data_type, fill_value=array.fill_value,
+                     config=array.config, prototype=default_buffer_prototype())
     whole = (slice(None),) * array.ndim
     return lambda key: array.serializer.decode_partial([(StorePath(store, key), whole, spec)])
 

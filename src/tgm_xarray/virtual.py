@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 import xarray as xr
-import zarr
+from packaging.version import Version
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.utils import create_v3_array_metadata
 from zarr.core.metadata import ArrayV3Metadata
@@ -42,7 +43,7 @@ from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.zarr_codec import TensogramCodec
 
-__all__ = ["READ_CONFIG", "TensogramParser", "TensogramManifestStore", "local_repository"]
+__all__ = ["READ_CONFIG", "TensogramParser", "TensogramManifestStore", "local_repository", "no_credentials"]
 
 #: zarr settings for opening a virtual store whose dask chunks hold several fields:
 #: ``with zarr.config.set(READ_CONFIG): ds = xr.open_zarr(...)`` (they stick to the arrays
@@ -114,6 +115,7 @@ class TensogramManifestStore(ManifestStore):
 
     def __init__(self, group: ManifestGroup, *, registry, inline: dict[str, bytes], inline_variables=()):
         super().__init__(group, registry=registry)
+        self._manifest_root = group  # ours: VirtualiZarr keeps its own copy private
         # Store key -> bytes of the metadata-built arrays' chunks (zarr leaves out chunks that
         # equal the fill value).
         self._inline = inline
@@ -145,7 +147,7 @@ class TensogramManifestStore(ManifestStore):
         """``loadable_variables`` and the metadata-built arrays; ``None`` is VirtualiZarr's
         default: the dimension coordinates (of every group)."""
         if requested is None:
-            groups = [self._group, *self._group.groups.values()]
+            groups = [self._manifest_root, *self._manifest_root.groups.values()]
             requested = [name for g in groups for name, array in g.arrays.items()
                          if tuple(array.metadata.dimension_names or ()) == (name,)]
         return list(dict.fromkeys([*requested, *self.inline_variables]))
@@ -197,9 +199,25 @@ def local_repository(repo_dir, archive):
     config = icechunk.RepositoryConfig.default()
     config.set_virtual_chunk_container(
         icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(archive))))
-    credentials = icechunk.containers_credentials({prefix: None})
+    credentials = icechunk.containers_credentials({prefix: no_credentials(prefix)})
     storage = icechunk.local_filesystem_storage(str(repo_dir))
     return icechunk.Repository.open_or_create(storage, config, authorize_virtual_chunk_access=credentials)
+
+
+def no_credentials(prefix: str):
+    """What ``icechunk.containers_credentials`` takes for a virtual chunk container that needs
+    no credentials (``file://`` and ``http(s)://`` prefixes): ``None`` on Icechunk 1 (what
+    Python 3.11 gets); Icechunk 2 deprecates ``None`` there for an explicit value per scheme."""
+    import icechunk
+
+    if Version(version("icechunk")).major < 2:
+        return None
+    scheme = urlparse(prefix).scheme
+    if scheme == "file":
+        return icechunk.credentials.LocalFileSystemAccess
+    if scheme in ("http", "https"):
+        return icechunk.credentials.HttpAccess
+    raise ValueError(f"{prefix}: only file:// and http(s):// containers need no credentials")
 
 
 def _reference_url(url: str) -> str:
@@ -287,11 +305,11 @@ def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: b
     variables, attrs = TensogramDataStore(FileRef(url), plan).load()
     arrays = {var: _virtual_array(url, frames, p, variables[var].attrs, hash) for var, p in plan.variables.items()}
     if plan.index_coords:
-        memory = zarr.storage.MemoryStore()
+        memory: dict = {}  # a dict is a zarr store (zarr writes it through a MemoryStore)
         xr.Dataset({var: variables[var] for var in plan.index_coords}).to_zarr(
             memory, zarr_format=3, consolidated=False, encoding=_time_encodings(variables, plan.index_coords))
         prefix = f"{name}/" if name else ""
-        for key, buffer in memory._store_dict.items():
+        for key, buffer in memory.items():
             var, _, rest = key.partition("/")
             if var in plan.index_coords and rest == "zarr.json":
                 metadata = ArrayV3Metadata.from_dict(json.loads(buffer.to_bytes()))
