@@ -109,26 +109,33 @@ class TensogramParser:
         return _manifest_store(url, frames, {"": groups[self.group.strip("/")]}, registry, self.hash)
 
 
+#: VirtualiZarr >= 2.6 keeps chunks that live in memory in the manifest itself ("inlined"
+#: chunks: its store reads them, its writers write them as data). 2.5, what pip gives Python
+#: 3.11, has none: there TensogramManifestStore serves those chunks itself.
+INLINED_CHUNKS = Version(version("virtualizarr")) >= Version("2.6")
+
+
 class TensogramManifestStore(ManifestStore):
-    """A ``ManifestStore`` that also holds the small arrays built from metadata (which have no
-    bytes in any file) and loads them whatever ``loadable_variables`` says."""
+    """A ``ManifestStore`` whose small arrays built from metadata (which have no bytes in any
+    file) are loaded whatever ``loadable_variables`` says, and written as plain data."""
 
     def __init__(self, group: ManifestGroup, *, registry, inline: dict[str, bytes], inline_variables=()):
         super().__init__(group, registry=registry)
         self._manifest_root = group  # ours: VirtualiZarr keeps its own copy private
-        # Store key -> bytes of the metadata-built arrays' chunks (zarr leaves out chunks that
-        # equal the fill value).
+        # Without INLINED_CHUNKS: store key -> bytes of the metadata-built arrays' chunks (zarr
+        # leaves out chunks that equal the fill value).
         self._inline = inline
         self.inline_variables = sorted(inline_variables)
 
-    async def get(self, key: str, prototype, byte_range=None):
-        data = self._inline.get(key)
-        if data is None:
-            return await super().get(key, prototype, byte_range)
-        if byte_range is not None:
-            start, stop = _byte_range(byte_range, len(data))
-            data = data[start:stop]
-        return prototype.buffer.from_bytes(data)
+    if not INLINED_CHUNKS:
+        async def get(self, key: str, prototype, byte_range=None):
+            data = self._inline.get(key)
+            if data is None:
+                return await super().get(key, prototype, byte_range)
+            if byte_range is not None:
+                start, stop = _byte_range(byte_range, len(data))
+                data = data[start:stop]
+            return prototype.buffer.from_bytes(data)
 
     def to_virtual_dataset(self, group="", loadable_variables=None, decode_times=None) -> xr.Dataset:
         loadable = self._loadable(loadable_variables)
@@ -298,8 +305,8 @@ def _manifest_store(url: str, frames: _FrameRanges, plans: Mapping[str, Hypercub
 
 def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: bool, name: str,
                     inline: dict[str, bytes]) -> ManifestGroup:
-    """One group's arrays; the chunks of its metadata-built arrays go into ``inline`` under the
-    store keys of group ``name``."""
+    """One group's arrays; the chunks of its metadata-built arrays are inlined in their manifests
+    (INLINED_CHUNKS), else go into ``inline`` under the store keys of group ``name``."""
     # The engine's variables (attributes, `coordinates`, metadata coordinates' values): one home
     # for those rules. Nothing is read: its arrays stay lazy and unused.
     variables, attrs = TensogramDataStore(FileRef(url), plan).load()
@@ -309,14 +316,23 @@ def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: b
         xr.Dataset({var: variables[var] for var in plan.index_coords}).to_zarr(
             memory, zarr_format=3, consolidated=False, encoding=_time_encodings(variables, plan.index_coords))
         prefix = f"{name}/" if name else ""
+        chunks: dict[str, dict[str, dict]] = {var: {} for var in plan.index_coords}
         for key, buffer in memory.items():
             var, _, rest = key.partition("/")
-            if var in plan.index_coords and rest == "zarr.json":
-                metadata = ArrayV3Metadata.from_dict(json.loads(buffer.to_bytes()))
-                grid = tuple(-(-n // c) for n, c in zip(metadata.shape, metadata.chunks))
-                arrays[var] = ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest({}, shape=grid))
-            elif var in plan.index_coords:
+            if var not in plan.index_coords:
+                continue
+            if rest == "zarr.json":
+                arrays[var] = ArrayV3Metadata.from_dict(json.loads(buffer.to_bytes()))
+            elif INLINED_CHUNKS:  # "c/0/1" -> the manifest's key "0.1"
+                data = buffer.to_bytes()
+                index = ".".join(rest.removeprefix("c/").split("/"))
+                chunks[var][index] = {"path": "", "offset": 0, "length": len(data), "data": data}
+            else:
                 inline[prefix + key] = buffer.to_bytes()
+        for var, entries in chunks.items():
+            metadata = arrays[var]
+            grid = tuple(-(-n // c) for n, c in zip(metadata.shape, metadata.chunks))
+            arrays[var] = ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest(entries, shape=grid))
     return ManifestGroup(arrays=arrays, attributes=_json_safe(attrs))
 
 
