@@ -19,6 +19,7 @@ _MODULES = {
     "virtual": "virtual",
     "archive": "archive",
     **dict.fromkeys(("split", "split-e2e", "async", "window-default"), "cases_parallel"),
+    "verify": "case_verify",
 }
 
 

@@ -6,7 +6,10 @@ its latitude/longitude objects, as the archive benchmark's files do. Tables are 
 runs, on a table whose frames carry inline hashes (what a file written with hashes gives: no
 fingerprint call) and on one without (one fingerprint call per coordinate object).
 
-    python benchmarks/planner.py [--sizes 1000 10000 100000] [--repeat 5]
+``--distinct-steps`` times instead one-value messages each at a step of its own (one axis of N
+distinct values; issue 25: that took time quadratic in N, 7.7 minutes for 10^6).
+
+    python benchmarks/planner.py [--sizes 1000 10000 100000] [--repeat 5] [--distinct-steps]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 import numpy as np
 
 from tgm_xarray.hypercube import MetadataTable, build_hypercube
+from tgm_xarray.hypercube.table import Column
 
 PARAMS = 10
 LEVELS = (1000, 925, 850, 700, 500, 400, 300, 250, 200, 100)
@@ -51,6 +55,24 @@ def archive_messages(n_messages: int) -> list[tuple[dict, list[dict]]]:
     return messages
 
 
+def distinct_steps_table(n: int) -> MetadataTable:
+    """``n`` one-value messages of ``2t``, each at its own step: the table a file of them gives,
+    built from columns (``from_messages`` would take longer than the planner)."""
+    one = MetadataTable.from_messages(
+        [({"base": [{"mars": {"param": "2t", "step": 0}}]}, [_descriptor((), "float32")])])
+    zeros, unknown = np.zeros(n, dtype=np.int32), np.full(n, -1, dtype=np.int64)
+    return dataclasses.replace(
+        one, n_messages=n, msg=np.arange(n, dtype=np.int64), obj=zeros.astype(np.int64),
+        shape=zeros, descriptor=zeros,
+        own={"mars.param": Column(zeros, ["2t"]),
+             "mars.step": Column(np.arange(n, dtype=np.int32), list(range(n)))},
+        frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
+        frame_start=unknown, frame_end=unknown, payload_start=unknown, payload_end=unknown,
+        extra_dim_names=Column(np.full(n, -1, dtype=np.int32), []),
+        coordinate_attrs=Column(np.full(n, -1, dtype=np.int32), []),
+        message_offset=unknown, message_length=unknown)
+
+
 def with_frame_hashes(table: MetadataTable) -> MetadataTable:
     """The table as a file written with inline hashes gives it: every frame has a hash, equal
     for the (identical) coordinate objects of every message."""
@@ -81,15 +103,22 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--distinct-steps", action="store_true",
+                        help="one-value messages, each at its own step")
     args = parser.parse_args(argv)
-    results: dict[str, dict[int, float]] = {"hashed": {}, "callback": {}}
-    print(f"{'messages':>9} {'frames':>9} {'median s':>9} {'us/msg':>7} {'fingerprint calls':>18}")
+    results: dict[str, dict[int, float]] = \
+        {"distinct steps": {}} if args.distinct_steps else {"hashed": {}, "callback": {}}
+    print(f"{'messages':>9} {'frames':>14} {'median s':>9} {'us/msg':>7} {'fingerprint calls':>18}")
     for n in args.sizes:
-        table = MetadataTable.from_messages(archive_messages(n))
-        for kind, t in (("hashed", with_frame_hashes(table)), ("callback", table)):
+        if args.distinct_steps:
+            tables = [("distinct steps", distinct_steps_table(n))]
+        else:
+            table = MetadataTable.from_messages(archive_messages(n))
+            tables = [("hashed", with_frame_hashes(table)), ("callback", table)]
+        for kind, t in tables:
             seconds, calls = time_plan(t, args.repeat)
             results[kind][n] = seconds
-            print(f"{n:>9} {kind:>9} {seconds:>9.4f} {seconds / n * 1e6:>7.2f} {calls:>18}")
+            print(f"{n:>9} {kind:>14} {seconds:>9.4f} {seconds / n * 1e6:>7.2f} {calls:>18}")
     for kind, by_size in results.items():
         sizes = sorted(by_size)
         for small, big in zip(sizes, sizes[1:]):

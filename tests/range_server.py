@@ -3,9 +3,9 @@
 It serves the files of one directory with ``Range: bytes=a-b`` support and keep-alive, counts
 every request and the bytes it sent, measures how many requests were in flight at once, and can
 be told to misbehave for a path (``503`` a few times, ``404``, ``403``, cut a body short, be
-slow, answer other bytes than asked, never answer, redirect to itself), so tests see what a real
-server, a broken one and a flaky network do. ``PlainServer`` is the standard library's
-``http.server``, which ignores ranges. Only 127.0.0.1 is ever bound.
+slow, answer other bytes than asked, never answer, send a body without end, redirect to itself),
+so tests see what a real server, a broken one and a flaky network do. ``PlainServer`` is the
+standard library's ``http.server``, which ignores ranges. Only 127.0.0.1 is ever bound.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Fault:
     delay: float = 0.0  # seconds to wait before answering
     shift: int = 0  # serve the bytes this far after those asked (saying so in Content-Range)
     hang: bool = False  # accept the request and never answer (until the server stops)
+    endless: bool = False  # answer 200 with a body without length or end (until the client hangs up)
     redirect: str | None = None  # answer 302 to this path (itself: a redirect loop)
     times: int | None = None
 
@@ -139,6 +140,17 @@ class RangeServer:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
+            def _endless(self, record: Request) -> None:
+                record.status = 200
+                self.send_response(200)
+                self.send_header("Connection", "close")  # no Content-Length: the body ends when we close
+                self.end_headers()
+                self.close_connection = True
+                block = bytes(64 * 1024)
+                while not server._stopping.is_set():  # the client hanging up ends it (BrokenPipeError)
+                    self.wfile.write(block)
+                    record.sent += len(block)
+
             def _serve(self, record: Request, head: bool):
                 if server.latency:
                     time.sleep(server.latency)
@@ -150,6 +162,8 @@ class RangeServer:
                     return
                 if fault and fault.status:
                     return self._status(record, fault.status)
+                if fault and fault.endless:
+                    return self._endless(record)
                 if fault and fault.redirect:
                     record.status = 302
                     self.send_response(302)

@@ -450,7 +450,7 @@ def test_version_and_help_without_markup():
     result = run_cli("--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"tgm-xarray {__version__} (tensogram crate {_core.TENSOGRAM_VERSION})"
-    for command in ([], ["convert"], ["info"], ["dump"]):
+    for command in ([], ["convert"], ["info"], ["dump"], ["verify"]):
         text = run_cli(*command, "--help").stdout
         assert "usage: tgm-xarray" in text
         assert "``" not in text and ":func:" not in text and ":class:" not in text, text

@@ -342,7 +342,8 @@ CORRUPT_READ = textwrap.dedent("""
     outcomes = []
     for key in (None, (slice(0, 3),), (slice(-3, None),), (0,)):
         try:
-            f.read(msg, obj, key)
+            # The decoders themselves, on the damaged bytes (the default would stop at the hash).
+            f.read(msg, obj, key, verify_hash=False)
             outcomes.append("values")
         except TgmError as e:
             assert path in str(e), e
@@ -371,7 +372,8 @@ def test_corrupt_compressed_payload_does_not_crash(codec_matrix, tmp_path, objec
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, f"exit code {run.returncode}: {run.stderr[-2000:]}"
     outcomes = run.stdout.strip().split(",")
-    # A stored hash is checked before sz3 decodes (SZ3's C++ exceptions would abort the process).
+    # A stored hash is checked before sz3 decodes, even with verify_hash=False (SZ3's C++
+    # exceptions would abort the process).
     allowed = {"TgmHashMismatchError"} if o.spec.params.get("compression") == "sz3" else {"values", "TgmCodecError"}
     assert len(outcomes) == 4 and set(outcomes) <= allowed, outcomes
 

@@ -111,6 +111,19 @@ def test_field_larger_than_the_memory_limit_raises_memory_error(tmp_path):
     assert [kind for kind, _ in run["outcomes"]] == ["builtins.MemoryError"], run["outcomes"]
 
 
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_valid_field_read_whole_within_a_limit_numpy_meets(tmp_path, compression):
+    """A valid 256 MiB field (zeros) read whole under a 400 MiB limit: the result fits, and the
+    decode writes straight into it (upstream's decoders grew buffers of their own past the
+    limit, and an infallible allocation aborted the process)."""
+    n = 2**25
+    message = encode(descriptor((n,), compression=compression), np.zeros(n))
+    path = write(tmp_path, f"{compression}-256mib.tgm", message)
+    run = read_in_child(path, 400 * MiB, keys=(None,))
+    assert run["returncode"] == 0, f"the child died with {run['returncode']}: {run['stderr']}"
+    assert [kind for kind, _ in run["outcomes"]] == ["values"], run["outcomes"]
+
+
 def test_uncompressed_payload_shorter_than_its_shape(tmp_path):
     """A raw payload of 100 float32 under a shape of 200: whole reads and windows both fail."""
     message = encode(descriptor((100,), dtype="float32"), np.arange(100, dtype=np.float32))

@@ -7,9 +7,13 @@ so every test that checks values also proves xarray accepts the layout.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
+import os
 import random
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -34,6 +38,10 @@ from tgm_xarray.hypercube import (  # noqa: E402
     split_groups,
 )
 from tgm_xarray.hypercube import extra, objects, variables  # noqa: E402
+from tgm_xarray.hypercube.table import Column  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from planner import distinct_steps_table  # noqa: E402
 
 from test_attrs import assert_netcdf_friendly  # noqa: E402
 
@@ -1223,3 +1231,140 @@ def test_round_trip_era5_valid_time(tmp_path):
     assert meta.base[0]["valid_time"] == "2024-01-01T00:00:00.000000000"
     assert meta.extra["coordinate_attrs"]["valid_time"] == {"standard_name": "time",
                                                             "long_name": "time"}
+
+
+# --------------------------------------------------------------------------------------------
+# Many distinct values: planning work grows linearly with the messages (issue 25)
+# --------------------------------------------------------------------------------------------
+
+
+def _planning_work(table: MetadataTable, monkeypatch) -> tuple[int, int]:
+    """What planning ``table`` costs, counted rather than timed: function calls (Python and C),
+    and elements of the arrays numpy's constructors allocate."""
+    elements = [0]
+    for name in ("full", "zeros", "ones", "empty"):
+        def counted(shape, *args, _make=getattr(np, name), **kwargs):
+            array = _make(shape, *args, **kwargs)
+            elements[0] += array.size
+            return array
+        monkeypatch.setattr(np, name, counted)
+    calls = [0]
+
+    def profile(frame, event, arg):
+        if event in ("call", "c_call"):
+            calls[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
+    finally:
+        sys.setprofile(None)
+        monkeypatch.undo()
+    assert plan.variables["2t"].shape == (table.n_messages,)
+    return calls[0], elements[0]
+
+
+def test_distinct_steps_plan_in_linear_work(monkeypatch):
+    """Ten times the messages, each at a step of its own, cost at most ~ten times the calls and
+    the allocated elements (an O(n) array per distinct step made it 100 times)."""
+    small = _planning_work(distinct_steps_table(2_000), monkeypatch)
+    big = _planning_work(distinct_steps_table(20_000), monkeypatch)
+    for what, a, b in zip(("calls", "allocated elements"), small, big):
+        assert b <= 11 * a, f"{what}: {a} for 2,000 messages but {b} for 20,000"
+
+
+def test_distinct_steps_sorted_and_placed():
+    """Steps written in reverse order come out ascending, each field at its own step."""
+    n = 1_000
+    table = distinct_steps_table(n)
+    table = dataclasses.replace(table, own={**table.own, "mars.step": Column(
+        np.arange(n, dtype=np.int32), list(range(n))[::-1])})
+    plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
+    step = plan.index_coords["step"][1]
+    assert (step == np.arange(n) * np.timedelta64(3600, "s")).all()
+    var = plan.variables["2t"]
+    assert [var.refs[i][0] for i in var.fields.tolist()] == list(range(n))[::-1]
+
+
+def test_classify_many_objects_of_one_message():
+    """One message of 30,000 objects: classified in one pass over them (a pass over the others
+    per object took 10^9 steps)."""
+    n = 30_000
+    names = [f"v{i}" for i in range(n)] + ["lat", "x"]
+    shapes = [(7,)] * n + [(7,), (9,)]
+    hints = [None] * (n + 2)
+    found = objects._classify(names, shapes, hints)
+    assert found[-2:] == ["latitude", None]  # `x` has no axis of its size to label
+    assert found[:n] == [None] * n
+
+
+# --------------------------------------------------------------------------------------------
+# NaN among coordinate values: one label, last, the same in every process and from an index
+# --------------------------------------------------------------------------------------------
+
+_NAN = float("nan")
+
+# Prints the coordinates and values of a file opened cold (`False`) or through the index cache.
+_OPEN_AND_PRINT = """
+import sys, warnings
+import xarray as xr
+warnings.simplefilter("ignore")
+index = {"False": False}.get(sys.argv[2], sys.argv[2])
+for path in sys.argv[1].split(","):
+    ds = xr.open_dataset(path, engine="tgm", index=index)
+    for name in sorted(ds.variables):
+        print(name, ds[name].dims, ds[name].values.tolist())
+"""
+
+
+@pytest.fixture(scope="module")
+def nan_files(tmp_path_factory):
+    """A level NaN among 850, 500, 700 hPa, and a generic key ``band`` NaN among 2.0, 1.0."""
+    d = tmp_path_factory.mktemp("nan")
+    levels = _write(d / "levels.tgm", [_message(
+        ({"mars": {"param": "t", "levtype": "pl", "levelist": level}}, np.full(2, float(i))))
+        for i, level in enumerate([850, _NAN, 500, 700])])
+    bands = _write(d / "bands.tgm", [_message(({"name": "x", "band": band}, np.full(2, float(i))))
+                                     for i, band in enumerate([2.0, _NAN, 1.0])])
+    return levels, bands
+
+
+def test_nan_coordinate_value_sorts_last(nan_files):
+    levels, bands = nan_files
+    t = _plan(levels)
+    np.testing.assert_array_equal(t.index_coords["isobaricInhPa"][1], [850.0, 700.0, 500.0, _NAN])
+    assert [t.variables["t"].refs[i][0] for i in t.variables["t"].fields.tolist()] == [0, 3, 2, 1]
+    x = _plan(bands)
+    np.testing.assert_array_equal(x.index_coords["band"][1], [1.0, 2.0, _NAN])
+    assert [x.variables["x"].refs[i][0] for i in x.variables["x"].fields.tolist()] == [2, 0, 1]
+
+
+def test_nan_coordinate_order_is_the_same_in_every_process_and_from_an_index(nan_files, tmp_path):
+    """20 processes with different hash seeds (NaN's hash is its address), cold and through the
+    index each wrote or read: one output."""
+    paths = ",".join(str(p) for p in nan_files)
+    outputs = set()
+    for seed in range(20):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "TGM_XARRAY_CACHE_DIR": str(tmp_path)}
+        index = "False" if seed % 2 else "auto"
+        done = subprocess.run([sys.executable, "-c", _OPEN_AND_PRINT, paths, index], env=env,
+                              capture_output=True, text=True, timeout=300, check=True)
+        outputs.add(done.stdout)
+    assert len(list(tmp_path.glob("*.tgmidx"))) == 2  # the indexed opens had an index to read
+    (output,) = outputs
+    assert "isobaricInhPa ('isobaricInhPa',) [850.0, 700.0, 500.0, nan]" in output
+    assert "t ('isobaricInhPa', 'dim_0') [[0.0, 0.0], [3.0, 3.0], [2.0, 2.0], [1.0, 1.0]]" in output
+    assert "band ('band',) [1.0, 2.0, nan]" in output
+
+
+@pytest.mark.parametrize("meta", [{"name": "v"}, {"name": "lat", "dim_names": ["lat"]}],
+                         ids=["data", "coordinate"])
+def test_shape_past_what_numpy_holds_is_a_format_error(meta):
+    """A declared shape of more bytes than any array holds: a TgmFormatError at open naming the
+    file, the message and the object (numpy's bare ValueError came at the first read)."""
+    shape = [2**32 - 1] * 3 if meta["name"] == "v" else [2**63 // 4]
+    descriptor = {**_desc(np.zeros(0, "float64")), "shape": shape}
+    table = MetadataTable.from_messages([({"base": [meta]}, [descriptor])])
+    with pytest.raises(TgmError, match=r"huge\.tgm: .*message 0 object 0\) has shape") as err:
+        build_hypercube(table, source="huge.tgm", fingerprint=lambda m, o: b"")
+    assert type(err.value).__name__ == "TgmFormatError"

@@ -54,7 +54,8 @@ def open_quietly(path, **kwargs) -> xr.Dataset:
 
 
 def cache_files(tmp_path) -> list[str]:
-    return sorted(os.listdir(tmp_path / "cache"))
+    """The cache directory's files but this user's key."""
+    return sorted(name for name in os.listdir(tmp_path / "cache") if name != index.KEY_FILE)
 
 
 def assert_warm(path, **kwargs) -> xr.Dataset:
@@ -111,7 +112,7 @@ def test_each_set_of_keywords_gets_its_plan(archive, tmp_path):
     with open_quietly(archive, filter_by_keys={"param": "t"}) as ds:
         xr.testing.assert_identical(ds.load(), cold)
     handles.CACHE.clear()
-    assert len(index.Index(index.cached(str(archive))).keys) == 2
+    assert len(index.Index(index.cached(str(archive)), index.user_key()).keys) == 2
     with assert_warm(archive, filter_by_keys={"param": "t"}) as ds, assert_warm(archive) as default:
         xr.testing.assert_identical(ds.load(), cold)
         assert set(default.data_vars) > {"t"}
@@ -217,7 +218,7 @@ def test_an_index_beside_the_data_is_read_first(archive, tmp_path):
     assert (tmp_path / f"archive.tgm{index.SUFFIX}").is_file()
     with assert_warm(archive) as ds:
         xr.testing.assert_identical(ds.load(), open_cold(archive))
-    assert not (tmp_path / "cache").exists()  # nothing written: the beside index had the plan
+    assert cache_files(tmp_path) == []  # nothing written but the key: the beside index had the plan
 
 
 def test_index_false_reads_and_writes_none(archive, tmp_path):
@@ -285,11 +286,11 @@ def test_a_remote_open_without_an_index_scans_and_the_command_caches_one(range_s
     assert result.stderr.startswith("tgm-xarray: error: --beside writes next to local files only")
 
 
-def test_a_damaged_column_in_an_index_is_caught_by_its_hash(archive, tmp_path):
+def test_a_damaged_column_in_an_index_is_caught_by_its_digest(archive, tmp_path):
     open_quietly(archive).close()
     target = Path(index.cached(str(archive)))
-    stored = index.Index(str(target))
-    frames = MetadataTable.from_core(_core.table_of_files([stored.handle]))
+    stored = _core.FileHandle(str(target))
+    frames = MetadataTable.from_core(_core.table_of_files([stored]))
     row = int(np.searchsorted(frames.msg, 2))  # the first array of the plan's message
     start, length = int(frames.frame_start[row]), int(frames.frame_end[row] - frames.frame_start[row])
     del stored

@@ -112,10 +112,10 @@ def test_threads_through_the_engine_and_the_zarr_codec(ours, tmp_path):
 
 
 def test_bad_threads_are_refused(ours):
-    f, obj = ours
-    with pytest.raises(OverflowError):
+    f, obj = ours  # every entry point and value: test_threads_option.py
+    with pytest.raises(ValueError, match="threads must be None or an integer from 1 to 1024; got -1"):
         f.read(0, obj, threads=-1)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="threads .* got 'two'"):
         f.read(0, obj, threads="two")
 
 

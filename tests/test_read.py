@@ -303,8 +303,11 @@ def test_verify_hash_detects_a_flipped_payload_byte_in_a_raw_object(codec_matrix
     assert str(path) in str(err.value) and f"message {o.msg}" in str(err.value) and f"object {o.obj}" in str(err.value)
     with pytest.raises(TgmHashMismatchError):  # a one-element read checks the whole object too
         f.read(o.msg, o.obj, (0, 0), verify_hash=True)
-    # Without verify_hash the flipped byte comes through, in exactly that element.
-    got = f.read(o.msg, o.obj)
+    # By default too: every object that carries a hash is checked.
+    with pytest.raises(TgmHashMismatchError):
+        f.read(o.msg, o.obj)
+    # With verify_hash=False the flipped byte comes through, in exactly that element.
+    got = f.read(o.msg, o.obj, verify_hash=False)
     diff = np.flatnonzero(got.reshape(-1).view(np.uint32) != o.input.reshape(-1).view(np.uint32))
     assert diff.tolist() == [element]
     # Other objects of the message and other messages still verify.

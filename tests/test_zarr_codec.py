@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -612,18 +613,32 @@ def test_sharding_reads_only_the_inner_chunks_needed(t2m, tmp_path):
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.thread_unsafe  # the core's counters are process-wide
-def test_chunk_decodes_run_concurrently_off_the_event_loop(t2m, tmp_path):
+@pytest.mark.thread_unsafe  # patches the codec's class
+def test_chunk_decodes_run_concurrently_off_the_event_loop(t2m, tmp_path, monkeypatch):
     codec = TensogramCodec(encoding="simple_packing", bits_per_value=24, compression="szip")
-    z = create(str(tmp_path / "a"), t2m, codec, chunks=(181, 360))  # 16 chunks of about 1 ms each
-    overlaps = []
-    for _ in range(5):  # a few tries: on 2 busy cores one read may happen to run its decodes in turn
-        _core.take_max_concurrent_reads()  # reset
-        got = z[...]
-        overlaps.append(_core.take_max_concurrent_reads())
-        if overlaps[-1] >= 2:
-            break
-    assert max(overlaps) >= 2, overlaps  # always 1 if zarr's event loop decoded the chunks itself
+    z = create(str(tmp_path / "a"), t2m, codec, chunks=(181, 360))  # 16 chunks
+    # The first two decodes must meet at a barrier: they can only if each runs in its own
+    # thread while the other is in flight. Decoded on zarr's event loop, the first would block
+    # the loop and the second never start: the barrier breaks after its timeout instead.
+    barrier, lock, met, loops = threading.Barrier(2, timeout=60), threading.Lock(), [], []
+    decode = TensogramCodec._decode_region_sync
+
+    def meeting(self, *args):
+        with lock:
+            first_two = len(met) < 2
+            met.append(threading.get_ident())
+        if first_two:
+            try:
+                asyncio.get_running_loop()
+                loops.append(threading.get_ident())
+            except RuntimeError:  # no event loop runs in this thread
+                pass
+            barrier.wait()
+        return decode(self, *args)
+
+    monkeypatch.setattr(TensogramCodec, "_decode_region_sync", meeting)
+    got = z[...]
+    assert len(set(met[:2])) == 2 and not loops, (met, loops)
     assert np.abs(got - t2m).max() <= np.ptp(t2m) / (2**24 - 1)
 
 

@@ -174,7 +174,7 @@ pub fn empty<'py>(py: Python<'py>, shape: &[usize], dtype: Bound<'py, PyArrayDes
     unsafe {
         let array = PY_ARRAY_API.PyArray_NewFromDescr(
             py,
-            PY_ARRAY_API.get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+            npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
             dtype.into_dtype_ptr(),
             dims.len() as std::os::raw::c_int,
             dims.as_mut_ptr(),

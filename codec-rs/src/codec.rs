@@ -15,6 +15,7 @@ use crate::exceptions::Raised;
 use crate::message::ParsedMessage;
 use crate::encode;
 use crate::pyarray::{parse_index, read_into_out, InBuffer};
+use crate::read::Verify;
 
 fn type_err(m: String) -> CoreError {
     CoreError::new(Kind::Type, m)
@@ -153,11 +154,11 @@ pub fn encode_message<'py>(
     Ok(PyBytes::new(py, &encoded))
 }
 
-/// Fails unless `parsed` holds one object, of `shape` and dtype `dtype`.
-fn check_holds(parsed: &ParsedMessage, shape: &[u64], dtype: &str) -> CoreResult<()> {
-    let found: Vec<(&[u64], String)> =
-        parsed.objects.iter().map(|o| (&o.descriptor.shape[..], o.descriptor.dtype.to_string())).collect();
-    if found.len() == 1 && found[0].0 == shape && found[0].1 == dtype {
+/// Fails unless `objects` is one object, of `shape` and (unless `None`) dtype `dtype`: checked
+/// before anything is decoded, so a chunk declaring another size costs nothing.
+pub(crate) fn check_holds<'a>(objects: impl IntoIterator<Item = &'a DataObjectDescriptor>, shape: &[u64], dtype: Option<&str>) -> CoreResult<()> {
+    let found: Vec<(&[u64], String)> = objects.into_iter().map(|d| (&d.shape[..], d.dtype.to_string())).collect();
+    if found.len() == 1 && found[0].0 == shape && dtype.is_none_or(|t| found[0].1 == t) {
         return Ok(());
     }
     let shape_text = |s: &[u64]| match s {
@@ -168,7 +169,11 @@ fn check_holds(parsed: &ParsedMessage, shape: &[u64], dtype: &str) -> CoreResult
     let what = if what.is_empty() { "no object".to_string() } else { what };
     Err(CoreError::new(
         Kind::Codec,
-        format!("tensogram codec: the chunk holds {what}, not one object of shape {} {dtype} as the array's chunk spec says", shape_text(shape)),
+        format!(
+            "tensogram codec: the chunk holds {what}, not one object of shape {}{} as the array's chunk spec says",
+            shape_text(shape),
+            dtype.map(|t| format!(" {t}")).unwrap_or_default()
+        ),
     ))
 }
 
@@ -178,7 +183,7 @@ fn check_holds(parsed: &ParsedMessage, shape: &[u64], dtype: &str) -> CoreResult
 /// (a zarr chunk spec): the decoder checks only the size of what it fills, and a chunk of another
 /// shape or dtype of the same size would decode into wrong values (int64 7 as float64 3.5e-323).
 #[pyfunction]
-#[pyo3(signature = (buf, obj, selection, out, verify_hash = false, threads = None, expect = None))]
+#[pyo3(signature = (buf, obj, selection, out, verify_hash = None, threads = None, expect = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn decode_message_into(
     py: Python<'_>,
@@ -186,7 +191,7 @@ pub fn decode_message_into(
     obj: usize,
     selection: Option<&Bound<'_, PyAny>>,
     out: &Bound<'_, PyUntypedArray>,
-    verify_hash: bool,
+    verify_hash: Option<bool>,
     threads: Option<usize>,
     expect: Option<(Vec<u64>, String)>,
 ) -> PyResult<()> {
@@ -202,12 +207,12 @@ pub fn decode_message_into(
     };
     let parsed = py.detach(|| ParsedMessage::parse_single(bytes)).raised()?;
     if let Some((shape, dtype)) = &expect {
-        check_holds(&parsed, shape, dtype).raised()?;
+        check_holds(parsed.objects.iter().map(|o| &o.descriptor), shape, Some(dtype)).raised()?;
     }
     let entry = parsed.objects.get(obj).ok_or_else(|| {
         CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
     }).raised()?;
     let index = parse_index(selection, &entry.descriptor.shape).raised()?;
-    read_into_out(py, bytes, entry, index, out, verify_hash, threads).raised()?;
+    read_into_out(py, bytes, entry, index, out, Verify::from_flag(verify_hash), threads).raised()?;
     Ok(())
 }

@@ -10,6 +10,7 @@ use crate::exceptions::Raised;
 use crate::mapped_file::MappedFile;
 use crate::message::ParsedMessage;
 use crate::pyarray::{parse_index, read_into_out, read_to_array};
+use crate::read::Verify;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 /// A `.tgm` file mapped once and shared by every thread: `&self` methods only.
@@ -156,7 +157,7 @@ impl FileHandle {
     /// decode, so reads from many threads spend next to no time holding it. `threads`: at most
     /// this many threads decode one large read (`None`: the process-wide budget decides, see
     /// docs/architecture.md).
-    #[pyo3(signature = (msg, obj, index = None, out = None, verify_hash = false, threads = None))]
+    #[pyo3(signature = (msg, obj, index = None, out = None, verify_hash = None, threads = None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn read<'py>(
         &self,
@@ -165,16 +166,16 @@ impl FileHandle {
         obj: i64,
         index: Option<&Bound<'py, PyAny>>,
         out: Option<Bound<'py, PyUntypedArray>>,
-        verify_hash: bool,
+        verify_hash: Option<bool>,
         threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
         let (parsed, obj) = self.object_attached(py, msg, obj).raised()?;
         let where_ = || format!("{}: message {msg}, object {obj}", self.file.path());
-        read_to_array(py, self.file.message_bytes(msg as usize), &parsed.objects[obj], index, out, verify_hash, threads, &where_)
+        read_to_array(py, self.file.message_bytes(msg as usize), &parsed.objects[obj], index, out, Verify::from_flag(verify_hash), threads, &where_)
     }
 
     /// Reads `selection` of object `obj` of message `msg` into `out` (see docs/architecture.md).
-    #[pyo3(signature = (msg, obj, selection, out, verify_hash = false, threads = None))]
+    #[pyo3(signature = (msg, obj, selection, out, verify_hash = None, threads = None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn read_into(
         &self,
@@ -183,7 +184,7 @@ impl FileHandle {
         obj: i64,
         selection: Option<&Bound<'_, PyAny>>,
         out: &Bound<'_, PyUntypedArray>,
-        verify_hash: bool,
+        verify_hash: Option<bool>,
         threads: Option<usize>,
     ) -> PyResult<()> {
         let (parsed, obj) = self.object_attached(py, msg, obj).raised()?;
@@ -191,7 +192,7 @@ impl FileHandle {
         let where_ = || format!("{}: message {msg}, object {obj}", self.file.path());
         let bytes = self.file.message_bytes(msg as usize);
         parse_index(selection, &entry.descriptor.shape)
-            .and_then(|index| read_into_out(py, bytes, entry, index, out, verify_hash, threads))
+            .and_then(|index| read_into_out(py, bytes, entry, index, out, Verify::from_flag(verify_hash), threads))
             .map_err(|e| e.context(&where_()).raised())
     }
 }

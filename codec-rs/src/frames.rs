@@ -14,7 +14,9 @@ use crate::exceptions::Raised;
 use crate::fetch::PayloadRanges;
 use crate::file::{descriptor_to_py, metadata_to_py};
 use crate::message::{ObjectEntry, ParsedMessage};
+use crate::codec::check_holds;
 use crate::pyarray::{fill_out, out_array, parse_index, read_to_array};
+use crate::read::Verify;
 
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
 /// is `length` bytes long say: `(cbor_offset, inline hash or None)` (`tgm_core::remote_walk`'s
@@ -37,21 +39,27 @@ pub fn parse_message<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<(Bound<'py, P
 }
 
 /// `FileHandle.read` for the object in the data-object frame `frame` (a remote read fetches
-/// just the frame); `context` names the object in errors.
+/// just the frame); `context` names the object in errors. `expect_shape`: the shape the frame's
+/// object must have (a zarr chunk spec's), checked before it is decoded.
 #[pyfunction]
-#[pyo3(signature = (frame, index = None, out = None, verify_hash = false, context = "", threads = None))]
+#[pyo3(signature = (frame, index = None, out = None, verify_hash = None, context = "", threads = None, expect_shape = None))]
+#[allow(clippy::too_many_arguments)] // Python's keyword arguments
 pub fn read_frame<'py>(
     py: Python<'py>,
     frame: &Bound<'py, PyBytes>,
     index: Option<&Bound<'py, PyAny>>,
     out: Option<Bound<'py, PyUntypedArray>>,
-    verify_hash: bool,
+    verify_hash: Option<bool>,
     context: &str,
     threads: Option<usize>,
+    expect_shape: Option<Vec<u64>>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let bytes = frame.as_bytes();
     let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context)).raised()?;
-    read_to_array(py, bytes, &entry, index, out, verify_hash, threads, &|| context.to_owned())
+    if let Some(shape) = &expect_shape {
+        check_holds([&entry.descriptor], shape, None).map_err(|e| e.context(context)).raised()?;
+    }
+    read_to_array(py, bytes, &entry, index, out, Verify::from_flag(verify_hash), threads, &|| context.to_owned())
 }
 
 /// `FileHandle.read` of an object from byte ranges of its payload (`payload_len` bytes stored;

@@ -14,7 +14,7 @@ use crate::dtypes;
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::exceptions::Raised;
 use crate::message::ObjectEntry;
-use crate::read::{full_selection, read_object, worth_releasing};
+use crate::read::{full_selection, read_object, worth_releasing, Verify};
 use crate::selection::AxisSel;
 
 /// A numpy array's data buffer, to be filled while the interpreter is detached.
@@ -365,13 +365,13 @@ pub fn read_to_array<'py>(
     entry: &ObjectEntry,
     index: Option<&Bound<'py, PyAny>>,
     out: Option<Bound<'py, PyUntypedArray>>,
-    verify_hash: bool,
+    verify: Verify,
     threads: Option<usize>,
     where_: &dyn Fn() -> String,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let index = parse_index(index, &entry.descriptor.shape).map_err(|e| e.context(&where_())).raised()?;
     let out = out_array(py, &entry.descriptor, &index.shape, out, where_)?;
-    read_into_out(py, bytes, entry, index, &out, verify_hash, threads).map_err(|e| e.context(&where_())).raised()?;
+    read_into_out(py, bytes, entry, index, &out, verify, threads).map_err(|e| e.context(&where_())).raised()?;
     Ok(out)
 }
 
@@ -412,12 +412,12 @@ pub fn read_into_out(
     entry: &ObjectEntry,
     index: Index,
     out: &Bound<'_, PyUntypedArray>,
-    verify_hash: bool,
+    verify: Verify,
     threads: Option<usize>,
 ) -> CoreResult<()> {
     let itemsize = entry.descriptor.dtype.byte_width();
-    let release = worth_releasing(entry, out.len() * itemsize, index.pieces(&entry.descriptor.shape), verify_hash);
-    fill_out(py, out, itemsize, release, move |out| read_object(bytes, entry, &index.selection()?, out, verify_hash, threads))
+    let release = worth_releasing(entry, out.len() * itemsize, index.pieces(&entry.descriptor.shape), verify);
+    fill_out(py, out, itemsize, release, move |out| read_object(bytes, entry, &index.selection()?, out, verify, threads))
 }
 
 /// Runs `fill(out bytes)` on `out`'s buffer (`itemsize` bytes per element), with the

@@ -4,8 +4,9 @@
 //! each (and for `_reserved_` subtrees nobody reads) cost most of its time. The walker finds
 //! where items start and end; only values not seen before are decoded, by ciborium.
 
-/// Nesting deeper than this is refused (a hostile file cannot exhaust the stack).
-pub const MAX_DEPTH: usize = 64;
+/// Nesting deeper than this is refused (a hostile file cannot exhaust the stack): ciborium's
+/// recursion limit, which upstream's metadata parse has, so the table reads what upstream reads.
+pub const MAX_DEPTH: usize = 256;
 
 /// The head of one data item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,10 +17,39 @@ use crate::selection::{AxisSel, Plan};
 use crate::szip;
 
 mod bounds;
+mod whole;
 
 /// Parallelism comes from the caller's threads (dask, zarr), never from a pool per call.
 fn decode_options() -> DecodeOptions {
     DecodeOptions { threads: 1, native_byte_order: true, verify_hash: false, ..Default::default() }
+}
+
+/// Which stored hashes a read checks (`verify_hash=` in Python: `None`, `True`, `False`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verify {
+    /// Every object that carries a hash, once per object: the default.
+    #[default]
+    IfHashed,
+    /// The same, and an object without a hash is an error.
+    Require,
+    /// None (SZ3 objects are still checked: see `read_object`).
+    Skip,
+}
+
+impl Verify {
+    /// `verify_hash=None | True | False`.
+    pub fn from_flag(flag: Option<bool>) -> Self {
+        match flag {
+            None => Verify::IfHashed,
+            Some(true) => Verify::Require,
+            Some(false) => Verify::Skip,
+        }
+    }
+
+    /// Whether a read of `entry` still has a hash to check (each object's is checked once).
+    fn pending(self, entry: &ObjectEntry) -> bool {
+        self != Verify::Skip && entry.hash_checked.get().is_none()
+    }
 }
 
 /// Checks the object's stored xxh3 hash against its frame, once per object; `Ok(false)` when
@@ -105,11 +134,11 @@ pub const RELEASE_MIN_BYTES: usize = 32 * 1024;
 pub const BYTES_PER_PIECE: usize = 128;
 
 /// Whether a read of `out_bytes` in at most `pieces` separate runs should release the
-/// interpreter: every decode does (it decodes at least a block), and so do hash checks and raw
-/// copies of a microsecond or more.
-pub fn worth_releasing(entry: &ObjectEntry, out_bytes: usize, pieces: usize, verify_hash: bool) -> bool {
+/// interpreter: every decode does (it decodes at least a block), and so do hash checks still to
+/// run and raw copies of a microsecond or more.
+pub fn worth_releasing(entry: &ObjectEntry, out_bytes: usize, pieces: usize, verify: Verify) -> bool {
     entry.access != Access::Raw
-        || verify_hash
+        || verify.pending(entry)
         || out_bytes.saturating_add(pieces.saturating_mul(BYTES_PER_PIECE)) >= RELEASE_MIN_BYTES
 }
 
@@ -120,7 +149,7 @@ pub fn read_object(
     entry: &ObjectEntry,
     sel: &[AxisSel],
     out: &mut [u8],
-    verify_hash: bool,
+    verify: Verify,
     threads: Option<usize>,
 ) -> CoreResult<()> {
     let desc = &entry.descriptor;
@@ -132,11 +161,12 @@ pub fn read_object(
             format!("output buffer holds {} bytes, the selection needs {}", out.len(), plan.out_len * itemsize as u64),
         ));
     }
-    // SZ3 trusts its input more than the other decoders (its exceptions are caught, but what a
-    // corrupt stream does short of throwing is unknown): a stored hash is always checked first.
-    if verify_hash || desc.compression == "sz3" {
+    // The whole frame is hashed, whatever part of it the read decodes. SZ3 trusts its input more
+    // than the other decoders (its exceptions are caught, but what a corrupt stream does short of
+    // throwing is unknown): its stored hash is checked even with `Verify::Skip`.
+    if verify != Verify::Skip || desc.compression == "sz3" {
         let hashed = check_hash(msg, entry)?;
-        if verify_hash && !hashed {
+        if verify == Verify::Require && !hashed {
             return Err(CoreError::new(Kind::Hash, "verify_hash=True but the object was written without a hash"));
         }
     }
@@ -195,11 +225,16 @@ pub fn read_object(
         }
         _ => {
             let whole_len = entry.num_elements() as usize * itemsize;
-            if let (Some(packed), true) = (&entry.packed, plan.is_whole(entry.num_elements())) {
-                // The whole object, in order: unpack straight into the output.
-                packed.decode_into(payload, out)?;
-                add_decoded(entry.num_elements());
-                return Ok(());
+            if plan.is_whole(entry.num_elements()) {
+                // The whole object, in order: decoded straight into the output.
+                let done = match &entry.packed {
+                    Some(packed) => packed.decode_into(payload, out).map(|()| true)?,
+                    None => whole::decode_into(desc, payload, out)?,
+                };
+                if done {
+                    add_decoded(entry.num_elements());
+                    return Ok(());
+                }
             }
             let whole = match &entry.packed {
                 Some(packed) => {
@@ -207,15 +242,18 @@ pub fn read_object(
                     packed.decode_into(payload, &mut whole)?;
                     whole
                 }
-                None => {
-                    // Upstream decodes the NaN/Inf masks here too.
-                    bounds::check_masks(desc, &msg[entry.payload.start..entry.frame.end])?;
-                    let decoded = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1;
-                    if desc.compression == "sz3" {
-                        bounds::sz3_failed()?;
+                None => match whole::decode(desc, payload, whole_len)? {
+                    Some(values) => values,
+                    None => {
+                        // Upstream decodes the NaN/Inf masks here too.
+                        bounds::check_masks(desc, &msg[entry.payload.start..entry.frame.end])?;
+                        let decoded = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1;
+                        if desc.compression == "sz3" {
+                            bounds::sz3_failed()?;
+                        }
+                        decoded
                     }
-                    decoded
-                }
+                },
             };
             if whole.len() != whole_len {
                 return Err(CoreError::new(Kind::Codec, "decoded payload has the wrong size"));

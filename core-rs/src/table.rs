@@ -393,17 +393,24 @@ impl Builder {
     }
 
     /// Flattens a metadata frame's CBOR map (`tensogram::metadata::cbor_to_global_metadata`'s
-    /// rules: free-form top-level keys belong to `_extra_`, and may not repeat one of its keys).
+    /// rules: free-form top-level keys belong to `_extra_`, and may not repeat one of its keys;
+    /// of a repeated top-level key, the last one counts).
     fn metadata(&mut self, cbor: &[u8]) -> Result<MessageMeta, String> {
         let bad = |m: String| format!("bad metadata frame: {m}");
+        let last = last_of_each_key(cbor).map_err(|e| bad(e.0))?;
         let mut meta = MessageMeta::default();
         let (mut extra_keys, mut free_keys) = (Vec::new(), Vec::new());
         let mut walker = Walker::new(cbor);
+        let mut entry = 0;
         let is_map = walker
             .map_entries(|w| {
                 let Some(key) = w.text()? else {
                     return Err(cbor::CborError("global metadata has a non-text top-level key".into()));
                 };
+                entry += 1;
+                if last.get(key) != Some(&entry) {
+                    return w.item().map(drop); // repeated later: that one counts
+                }
                 match key {
                     "base" => {
                         let is_array = w.array_items(|w| {
@@ -525,6 +532,22 @@ impl Builder {
             ..self.table
         }
     }
+}
+
+/// The number (from 1) of the last entry of each text key of the CBOR map `cbor`: upstream
+/// decodes the map into a `BTreeMap`, so a repeated key's last value replaces the earlier ones.
+fn last_of_each_key(cbor: &[u8]) -> cbor::Result<HashMap<&str, usize>> {
+    let mut last = HashMap::default();
+    let mut entry = 0;
+    Walker::new(cbor).map_entries(|w| {
+        entry += 1;
+        match w.text()? {
+            Some(key) => drop(last.insert(key, entry)),
+            None => drop(w.item()?),
+        }
+        w.item().map(drop)
+    })?;
+    Ok(last)
 }
 
 /// What tells descriptors apart apart from their `params`.

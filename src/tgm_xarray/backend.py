@@ -34,6 +34,7 @@ from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.remote import RemoteHandle, is_url
 from tgm_xarray.selection import outer
+from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import warn_if_engine_name_shared
 
 warn_if_engine_name_shared()  # upstream's tensogram-xarray registers engine="tensogram" too
@@ -139,8 +140,8 @@ class TensogramBackendArray(BackendArray):
     flight at once (fsspec's async filesystem), each decoded off the loop as it arrives.
     """
 
-    def __init__(self, ref: FileRef, plan: VariablePlan, lock=None, verify_hash: bool = False,
-                 threads: int | None = None):
+    def __init__(self, ref: FileRef, plan: VariablePlan, lock=None, verify_hash: bool | None = None,
+                 threads: int | None = None, recorded: tgm_index.Recorded | None = None):
         self.ref = ref
         self.fields = plan.fields
         self.refs = plan.refs
@@ -149,6 +150,7 @@ class TensogramBackendArray(BackendArray):
         self.lock = lock
         self.verify_hash = verify_hash
         self.threads = threads
+        self.recorded = recorded  # the index's: each object checked at its first read
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         return indexing.explicit_indexing_adapter(
@@ -214,6 +216,8 @@ class TensogramBackendArray(BackendArray):
                 out[cell] = _fill_value(self.dtype)
                 continue
             msg, obj = self.refs[which]
+            if self.recorded is not None and not self.recorded.checked[which]:
+                self.recorded.check(file.handle, which, msg, obj)
             _, stored = file.layout(msg, obj)
             reads.append((msg, obj, field_key, out[cell], stored == self.dtype))
         return out, reads, selection.result_shape
@@ -222,31 +226,35 @@ class TensogramBackendArray(BackendArray):
 class TensogramDataStore(AbstractDataStore):
     """A ``.tgm`` file as xarray variables, laid out by ``hypercube.build_hypercube``."""
 
-    def __init__(self, ref: FileRef | FileSetRef, plan: HypercubePlan, lock=None, verify_hash: bool = False,
-                 threads: int | None = None, values: Mapping[str, np.ndarray] | None = None):
+    def __init__(self, ref: FileRef | FileSetRef, plan: HypercubePlan, lock=None, verify_hash: bool | None = None,
+                 threads: int | None = None, values: Mapping[str, np.ndarray] | None = None,
+                 recorded: Mapping[str, tgm_index.Recorded] | None = None):
         self.ref = ref
         self.plan = plan
+        self.recorded = recorded or {}  # per variable, from an index (planned)
         # Variables whose values an index holds (dimension coordinates): not read from the file.
-        self.values = {} if verify_hash or values is None else values
+        self.values = {} if verify_hash or values is None else values  # True: values from the file, hashed
         self.lock = lock
         self.verify_hash = verify_hash
         self.threads = threads
 
     @classmethod
-    def open(cls, path: str | list[str], *, lock=None, verify_hash: bool = False,
+    def open(cls, path: str | list[str], *, lock=None, verify_hash: bool | None = None,
              storage_options: dict | None = None, threads: int | None = None, index: str | bool = "auto",
              **mapping_options) -> TensogramDataStore:
         """The store of one file (through its index where there is one), or of several planned as
         one (a list of paths)."""
-        ref, plans, values = planned(path, storage_options, index, mapping_options, groups=False)
-        return cls(ref, plans[""], lock, verify_hash, threads, values[""])
+        threads = check_threads(threads, str(path))  # before planning, not at the first read
+        ref, plans, values, recorded = planned(path, storage_options, index, mapping_options, groups=False)
+        return cls(ref, plans[""], lock, verify_hash, threads, values[""], recorded.get(""))
 
     def __getstate__(self) -> dict:
         # A Dataset pickles its store (its close): the index's values are its variables already.
         return {**self.__dict__, "values": {}}
 
     def _variable(self, plan: VariablePlan) -> Variable:
-        array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads)
+        array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads,
+                                      self.recorded.get(plan.name))
         encoding = dict(plan.encoding)  # preferred_chunks included (hypercube.plan)
         encoding.setdefault("source", self.ref.path)
         # Wrapped as a read would be: xarray then shares one pandas index between the
@@ -307,15 +315,18 @@ def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
 
 
 def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: Mapping, *,
-            groups: bool, identify: bool = False,
-            ) -> tuple[FileRef | FileSetRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]]]:
+            groups: bool, identify: bool = False, must_write: bool = False,
+            ) -> tuple[FileRef | FileSetRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]],
+                       dict[str, dict[str, tgm_index.Recorded]]]:
     """The file's reference, its plans (``split_groups``'s with ``groups``, else one under
-    ``""``) and the values of their dimension coordinates where an index holds them, from a
-    fresh index where there is one (docs/archives.md): then the data file is neither scanned
-    nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a cold open),
-    ``"beside"`` (write beside the data instead), ``False`` (neither). ``identify``: index a
-    remote object opened cold too (``tgm_xarray.index.find``). A list of paths is planned as one,
-    without an index."""
+    ``""``), the values of their dimension coordinates where an index holds them and, for plans
+    from an index, what it recorded of their variables' objects (checked at each one's first
+    read), from a fresh index where there is one (docs/archives.md): then the data file is
+    neither scanned nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a
+    cold open), ``"beside"`` (write beside the data instead), ``False`` (neither). ``identify``:
+    index a remote object opened cold too (``tgm_xarray.index.find``); ``must_write``: an index
+    that cannot be written is an error, not a warning (``tgm-xarray index``). A list of paths is
+    planned as one, without an index."""
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
 
@@ -328,14 +339,14 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
         ref = _ref(path, storage_options)
         files = ref.file
         plans = plan(metadata_table(files), files.handle.fingerprint, path if isinstance(path, str) else ref.path)
-        return ref, plans, {name: {} for name in plans}
+        return ref, plans, {name: {} for name in plans}, {}
     found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
     key = tgm_index.plan_key({**options, "groups": groups})
-    stored = table = None
+    stored = table = prints = None
     if found.index is not None:
         try:
             stored = found.index.plans(key, path)
-            table = found.index.table() if stored is None else None
+            table, prints = found.index.table() if stored is None else (None, None)
         except Exception as err:  # noqa: BLE001 - a damaged index is not used, whatever broke
             tgm_index.warn(found.index.path, f"it is corrupt ({err})")
             found = tgm_index.Found(found.identity, None)
@@ -344,27 +355,34 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
         if stored is not None:
             return ref, *stored
         plans = plan(table, lambda msg, obj: ref.file.handle.fingerprint(msg, obj), path)
+        recorded = tgm_index.record(plans, table, prints, path)
     else:
         file = TgmFile(path, storage_options, found.identity.version if found.identity else None)
         ref = FileRef(path, file, storage_options)
         table = metadata_table(file)
         plans = plan(table, file.handle.fingerprint, path)
+        recorded = {}
     if found.identity is None:  # a remote object without any index: none is written
-        return ref, plans, {name: {} for name in plans}
-    values = {name: _dimension_coords(p, ref.file) for name, p in plans.items()}
-    tgm_index.save(path, found, table, key, plans, values, to_beside=index == "beside")
-    return ref, plans, values
+        return ref, plans, {name: {} for name in plans}, recorded
+    values = {name: _dimension_coords(p, ref.file, recorded.get(name, {})) for name, p in plans.items()}
+    tgm_index.save(path, found, table, (lambda: prints) if prints is not None
+                   else (lambda: tgm_index.fingerprints(table, ref.file.handle)),
+                   key, plans, values, to_beside=index == "beside", must_write=must_write)
+    return ref, plans, values, recorded
 
 
-def _dimension_coords(plan: HypercubePlan, file: TgmFile) -> dict[str, np.ndarray]:
+def _dimension_coords(plan: HypercubePlan, file: TgmFile, recorded: Mapping[str, tgm_index.Recorded]
+                      ) -> dict[str, np.ndarray]:
     """The values of the plan's dimension coordinates read from objects: xarray reads them at
-    every open (they become indexes), so an index keeps them. One that cannot be read is left
-    out (and read, and fails, as without an index)."""
+    every open (they become indexes), so an index keeps them. One that cannot be read, or is
+    not the object ``recorded`` says, is left out (and read, and fails, as without an index)."""
     values = {}
     for name in plan.coord_names:
         var = plan.variables[name]
         if var.dims == (name,) and len(var.refs) == 1:
             try:
+                if name in recorded:
+                    recorded[name].check(file.handle, 0, *var.refs[0])
                 values[name] = np.asarray(file.read(*var.refs[0])).astype(var.dtype, copy=False)
             except TgmError:
                 continue
@@ -432,7 +450,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         merge_objects: bool = True,
         message_index: int | None = None,
         range_threshold: float | None = None,
-        verify_hash: bool = False,
+        verify_hash: bool | None = None,
         storage_options: dict | None = None,
         threads: int | None = None,
         index: str | bool = "auto",
@@ -466,19 +484,21 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         filter_by_keys: Mapping | None = None,
         duplicates: str = "error",
         merge_objects: bool = True,
-        verify_hash: bool = False,
+        verify_hash: bool | None = None,
         storage_options: dict | None = None,
         threads: int | None = None,
         index: str | bool = "auto",
     ):
         """One Dataset per consistent group of messages (by level type and grid)."""
-        ref, groups, values = planned(_paths(filename_or_obj), storage_options, index,
+        paths = _paths(filename_or_obj)
+        threads = check_threads(threads, str(paths))
+        ref, groups, values, recorded = planned(paths, storage_options, index,
                                       {"variable_key": variable_key, "dim_names": dim_names,
                                        "filter_by_keys": filter_by_keys, "duplicates": duplicates,
                                        "merge_objects": merge_objects}, groups=True)
         result = {}
         for name, plan in groups.items():
-            store = TensogramDataStore(ref, plan, lock, verify_hash, threads, values[name])
+            store = TensogramDataStore(ref, plan, lock, verify_hash, threads, values[name], recorded.get(name))
             result[name if name.startswith("/") else f"/{name}"] = _decode(
                 store, mask_and_scale, decode_times, concat_characters, decode_coords,
                 drop_variables, use_cftime, decode_timedelta)

@@ -7,6 +7,7 @@
     tgm-xarray info forecast.tgm
     tgm-xarray dump https://example.org/forecast.tgm --message 0
     tgm-xarray index archive/*.tgm --beside
+    tgm-xarray verify archive/*.tgm --require-hash
 
 ``docs/cli.md`` describes every option. The command never destroys an input: ``convert`` writes
 only ``.tgm`` files and refuses to replace an input or a file that is not a Tensogram file unless
@@ -31,6 +32,7 @@ from typing import Any
 from tgm_xarray.dtypes import decoded_bytes
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.file import open_file
+from tgm_xarray.handles import absolute
 from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, canonical
 from tgm_xarray.remote import is_url
 from tgm_xarray.versions import EngineNameWarning
@@ -171,6 +173,18 @@ def _parser() -> argparse.ArgumentParser:
                        help="write PATH.tgmidx next to each local PATH (default: the cache directory)")
     _progress_options(index)
     index.set_defaults(run=_index)
+
+    verify = commands.add_parser(
+        "verify", help="check that .tgm files are intact: every message parses, every object "
+                       "decodes and matches its stored xxh3 hash",
+        description="Read every object of every FILE whole, one at a time, checking each stored "
+                    "xxh3 hash. Prints one line per problem and a summary; exits 0 when every "
+                    "input is intact, 1 otherwise. Writes nothing.")
+    verify.add_argument("paths", nargs="+", metavar="FILE", help=".tgm path or URL (https://, s3://)")
+    verify.add_argument("--require-hash", action="store_true",
+                        help="an object written without a hash is a problem too (default: such "
+                             "objects are only decoded)")
+    verify.set_defaults(run=_verify)
     return parser
 
 
@@ -589,9 +603,9 @@ def _index(args: argparse.Namespace) -> int:
             # The plan open_dataset's defaults give, or, for a file that needs groups,
             # open_datatree's: the table alone serves any other keywords.
             try:
-                planned(path, None, mode, {}, groups=False, identify=True)
+                planned(path, None, mode, {}, groups=False, identify=True, must_write=True)
             except TgmConflictError:
-                planned(path, None, mode, {}, groups=True, identify=True)
+                planned(path, None, mode, {}, groups=True, identify=True, must_write=True)
             where = index.beside(path) if args.beside else index.cached(path)
             print(f"{path}: indexed in {where}")
             if bar is not None:
@@ -600,6 +614,87 @@ def _index(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# verify
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Checked:
+    """What ``verify`` went through: messages, objects and the problems found."""
+
+    messages: int = 0
+    objects: int = 0
+    problems: int = 0
+
+    def summary(self) -> str:
+        """
+        >>> Checked(1, 3, 0).summary()
+        '1 message, 3 objects checked, 0 problems'
+        """
+        return (f"{_plural(self.messages, 'message')}, {_plural(self.objects, 'object')} checked, "
+                f"{_plural(self.problems, 'problem')}")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _verify(args: argparse.Namespace) -> int:
+    checked = Checked()
+    for path in args.paths:
+        for problem in verify_file(path, checked, require_hash=args.require_hash):
+            checked.problems += 1
+            print(problem, flush=True)
+    print(checked.summary())
+    return 1 if checked.problems else 0
+
+
+def verify_file(path: str, checked: Checked, *, require_hash: bool = False) -> Iterator[str]:
+    """The problems of one file or URL, one line each (``PATH: message M, object O: what``),
+    counting in ``checked`` the messages and objects gone through.
+
+    Each object is read whole with the default hash check (``verify_hash=True`` with
+    ``require_hash``) and dropped before the next, so memory stays at one decoded object.
+    A file that does not open (truncated, not a Tensogram file, missing) is one problem.
+    """
+    try:
+        f = open_file(path)
+    except Exception as error:  # every reason is the file's problem, reported like the others
+        yield f"{path}: cannot be opened: {_reason(error, path)}"
+        return
+    with f:
+        for msg in range(len(f)):
+            checked.messages += 1
+            try:
+                f.metadata(msg)
+                count = len(f.descriptors(msg))
+            except Exception as error:
+                yield f"{path}: message {msg}: {_reason(error, path, f'message {msg}')}"
+                continue
+            for obj in range(count):
+                checked.objects += 1
+                try:
+                    f.read(msg, obj, verify_hash=True if require_hash else None)
+                except Exception as error:
+                    where = f"message {msg}, object {obj}"
+                    yield f"{path}: {where}: {_reason(error, path, where)}"
+
+
+def _reason(error: BaseException, path: str, where: str = "") -> str:
+    """``error_line(error)`` without the file and place the line already names.
+
+    >>> _reason(ValueError("/d/f.tgm: message 2, object 0: hash mismatch"), "/d/f.tgm", "message 2, object 0")
+    'hash mismatch'
+    """
+    text = error_line(error)
+    for name in (path, absolute(path)):
+        for prefix in (f"{name}: {where}: ", f"{name}: "):
+            if text.startswith(prefix):
+                return text[len(prefix):]
+    return text
 
 
 if __name__ == "__main__":

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 
 import numpy as np
 import xarray as xr
 
-from tgm_xarray.writer import temporary_name
+from tgm_xarray.atomic import AtomicFile
 
 #: Output file name endings and the format written there.
 NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".netcdf")
@@ -89,43 +88,21 @@ def encodings(ds: xr.Dataset, fmt: str, warn: Callable[[str], None]) -> dict[str
 
 
 def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None]) -> None:
-    """Writes ``ds`` to ``output`` (NetCDF or Zarr) atomically: into a temporary name beside it,
-    renamed over ``output`` once complete (an existing ``output`` is replaced)."""
+    """Writes ``ds`` to ``output`` (NetCDF or Zarr) atomically (:mod:`tgm_xarray.atomic`): into
+    a temporary name beside it, renamed over ``output`` once complete (an existing ``output`` is
+    replaced)."""
     encoding = encodings(ds, fmt, warn)
     ds = ds.copy()
     for var in ds.variables.values():
         var.encoding = {k: v for k, v in var.encoding.items() if k in _KEPT_ENCODING}
-    tmp = temporary_name(output.rstrip("/"))
-    try:
+    with AtomicFile(output.rstrip("/"), by_name=True) as out:
         if fmt == "netcdf":
             ds.attrs = _netcdf_attrs(ds.attrs)
             for var in ds.variables.values():
                 var.attrs = _netcdf_attrs(var.attrs)
-            ds.to_netcdf(tmp, engine=_netcdf_engine(), encoding=encoding)
+            ds.to_netcdf(out.tmp, engine=_netcdf_engine(), encoding=encoding)
         else:
-            ds.to_zarr(tmp, mode="w-", encoding=encoding, zarr_format=3, consolidated=False)
-        _replace(tmp, output.rstrip("/"))
-    finally:
-        if os.path.isdir(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-        elif os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
-def _replace(tmp: str, output: str) -> None:
-    """``tmp`` becomes ``output``: one rename for a file; a directory (Zarr) that exists is
-    moved aside first, so ``output`` is never half old, half new."""
-    if not os.path.isdir(output):
-        os.replace(tmp, output)
-        return
-    aside = temporary_name(output)
-    os.rename(output, aside)
-    try:
-        os.rename(tmp, output)
-    except OSError:
-        os.rename(aside, output)
-        raise
-    shutil.rmtree(aside, ignore_errors=True)
+            ds.to_zarr(out.tmp, mode="w-", encoding=encoding, zarr_format=3, consolidated=False)
 
 
 def _netcdf_engine() -> str:

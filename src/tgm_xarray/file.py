@@ -9,6 +9,7 @@ import numpy as np
 from tgm_xarray import handles
 from tgm_xarray.dtypes import numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
+from tgm_xarray.threads import check_threads
 
 
 class TgmFile:
@@ -27,14 +28,17 @@ class TgmFile:
     has been replaced or rewritten since (rather than read other values than the client's).
     ``version`` is that check: ``None`` opens whatever version is there.
 
-    ``read(msg, obj, index=None, out=None, verify_hash=False, threads=None)`` reads an object, or
+    ``read(msg, obj, index=None, out=None, verify_hash=None, threads=None)`` reads an object, or
     the part ``index`` selects (outer indexing), into ``out``. ``index`` is a slice, an int, a
     1-D integer or boolean array, or a tuple of those (one per axis, ``...`` allowed, missing
     trailing axes are whole); only what it selects is decoded where the codec allows. ``out``,
     when given, must be C-contiguous and of the result's shape and dtype. The whole read, index
     included, runs in the Rust core. ``threads``: at most this many threads decode one large
     read (szip, blosc2: whole objects and bands of rows); None lets a process-wide budget of one
-    thread per core decide (docs/architecture.md).
+    thread per core decide (docs/architecture.md). ``verify_hash``: ``None`` (the default) checks
+    the stored xxh3 hash of every object that has one, once per object and file version, hashing
+    the object's whole frame whatever part a read decodes; ``True`` also refuses objects written
+    without a hash; ``False`` checks none (docs/errors.md, "Integrity").
     """
 
     def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,
@@ -46,10 +50,13 @@ class TgmFile:
         # threaded CPython a dict lookup with an equal-but-not-identical tuple key from another
         # thread than the writer's can take ~50 us (the lock-free lookup's retry path).
         self._layouts: list[list[tuple[tuple[int, ...], np.dtype]] | None] = [None] * len(self._handle)
-        # `read` (see the class docstring) is the handle's own method, bound here: a read is one
-        # call into the core and no Python frame (a one-element read: 358 ns -> 340 ns, all of it
-        # holding the GIL).
-        self.read = self._handle.read
+
+    def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
+             verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
+        """See the class docstring. ``threads`` is checked here: the core takes any count."""
+        if threads is not None:
+            threads = check_threads(threads, self.path)
+        return self._handle.read(msg, obj, index, out, verify_hash, threads)
 
     def __reduce__(self):
         return (type(self), (self.path, self.storage_options, self.version))
@@ -100,7 +107,7 @@ class TgmFile:
         >>> with open_file("forecast.tgm") as f:            # doctest: +SKIP
         ...     first = f.read(0, 0)
         """
-        self._handle = self.read = _ClosedHandle(self.path)
+        self._handle = _ClosedHandle(self.path)
 
     def __enter__(self) -> TgmFile:
         return self

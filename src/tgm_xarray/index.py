@@ -5,12 +5,18 @@ A cold open scans every message's metadata (``MetadataTable``) and plans the Dat
 data file. ``docs/archives.md`` ("The index") describes the format, where indexes live and when
 one is ignored; in short:
 
-- an index is a ``.tgm`` file written by our own encoder: message 0 holds the format name and
-  version, the data file's identity and the table (columns as objects, distinct values in the
-  metadata); every further message holds the plans of one set of planner keywords;
-- it is used only when the data file's size, mtime and a fingerprint of its first and last
-  64 KiB match what it recorded; otherwise (and when it is corrupt or foreign) a
-  :class:`~tgm_xarray.errors.TgmIndexWarning` says why and the file is opened cold;
+- an index is a ``.tgm`` file written by our own encoder: message 0 (the header) holds the
+  format name and version, the data file's identity, where each plan is and a digest of every
+  other message, signed with this user's key (:func:`user_key`); message 1 holds the table
+  (columns as objects, distinct values in the metadata); every further message holds the plans
+  of one set of planner keywords;
+- it is trusted only if this user wrote it (its signature checks with the key); it is used only
+  when the data file's size, mtime and a fingerprint of its first and last 64 KiB match what it
+  recorded; otherwise (and when it is corrupt) a :class:`~tgm_xarray.errors.TgmIndexWarning`
+  says why and the file is opened cold;
+- it records every object's fingerprint: each object a plan from it reads is checked at its
+  first read (:class:`Recorded`), so a file changed where its identity does not look raises
+  ``TgmStaleFileError`` rather than read other values;
 - it is read beside the data (``<file>.tgmidx``) or from the user's cache directory, and
   written atomically (a temporary file renamed into place) so concurrent writers leave a valid one.
 
@@ -23,10 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import inspect
 import json
 import os
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,14 +43,15 @@ from typing import Any
 import numpy as np
 
 from tgm_xarray import _core
-from tgm_xarray.errors import TgmIndexWarning
+from tgm_xarray.atomic import atomic_write_bytes
+from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.handles import FileKey, FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan
 from tgm_xarray.hypercube.table import Column
 from tgm_xarray.remote import is_url
 
 FORMAT = "tgm-xarray-index"
-VERSION = 1
+VERSION = 2
 #: What an index beside its data file is called: ``<file name><SUFFIX>``.
 SUFFIX = ".tgmidx"
 #: Bytes hashed at each end of the data file for its fingerprint.
@@ -52,12 +61,22 @@ CACHE_DIR_ENV = "TGM_XARRAY_CACHE_DIR"
 KEY = "tgm_xarray_index"
 #: The ``index=`` values the engine accepts.
 MODES = ("auto", "beside", False)
+#: The file in the cache directory that holds this user's key, and the key's size in bytes.
+KEY_FILE = "index.key"
+KEY_SIZE = 32
+#: The most bytes an index's header may have: a file with a larger first message is not read.
+HEADER_LIMIT = 16 * 2**20
 
 
 # -- where indexes live ----------------------------------------------------------------------------
 
-def beside(path: str) -> str:
-    """The index beside ``path`` (a file or a URL): ``forecast.tgm`` -> ``forecast.tgm.tgmidx``."""
+def beside(path: str) -> str | None:
+    """The index beside ``path`` (a file or a URL): ``forecast.tgm`` -> ``forecast.tgm.tgmidx``;
+    ``None`` beside a URL with a query string or a fragment (a presigned URL, an S3 version):
+    the suffix would land in the query or the fragment and name the data object itself, and
+    the index's own query (its signature) cannot be made from the data's."""
+    if is_url(path) and ("?" in path or "#" in path):
+        return None
     return path + SUFFIX
 
 
@@ -75,6 +94,78 @@ def cached(path: str) -> str:
     absolute path, so any number of files share the directory without clashes."""
     digest = hashlib.sha256(absolute(path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
     return os.path.join(cache_dir(), digest + SUFFIX)
+
+
+# -- this user's key ---------------------------------------------------------------------------------
+
+_unusable_keys: set[str] = set()  # key files a warning has been given for (once per process)
+_unusable_lock = threading.Lock()
+
+
+def user_key() -> bytes | None:
+    """This user's secret key, which signs the indexes they write: ``index.key`` in the cache
+    directory, created on first use. ``None`` (and a warning, once per process) if it cannot be
+    created or read: then no index is trusted or written."""
+    path = os.path.join(cache_dir(), KEY_FILE)
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        return _unusable(path, err)
+    try:
+        _create_key(path)
+        return _read_key(path)
+    except OSError as err:
+        return _unusable(path, err)
+
+
+def _create_key(path: str) -> None:
+    """Writes a new key to a temporary file (mode 0600), then links it into place: a link never
+    replaces a file, so processes creating the key at once all use the one that got there first."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix="." + KEY_FILE + ".", suffix=".partial", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(KEY_SIZE))
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            pass
+    finally:
+        os.remove(partial)
+
+
+def _read_key(path: str) -> bytes:
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        key = f.read(KEY_SIZE + 1)
+    if len(key) != KEY_SIZE:
+        raise OSError(f"{path}: {len(key)} bytes, not a key of {KEY_SIZE}")
+    if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o077):
+        raise OSError(f"{path}: other users may read or replace it (owner {st.st_uid}, "
+                      f"mode {st.st_mode & 0o777:o}): not a secret")
+    return key
+
+
+def _unusable(path: str, err: OSError) -> None:
+    with _unusable_lock:
+        first = path not in _unusable_keys
+        _unusable_keys.add(path)
+    if first:
+        warnings.warn(f"{path}: indexes are neither read nor written: the key that marks this user's indexes "
+                      f"could not be created or read ({err}); files are opened without them",
+                      TgmIndexWarning, stacklevel=4)
+    return None
+
+
+def _mac(key: bytes, signed: str) -> str:
+    return hashlib.blake2b(signed.encode(), key=key, digest_size=32, person=b"tgm-xarray-index").hexdigest()
+
+
+def _digest(message: bytes) -> str:
+    return hashlib.blake2b(message, digest_size=32).hexdigest()
 
 
 # -- the data file's identity ----------------------------------------------------------------------
@@ -180,6 +271,8 @@ class Packer:
             return {"m": [[self.pack(k), self.pack(v)] for k, v in value.items()]}
         if isinstance(value, bytes):
             return {"b": value.hex()}
+        if isinstance(value, complex):
+            return {"c": [value.real, value.imag]}
         if isinstance(value, (int, float)):  # subclasses (IntEnum, ...): their plain value
             return float(value) if isinstance(value, float) else int(value)
         raise TypeError(f"cannot store a {type(value).__name__} in an index")
@@ -189,6 +282,8 @@ class Packer:
         flat = np.ascontiguousarray(a).reshape(-1)
         if kind.kind in "mM":  # datetime64/timedelta64: their int64 counts
             flat = flat.view(np.int64)
+        elif kind.kind == "c":  # complex: (real, imaginary) pairs of its float type
+            flat = flat.view(np.dtype(f"{kind.byteorder}f{kind.itemsize // 2}"))
         elif kind == np.bool_:
             flat = flat.view(np.uint8)
         if flat.dtype.name not in _STORED_DTYPES or flat.size == 0:
@@ -209,8 +304,8 @@ def unpack(value: Any, read: Callable[[int], np.ndarray]) -> Any:
         index, dtype, shape = body
         dtype = np.dtype(dtype)
         flat = read(index)
-        if dtype.kind in "mM" or dtype == np.bool_:
-            flat = flat.view(dtype)
+        if dtype.kind in "mMc" or dtype == np.bool_:
+            flat = flat.astype(flat.dtype.newbyteorder(dtype.byteorder), copy=False).view(dtype)
         return flat.astype(dtype, copy=False).reshape(shape)
     if tag == "al":
         dtype, shape, items = body
@@ -231,6 +326,8 @@ def unpack(value: Any, read: Callable[[int], np.ndarray]) -> Any:
         return np.dtype(body)
     if tag == "b":
         return bytes.fromhex(body)
+    if tag == "c":
+        return complex(*body)
     raise ValueError(f"unknown tag {tag!r}")
 
 
@@ -274,79 +371,210 @@ def _unpack_table(stored: Mapping, read) -> MetadataTable:
     return MetadataTable(**fields)
 
 
-def _pack_plan(plan: HypercubePlan, packer: Packer) -> dict:
+def _pack_plan(plan: HypercubePlan, packer: Packer, prints: Callable[[np.ndarray], np.ndarray]) -> dict:
     # A variable's refs (one (message, object) per field) as an array: one object, not a
-    # tagged pair per field.
+    # tagged pair per field; their fingerprints (``prints(refs)``) another.
     # (Its fields as they are: dataclasses.asdict would deep-copy every ref first.)
-    variables = {name: {**{f.name: getattr(v, f.name) for f in dataclasses.fields(v)},
-                        "refs": np.array(v.refs, dtype=np.int64).reshape(-1, 2)}
-                 for name, v in plan.variables.items()}
+    variables = {}
+    for name, v in plan.variables.items():
+        refs = np.array(v.refs, dtype=np.int64).reshape(-1, 2)
+        variables[name] = {**{f.name: getattr(v, f.name) for f in dataclasses.fields(v)},
+                           "refs": refs, "prints": prints(refs)}
     return packer.pack({"variables": variables, "coord_names": plan.coord_names,
                         "index_coords": plan.index_coords, "attrs": plan.attrs})
 
 
-def _unpack_plan(stored: Any, read, source: str) -> HypercubePlan:
+def _unpack_plan(stored: Any, read, source: str) -> tuple[HypercubePlan, dict[str, Recorded]]:
     """A stored plan, its variables' ``source`` encoding the path opened now (a plan names the
     path it was made for there only: an index copied with its file, or read beside a URL,
-    serves the new path)."""
+    serves the new path), and what the index recorded of each variable's objects."""
     plan = unpack(stored, read)
-    variables = {name: VariablePlan(**{**v, "refs": tuple(zip(v["refs"][:, 0].tolist(), v["refs"][:, 1].tolist())),
-                                       "encoding": {**v["encoding"], "source": source}})
-                 for name, v in plan["variables"].items()}
-    return HypercubePlan(variables, plan["coord_names"], plan["index_coords"], plan["attrs"])
+    variables, recorded = {}, {}
+    for name, v in plan["variables"].items():
+        refs, prints = v.pop("refs"), v.pop("prints")
+        if refs.shape != (len(prints), 2):
+            raise ValueError(f"variable {name!r}: {len(refs)} fields, {len(prints)} fingerprints")
+        variables[name] = VariablePlan(**{**v, "refs": tuple(zip(refs[:, 0].tolist(), refs[:, 1].tolist())),
+                                          "encoding": {**v["encoding"], "source": source}})
+        recorded[name] = Recorded(source, prints)
+    return HypercubePlan(variables, plan["coord_names"], plan["index_coords"], plan["attrs"]), recorded
+
+
+# -- what the index recorded of each object -------------------------------------------------------
+
+def _print(fingerprint: str) -> int:
+    """A fingerprint (``FileHandle.fingerprint``) as the 64-bit number an index stores."""
+    return int.from_bytes(hashlib.blake2b(fingerprint.encode(), digest_size=8).digest(), "little")
+
+
+def fingerprints(table: MetadataTable, handle) -> np.ndarray:
+    """Each of the table's objects' fingerprint (as stored: :func:`_print`), from ``handle``
+    (a ``FileHandle`` or ``RemoteHandle``; cheap where the frame carries its hash)."""
+    return np.array([_print(handle.fingerprint(m, o)) for m, o in zip(table.msg.tolist(), table.obj.tolist())],
+                    dtype=np.uint64)
+
+
+def ref_prints(table: MetadataTable, prints: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``refs`` (an ``(n, 2)`` array of (message, object)) -> their fingerprints in ``prints``
+    (the table's, one per row: rows are in message, then object order)."""
+    width = int(table.obj.max()) + 1 if len(table) else 1
+    keys = table.msg.astype(np.int64) * width + table.obj
+
+    def of(refs: np.ndarray) -> np.ndarray:
+        return prints[np.searchsorted(keys, refs[:, 0] * width + refs[:, 1])]
+    return of
+
+
+def record(plans: Mapping[str, HypercubePlan], table: MetadataTable, prints: np.ndarray, source: str
+           ) -> dict[str, dict[str, Recorded]]:
+    """Per plan, per variable, what ``prints`` (the table's fingerprints) say of its objects."""
+    of_refs = ref_prints(table, prints)
+    return {name: {v.name: Recorded(source, of_refs(np.array(v.refs, dtype=np.int64).reshape(-1, 2)))
+                   for v in plan.variables.values()}
+            for name, plan in plans.items()}
+
+
+class Recorded:
+    """The fingerprints an index recorded of one variable's objects (one per ref), checked
+    against the data file at each object's first read: a file changed where the index's
+    identity does not look (its middle, with size and mtime kept) then raises
+    ``TgmStaleFileError`` rather than give another object's values. ``checked[i]``: ref ``i``
+    was checked (0 -> 1 only, under the lock; a read without it at worst checks again)."""
+
+    def __init__(self, path: str, prints: np.ndarray):
+        self.path = path
+        self.prints = prints
+        self.checked = bytearray(len(prints))
+        self._lock = threading.Lock()
+
+    def check(self, handle, which: int, msg: int, obj: int) -> None:
+        """Checks ref ``which`` (message ``msg``, object ``obj``) in ``handle``, the data file's."""
+        if _print(handle.fingerprint(msg, obj)) != int(self.prints[which]):
+            raise TgmStaleFileError(
+                f"{self.path}: message {msg}, object {obj} is not the object its index recorded: the index is "
+                "stale (the file changed where its identity check does not look, keeping its size, mtime and "
+                "first and last 64 KiB); open it with index=False, or delete its index")
+        with self._lock:
+            self.checked[which] = 1
+
+    def __reduce__(self):  # pickled with the array that holds it: checked again where it is read
+        return (Recorded, (self.path, self.prints))
 
 
 # -- reading and writing ----------------------------------------------------------------------------
 
+class Untrusted(ValueError):
+    """An index that does not carry this user's signature."""
+
+
 class Index:
     """One index file, opened: its recorded identity, its table (read on first use) and the
-    plans it holds, keyed by :func:`plan_key` (each a dict of group name -> plan)."""
+    plans it holds, keyed by :func:`plan_key` (each a dict of group name -> plan).
 
-    def __init__(self, path: str):
+    Everything comes from one read of one version of the file (a writer may rename another into
+    place meanwhile): the header's signature is checked with ``key``, and every other message
+    against the digest the header holds when it is used."""
+
+    def __init__(self, path: str, key: bytes):
         self.path = path
-        self.handle = _core.FileHandle(path)
-        header = self._contents(0)
-        if header.get("format") != FORMAT:
-            raise ValueError(f"not a tgm-xarray index (format {header.get('format')!r})")
-        if header.get("version") != VERSION:
-            raise ValueError(f"index format version {header.get('version')!r}, this tgm-xarray reads {VERSION}")
-        self.source: dict = header["source"]
-        self.keys: dict[str, int] = dict(header["plans"])
-        if len(self.handle) != 2 + len(self.keys) or sorted(self.keys.values()) != list(range(2, len(self.handle))):
-            raise ValueError(f"{len(self.handle)} messages for {len(self.keys)} plans")
+        with open(path, "rb") as f:
+            spans = _spans(path, f)
+            offset, length = spans[0]
+            if offset != 0 or length > HEADER_LIMIT:
+                raise ValueError(f"a first message of {length} bytes at {offset}")
+            f.seek(0)
+            header = _contents(f.read(length), 0)
+            if header.get("format") != FORMAT:
+                raise ValueError(f"not a tgm-xarray index (format {header.get('format')!r})")
+            if header.get("version") != VERSION:
+                raise ValueError(f"index format version {header.get('version')!r}, this tgm-xarray reads {VERSION}")
+            signed, mac = header.get("signed"), header.get("mac")
+            if not (isinstance(signed, str) and isinstance(mac, str) and hmac.compare_digest(_mac(key, signed), mac)):
+                raise Untrusted("it was not written by this user: not trusted")
+            body = json.loads(signed)
+            self.source: dict = body["source"]
+            self.keys: dict[str, int] = dict(body["plans"])
+            self._digests: list[str] = body["digests"]
+            if len(spans) < 2 or len(spans) != 1 + len(self._digests) or sorted(self.keys.values()) != list(range(2, len(spans))):
+                raise ValueError(f"{len(spans)} messages for {len(self.keys)} plans")
+            if any(a + n != b for (a, n), (b, _) in zip(spans, spans[1:])) or sum(n for _, n in spans) != \
+                    os.fstat(f.fileno()).st_size:
+                raise ValueError("bytes between or after its messages")
+            self._spans = spans
+            self._data = f.read()  # the rest: a file this user wrote, of the size its header implies
 
-    def _contents(self, msg: int) -> dict:
-        contents = (self.handle.metadata(msg).get("_extra_") or {}).get(KEY)
-        if not isinstance(contents, dict):
-            raise ValueError(f"message {msg} is not an index message")
-        return contents
+    def _message(self, msg: int) -> tuple[dict, Callable[[int], np.ndarray]]:
+        """Message ``msg``'s contents and a reader of its objects, if it is the message the header signed."""
+        offset, length = self._spans[msg]
+        start = offset - self._spans[1][0]
+        data = self._data[start:start + length]
+        if not hmac.compare_digest(_digest(data), self._digests[msg - 1]):
+            raise ValueError(f"message {msg} is not the one its header signed")
+        contents = _contents(data, msg)
+        frames = _core.parse_message(data)[1]
 
-    def _reader(self, msg: int):
-        # Hashes checked: a damaged column must fail here, never become a wrong plan.
-        return lambda obj: self.handle.read(msg, obj, None, None, True)
+        def read(obj: int) -> np.ndarray:
+            _, at, size = frames[obj]
+            return _core.read_frame(data[at:at + size], context=f"{self.path}: message {msg}, object {obj}")
+        return contents, read
 
-    def table(self) -> MetadataTable:
-        return _unpack_table(self._contents(1)["table"], self._reader(1))
+    def table(self) -> tuple[MetadataTable, np.ndarray]:
+        """The table and its objects' fingerprints (:func:`fingerprints`)."""
+        contents, read = self._message(1)
+        prints = unpack(contents["prints"], read)
+        table = _unpack_table(contents["table"], read)
+        if prints.shape != (len(table),):
+            raise ValueError(f"{len(table)} objects, {len(prints)} fingerprints")
+        return table, prints
 
-    def plans(self, key: str, source: str) -> tuple[dict[str, HypercubePlan], dict[str, dict]] | None:
-        """The plans stored for ``key`` (for the file at ``source``) and, per plan, the values
-        of its dimension coordinates (see :func:`encode`); ``None`` if there are none."""
+    def plans(self, key: str, source: str
+              ) -> tuple[dict[str, HypercubePlan], dict[str, dict], dict[str, dict[str, Recorded]]] | None:
+        """The plans stored for ``key`` (for the file at ``source``), per plan the values of its
+        dimension coordinates (see :func:`encode`) and what the index recorded of its objects;
+        ``None`` if there are none."""
         msg = self.keys.get(key)
         if msg is None:
             return None
-        contents, read = self._contents(msg), self._reader(msg)
-        plans = {name: _unpack_plan(p, read, source) for name, p in contents["plans"].items()}
-        return plans, unpack(contents["values"], read)
+        contents, read = self._message(msg)
+        plans, recorded = {}, {}
+        for name, p in contents["plans"].items():
+            plans[name], recorded[name] = _unpack_plan(p, read, source)
+        return plans, unpack(contents["values"], read), recorded
 
     def plan_messages(self) -> dict[str, bytes]:
-        """Each stored plan message's bytes, by key (kept when the index is rewritten)."""
-        with open(self.path, "rb") as f:
-            data = f.read()
+        """Each stored plan message's bytes, by key (kept when the index is rewritten): those
+        the header signed (a damaged one is dropped: its plan is made again)."""
         out = {}
         for key, msg in self.keys.items():
-            offset, length = self.handle.message_span(msg)
-            out[key] = data[offset:offset + length]
+            offset, length = self._spans[msg]
+            start = offset - self._spans[1][0]
+            data = self._data[start:start + length]
+            if hmac.compare_digest(_digest(data), self._digests[msg - 1]):
+                out[key] = data
         return out
+
+
+def _spans(path: str, opened) -> list[tuple[int, int]]:
+    """The messages' spans in the file ``opened`` (open, by ``path``): the core finds them by
+    path, so the path must still name the file opened after (``opened`` keeps its inode, which
+    no other file can then take; writers rename new files into place, never an old one back)."""
+    for _ in range(3):
+        handle = _core.FileHandle(path)
+        spans = [handle.message_span(i) for i in range(len(handle))]
+        del handle
+        now, then = os.stat(path), os.fstat(opened.fileno())
+        if (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino):
+            if not spans:
+                raise ValueError("no messages")
+            return spans
+    raise OSError(f"{path}: replaced while it was read")
+
+
+def _contents(message: bytes, msg: int) -> dict:
+    contents = (_core.parse_message(message)[0].get("_extra_") or {}).get(KEY)
+    if not isinstance(contents, dict):
+        raise ValueError(f"message {msg} is not an index message")
+    return contents
 
 
 def _message(contents: dict, packer: Packer) -> bytes:
@@ -355,43 +583,37 @@ def _message(contents: dict, packer: Packer) -> bytes:
                                 allow_nan=True, allow_inf=True)
 
 
-def encode(identity: Identity, table: MetadataTable, plans: Mapping[str, Mapping[str, HypercubePlan]],
+def encode(key: bytes, identity: Identity, table: MetadataTable, prints: np.ndarray,
+           plans: Mapping[str, Mapping[str, HypercubePlan]],
            values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]],
            kept: Mapping[str, bytes] | None = None) -> bytes:
-    """An index's bytes: the header and table, then one message per plan key, with ``values``
-    (per key, per plan: the values of its dimension coordinates, which xarray reads at every
-    open to build indexes; kept so that a warm open reads nothing from the data file). ``kept``:
-    already encoded plan messages, by key, that ``plans`` does not replace."""
+    """An index's bytes, signed with ``key``: the header, the table with its objects'
+    fingerprints ``prints``, then one message per plan key, with ``values`` (per key, per plan:
+    the values of its dimension coordinates, which xarray reads at every open to build indexes;
+    kept so that a warm open reads nothing from the data file). ``kept``: already encoded plan
+    messages, by key, that ``plans`` does not replace."""
     packer = Packer()
-    messages = [_message({"table": _pack_table(table, packer)}, packer)]
-    for key, group in plans.items():
+    messages = [_message({"table": _pack_table(table, packer), "prints": packer.pack(prints)}, packer)]
+    of_refs = ref_prints(table, prints)
+    for plan_key_, group in plans.items():
         packer = Packer()
-        messages.append(_message({"plan": key, "plans": {name: _pack_plan(p, packer) for name, p in group.items()},
-                                  "values": packer.pack(values[key])}, packer))
-    kept = {key: data for key, data in (kept or {}).items() if key not in plans}
+        messages.append(_message({"plan": plan_key_,
+                                  "plans": {name: _pack_plan(p, packer, of_refs) for name, p in group.items()},
+                                  "values": packer.pack(values[plan_key_])}, packer))
+    kept = {k: data for k, data in (kept or {}).items() if k not in plans}
     keys = [*plans, *kept]
     messages.extend(kept.values())
-    header = {"format": FORMAT, "version": VERSION, "source": identity.stored(),
-              "plans": [[key, 2 + i] for i, key in enumerate(keys)]}
+    signed = json.dumps({"source": identity.stored(), "plans": [[k, 2 + i] for i, k in enumerate(keys)],
+                         "digests": [_digest(m) for m in messages]}, sort_keys=True)
+    header = {"format": FORMAT, "version": VERSION, "signed": signed, "mac": _mac(key, signed)}
     return b"".join([_message(header, Packer()), *messages])
 
 
 def write(path: str, data: bytes) -> None:
-    """Writes ``path`` atomically: a temporary file in its directory, renamed into place, so a
-    reader (or a concurrent writer) sees the old index or the new one, never a mix."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".partial", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(partial, path)
-    except BaseException:
-        try:
-            os.remove(partial)
-        except OSError:
-            pass
-        raise
+    """Writes ``path`` atomically (``atomic.atomic_write_bytes``: a reader or a concurrent writer
+    sees the old index or the new one, never a mix), making its directory first."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    atomic_write_bytes(path, data)
 
 
 def warn(index_path: str, why: str) -> None:
@@ -400,12 +622,25 @@ def warn(index_path: str, why: str) -> None:
 
 
 def load(index_path: str, identity: Identity) -> Index | None:
-    """The index at ``index_path`` if it exists and describes ``identity``'s version; a warning
-    (and ``None``) if it is stale, corrupt or not an index."""
-    if not os.path.exists(index_path):
+    """The index at ``index_path`` if it exists, this user wrote it and it describes
+    ``identity``'s version; a warning (and ``None``) if it is not trusted, stale, corrupt, not an
+    index or not a regular file (and ``None`` without one where this user has no key:
+    :func:`user_key`)."""
+    try:
+        FileKey.of(index_path)  # regular files only: opening a FIFO would block, a device may not end
+    except (FileNotFoundError, NotADirectoryError):  # none there
+        return None
+    except OSError as err:
+        warn(index_path, f"it cannot be read ({err.strerror})")
+        return None
+    secret = user_key()
+    if secret is None:
         return None
     try:
-        index = Index(index_path)
+        index = Index(index_path, secret)
+    except Untrusted as err:
+        warn(index_path, str(err))
+        return None
     except Exception as err:  # noqa: BLE001 - any failure to read it means: do not use it
         warn(index_path, f"it is corrupt or not an index ({err})")
         return None
@@ -417,16 +652,18 @@ def load(index_path: str, identity: Identity) -> Index | None:
 
 
 def fetch_beside(url: str, storage_options: dict | None, into: str) -> bool:
-    """Copies the index beside a remote object (one request) to ``into``; ``False`` if there
-    is none."""
-    import fsspec
+    """Copies the index beside a remote object (over HTTP one request, as the data is read:
+    checked, retried, bounded) to ``into``; ``False`` if there is none: none beside the URL
+    (:func:`beside`), or the server answers that it is missing or forbidden (S3 answers 403
+    for a missing key to whoever may not list the bucket). Other failures raise."""
+    from tgm_xarray.remote import fetch_whole
 
-    from tgm_xarray.remote import fsspec_options
-
-    fs, path = fsspec.core.url_to_fs(beside(url), **fsspec_options(url, storage_options))
+    where = beside(url)
+    if where is None:
+        return False
     try:
-        data = fs.cat_file(path)
-    except FileNotFoundError:
+        data = fetch_whole(where, storage_options)
+    except (FileNotFoundError, PermissionError):
         return False
     write(into, data)
     return True
@@ -454,7 +691,7 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
         copy = cached(path)
         try:
             present = os.path.exists(copy) or fetch_beside(path, storage_options, copy)
-        except OSError as err:
+        except Exception as err:  # noqa: BLE001 - any failure to get an index means: open without it
             warn(beside(path), f"it could not be read ({err})")
             present = False
         if not present:
@@ -469,17 +706,28 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
     return Found(identity, None)
 
 
-def save(path: str, found: Found, table: MetadataTable, key: str, plans: Mapping[str, HypercubePlan],
-         values: Mapping[str, Mapping[str, np.ndarray]], *, to_beside: bool = False) -> None:
-    """Adds ``plans`` (and the table) to the index of ``path``: in the cache, or beside a local
-    file with ``to_beside``, for the identity :func:`find` checked. Plans already in that index
-    are kept. A failure to write is a warning: the open itself succeeded."""
-    identity = found.identity
+def save(path: str, found: Found, table: MetadataTable, prints: Callable[[], np.ndarray], key: str,
+         plans: Mapping[str, HypercubePlan], values: Mapping[str, Mapping[str, np.ndarray]], *,
+         to_beside: bool = False, must_write: bool = False) -> None:
+    """Adds ``plans`` (and the table, with its objects' fingerprints ``prints()``) to the index of
+    ``path``: in the cache, or beside a local file with ``to_beside``, for the identity
+    :func:`find` checked, signed with this user's key. Plans already in that index are kept. A
+    failure to write (or to store a value) is a warning: the open itself succeeded; with
+    ``must_write`` (``tgm-xarray index``) it is an ``OSError``."""
     target = beside(path) if to_beside else cached(path)
+    secret = user_key()  # None: user_key has warned
+    if secret is None:
+        if must_write:
+            raise OSError(f"{target}: the index could not be written: no key to sign it with "
+                          f"({os.path.join(cache_dir(), KEY_FILE)} could not be created or read)")
+        return
     try:
         kept = {}
         if found.index is not None and os.path.abspath(found.index.path) == os.path.abspath(target):
             kept = found.index.plan_messages()
-        write(target, encode(identity, table, {key: plans}, {key: values}, kept))
-    except OSError as err:
+        write(target, encode(secret, found.identity, table, prints(), {key: plans}, {key: values}, kept))
+    # TypeError, ValueError: a value Packer cannot store, an object that cannot be fingerprinted
+    except (OSError, TypeError, ValueError) as err:
+        if must_write:
+            raise OSError(f"{target}: the index could not be written ({err})") from err
         warnings.warn(f"{target}: the index could not be written ({err})", TgmIndexWarning, stacklevel=3)

@@ -189,10 +189,23 @@ def is_level(dim: str) -> bool:
     return dim not in AXIS_ORDER
 
 
-def sort_values(dim: str, values: list[Any]) -> list[Any]:
-    """Sort a dimension's coordinate values: pressure descending (cfgrib's stored direction), all
-    other dimensions ascending."""
-    return sorted(values, reverse=dim in DESCENDING)
+def sort_values(dim: str, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A dimension's distinct coordinate values, sorted: pressure descending (cfgrib's stored
+    direction), all other dimensions ascending, and NaN (NaT) once and last, as numpy and pandas
+    sort it. Returns them and the position of each of ``values`` among them.
+
+    >>> sort_values("isobaricInhPa", np.array([500.0, float("nan"), 850.0, 500.0]))
+    (array([850., 500.,  nan]), array([1, 2, 0, 1]))
+    """
+    unique, inverse = np.unique(values, return_inverse=True)  # NaN merged, last
+    if dim in DESCENDING:
+        present = len(unique) - int(unique.dtype.kind in "fcmM" and len(unique) > 0
+                                    and bool(np.isnan(unique[-1])))
+        order = np.concatenate([np.arange(present)[::-1], np.arange(present, len(unique))])
+        position = np.empty_like(order)
+        position[order] = np.arange(len(order))
+        unique, inverse = unique[order], position[inverse]
+    return unique, inverse.reshape(-1)
 
 
 def valid_time(time: np.ndarray, time_dims: tuple[str, ...], step: np.ndarray,

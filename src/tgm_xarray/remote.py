@@ -36,6 +36,7 @@ from tgm_xarray.errors import (
     RemoteConnectionError, RemoteError, RemoteHTTPError, RemoteRangeError, RemoteRedirectError, RemoteTimeoutError,
     TgmFormatError,
 )
+from tgm_xarray.threads import check_threads
 
 #: Attempts per range request before a transient failure is raised, and the first backoff (s).
 RETRIES = 5
@@ -47,6 +48,14 @@ DEADLINE_ENV = "TGM_XARRAY_REMOTE_DEADLINE"
 #: The largest object read whole from a server that ignores range requests (bytes).
 MAX_WHOLE_BODY = 256 * 2**20
 MAX_WHOLE_BODY_ENV = "TGM_XARRAY_REMOTE_MAX_BODY"
+#: The largest object fetched whole on purpose (``fetch_whole``: an index beside its data file).
+MAX_WHOLE_OBJECT = 256 * 2**20
+MAX_WHOLE_OBJECT_ENV = "TGM_XARRAY_REMOTE_MAX_WHOLE_OBJECT"
+#: Seconds a request may go without receiving a byte (its answer's headers, or the next part of
+#: its body) before the try fails as stalled (and is retried): a server that accepted the request
+#: and went silent is given up on long before the deadline.
+IDLE_TIMEOUT = 20.0
+IDLE_TIMEOUT_ENV = "TGM_XARRAY_REMOTE_IDLE_TIMEOUT"
 #: Opening reads the file from its start in blocks of this size, doubling up to ``MAX_BLOCK``
 #: while the messages are small, ``READ_AHEAD`` blocks in flight at once.
 FIRST_BLOCK = 64 * 2**10
@@ -111,6 +120,10 @@ def _flag(value: Any) -> bool:
 
 class ShortReadError(OSError):
     """The server sent fewer bytes than the range asked for."""
+
+
+class StalledError(TimeoutError):
+    """No byte came for the idle timeout's seconds (a transient failure: retried)."""
 
 
 class _HTTPStatus(Exception):
@@ -184,6 +197,8 @@ def _final_error(url: str, what: str, err: BaseException, tries: int, deadline: 
         reason = f"HTTP {status}"
     elif refused:
         reason = "connection refused"
+    elif isinstance(err, StalledError):
+        reason = str(err)
     elif isinstance(err, (TimeoutError, asyncio.TimeoutError)):
         reason = "no answer in time (timeout)"
     else:
@@ -206,11 +221,15 @@ class Fetcher:
     transient, within an overall deadline per call.
 
     Over HTTP(S) the requests are our own (on fsspec's session) so that each answer's status and
-    ``Content-Range`` are checked against the request; the first, for the object's first
-    ``FIRST_BLOCK`` bytes, also gives its size. Other filesystems go through fsspec's calls.
+    ``Content-Range`` are checked against the request, its body read in bounded parts, each within
+    the idle timeout; the first, for the object's first ``FIRST_BLOCK`` bytes, also gives its
+    size. Other filesystems go through fsspec's calls.
+
+    ``whole``: the object is to be read whole (``fetch_whole``): the first request asks for all of
+    it, and an object larger than ``MAX_WHOLE_OBJECT`` bytes is refused before its body is read.
     """
 
-    def __init__(self, url: str, storage_options: dict | None):
+    def __init__(self, url: str, storage_options: dict | None, *, whole: bool = False):
         try:
             import fsspec
             import fsspec.asyn
@@ -219,7 +238,12 @@ class Fetcher:
         self.url = url
         self.fs, self.path = fsspec.core.url_to_fs(url, **fsspec_options(url, storage_options))
         self.deadline = _setting(DEADLINE_ENV, DEADLINE, float)
-        self.max_whole_body = _setting(MAX_WHOLE_BODY_ENV, MAX_WHOLE_BODY, int)
+        self.idle_timeout = _setting(IDLE_TIMEOUT_ENV, IDLE_TIMEOUT, float)
+        #: The most bytes read whole, and the setting that says so.
+        self.max_whole, self._max_whole_env = (
+            (_setting(MAX_WHOLE_OBJECT_ENV, MAX_WHOLE_OBJECT, int), MAX_WHOLE_OBJECT_ENV) if whole
+            else (_setting(MAX_WHOLE_BODY_ENV, MAX_WHOLE_BODY, int), MAX_WHOLE_BODY_ENV))
+        self._whole = whole
         async_fs = getattr(self.fs, "async_impl", False)
         self._loop = self.fs.loop if async_fs else fsspec.asyn.get_loop()
         self._sync = fsspec.asyn.sync
@@ -230,12 +254,18 @@ class Fetcher:
         self._known = b""
         self.size: int | None = None
         if self._http:
-            first = self._run(f"reading bytes 0-{FIRST_BLOCK - 1}", lambda: self._http_get(0, FIRST_BLOCK))
+            stop = self.max_whole + 1 if whole else FIRST_BLOCK  # one byte more: a larger object shows
+            what = "reading the object whole" if whole else f"reading bytes 0-{stop - 1}"
+            first = self._run(what, lambda: self._http_get(0, stop))
             self._known = max(self._known, first, key=len)  # the whole object, if that came
-        elif async_fs:
-            self.size = int(self._run(f"finding the size of {url}", lambda: self.fs._size(self.path)))
         else:
-            self.size = int(self._run(f"finding the size of {url}", lambda: asyncio.to_thread(self.fs.size, self.path)))
+            if async_fs:
+                size = self._run(f"finding the size of {url}", lambda: self.fs._size(self.path))
+            else:
+                size = self._run(f"finding the size of {url}", lambda: asyncio.to_thread(self.fs.size, self.path))
+            self.size = int(size)
+            if whole and self.size > self.max_whole:
+                raise self._too_large(self.size)
 
     # -- one request, and its tries -----------------------------------------------------------
     def _run(self, what: str, attempt):
@@ -280,13 +310,26 @@ class Fetcher:
         return data
 
     async def _http_get(self, start: int, stop: int) -> bytes:
-        """Bytes ``[start, stop)`` (clipped to the object's end) by one HTTP range request."""
+        """Bytes ``[start, stop)`` (clipped to the object's end) by one HTTP range request; fails
+        as stalled (``StalledError``) where no byte comes for ``idle_timeout`` seconds."""
+        idle = asyncio.timeout(self.idle_timeout)
+        try:
+            async with idle:
+                return await self._http_get_within(start, stop, idle)
+        except TimeoutError:
+            if idle.expired():
+                raise StalledError(f"the server stalled: no byte for {self.idle_timeout:g} s "
+                                   f"({IDLE_TIMEOUT_ENV})") from None
+            raise
+
+    async def _http_get_within(self, start: int, stop: int, idle: asyncio.Timeout) -> bytes:
         session = await self.fs.set_session()
         options = dict(self.fs.kwargs)
         headers = {**options.pop("headers", {}), "Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"}
-        async with session.get(self.fs.encode_url(self.path), headers=headers, **options) as r:
+        async with await session.get(self.fs.encode_url(self.path), headers=headers, **options) as r:
+            _rearm(idle, self.idle_timeout)
             if r.status == 200:  # the server ignores ranges: the whole object
-                self._known = await self._whole_body(r)
+                self._known = await self._whole_body(r, idle)
                 self.size = len(self._known)
                 return self._known[start:stop]
             if r.status == 416 and start == 0:  # nothing satisfies bytes=0-...: an empty object
@@ -302,36 +345,36 @@ class Fetcher:
                 raise RemoteRangeError(f"{self.url}: asked for bytes {start}-{stop - 1}, the server answered "
                                        f"{got!r} (expected 'bytes {expected[0]}-{expected[1]}/{size}')",
                                        self.url)
-            data = await r.read()
+            if self._whole and size > self.max_whole:
+                raise self._too_large(size)
+            wanted = expected[1] - start + 1
+            data = await _read_body(r, wanted, idle, self.idle_timeout)
+            if len(data) > wanted:
+                raise RemoteRangeError(f"{self.url}: asked for bytes {start}-{stop - 1}, the server sent more "
+                                       f"than the {wanted} bytes its Content-Range says", self.url)
             self.size = size
-        if len(data) != expected[1] - start + 1:
-            raise ShortReadError(f"got {len(data)} of {expected[1] - start + 1} bytes")
+        if len(data) != wanted:
+            raise ShortReadError(f"got {len(data)} of {wanted} bytes")
         return data
 
-    async def _whole_body(self, r) -> bytes:
+    def _too_large(self, size: int | None, *, no_ranges: bool = False) -> RemoteError:
+        """The error for an object of ``size`` bytes (``None``: unknown) over ``max_whole``."""
+        what = f"the {size}-byte object" if size is not None else "the object"
+        message = f"{what} is larger than {self.max_whole} bytes, the most read whole ({self._max_whole_env})"
+        if no_ranges and not self._whole:
+            return RemoteRangeError(f"{self.url}: the server does not support range requests (it answered one "
+                                    f"with the whole object), and {message}: serve it from a server that "
+                                    "supports ranges", self.url)
+        return RemoteError(f"{self.url}: {message}", self.url)
+
+    async def _whole_body(self, r, idle: asyncio.Timeout) -> bytes:
         """The whole object a server sent to a range request: read once if it is small enough."""
-        limit = self.max_whole_body
         length = r.headers.get("Content-Length")
-
-        def too_large():
-            size = f"the {length}-byte object" if length else "an object"
-            return RemoteRangeError(
-                f"{self.url}: the server does not support range requests (it answered one with the whole "
-                f"object), and {size} is larger than {limit} bytes, the most read whole ({MAX_WHOLE_BODY_ENV}): "
-                "serve it from a server that supports ranges", self.url)
-
-        if length is not None and int(length) > limit:
-            raise too_large()
-        chunks, received = [], 0
-        while received <= limit:  # stops one byte past the limit at most
-            chunk = await r.content.read(limit + 1 - received)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            received += len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:
-            raise too_large()
+        if length is not None and int(length) > self.max_whole:
+            raise self._too_large(int(length), no_ranges=True)
+        data = await _read_body(r, self.max_whole, idle, self.idle_timeout)
+        if len(data) > self.max_whole:
+            raise self._too_large(None if length is None else int(length), no_ranges=True)
         if length is not None and len(data) != int(length):
             raise ShortReadError(f"got {len(data)} of {length} bytes")
         return data
@@ -378,6 +421,33 @@ class Fetcher:
         finally:
             for task in tasks:
                 task.cancel()
+
+
+def _rearm(idle: asyncio.Timeout, seconds: float) -> None:
+    """Bytes came: the idle timeout counts from now."""
+    idle.reschedule(asyncio.get_running_loop().time() + seconds)
+
+
+async def _read_body(r, limit: int, idle: asyncio.Timeout, seconds: float) -> bytes:
+    """The body of response ``r``, ``limit`` bytes and one more at most (so that a longer one
+    shows without being read on): an endless body costs bounded memory and time."""
+    chunks, received = [], 0
+    while received <= limit:
+        chunk = await r.content.read(limit + 1 - received)
+        if not chunk:
+            break
+        _rearm(idle, seconds)
+        chunks.append(chunk)
+        received += len(chunk)
+    return b"".join(chunks)
+
+
+def fetch_whole(url: str, storage_options: dict | None) -> bytes:
+    """The whole object at ``url`` (over HTTP one request), read as the data is: checked,
+    retried, within the deadline and the idle timeout; an object larger than ``MAX_WHOLE_OBJECT``
+    bytes is refused before its body is read."""
+    fetcher = Fetcher(url, storage_options, whole=True)
+    return fetcher.fetch(0, fetcher.size)
 
 
 def scan_settings() -> tuple[int, int, int, int, int, int]:
@@ -476,14 +546,16 @@ class RemoteHandle:
         return _core.frame_fingerprint(self._fetcher.fetch(*self.messages.frame_range(msg, obj)))
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
-             verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
+             verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """``FileHandle.read``. Objects whose values sit at fixed places in their payload (raw,
         or whole-byte packing, uncompressed) fetch just the byte ranges a partial read needs;
-        others fetch their frame (and so does ``verify_hash``, which hashes it all)."""
+        others fetch their frame (and so does ``verify_hash=True``, which hashes it all; the default,
+        ``None``, checks the hash of every frame it fetches whole, docs/errors.md)."""
+        threads = check_threads(threads, self.path)
         start, stop = self.messages.frame_range(self._readable(msg), obj)
         context = f"{self.path}: message {msg}, object {obj}"
         payload = self.messages.payload(msg, obj)
-        if payload is not None and not verify_hash:
+        if payload is not None and verify_hash is not True:
             cbor, offset, length = payload
 
             def fetch(ranges):
@@ -495,14 +567,15 @@ class RemoteHandle:
         return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash, context, threads)
 
     async def read_async(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
-                         verify_hash: bool = False, threads: int | None = None) -> np.ndarray:
+                         verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """``read`` for event loops: the frame's request overlaps with any others in flight and
         the decode runs in a worker thread. Partial reads that fetch byte ranges of a payload
         (and messages not described yet that need it) run ``read`` in a worker thread."""
+        threads = check_threads(threads, self.path)
         if self.messages.reads_need_description(msg):  # that fetches too
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         start, stop = self.messages.frame_range(msg, obj)
-        if (self.messages.payload(msg, obj) is not None and not verify_hash
+        if (self.messages.payload(msg, obj) is not None and verify_hash is not True
                 and not _selects_all(index, self.messages.shape(msg, obj))):
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         frame = await self._fetcher.fetch_async(start, stop)

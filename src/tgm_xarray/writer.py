@@ -9,7 +9,8 @@ Writes are atomic: bytes go to a temporary file next to the target, which replac
 only once everything is written. On any error (or Ctrl-C) the temporary file is removed and the
 target is left as it was, or absent. ``mode="a"`` copies the existing file into the temporary
 file first and appends there, so even a killed process leaves the target intact, and readers
-that have it mapped never see it change under them.
+that have it mapped never see it change under them. Writers of one file take turns, and a
+symlinked target is written through (:mod:`tgm_xarray.atomic`).
 
 >>> import xarray as xr, numpy as np, tempfile, os
 >>> ds = xr.Dataset({"t": (("y", "x"), np.arange(6.0).reshape(2, 3))})
@@ -20,31 +21,23 @@ that have it mapped never see it change under them.
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import os
-import re
-import shutil
-import signal
-import threading
-import uuid
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 
 from tgm_xarray import _core
+from tgm_xarray.atomic import MODES, AtomicFile, WriteMode
 from tgm_xarray.dtypes import numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmError
-from tgm_xarray.handles import FileKey
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 
-WriteMode = Literal["w", "w-", "a"]
 Layout = Literal["field", "variable"]
-MODES = get_args(WriteMode)
 
 
 def to_tgm(
@@ -78,7 +71,7 @@ def to_tgm(
         ``False`` returns a ``dask.delayed`` object that writes when computed. Encodings are
         checked now either way.
     hash
-        Store an xxh3 hash of every object (checked on read with ``verify_hash=True``).
+        Store an xxh3 hash of every object (checked on read by default: docs/errors.md, "Integrity").
     threads
         Messages encoded at once (default: the number of CPUs).
     field_dims
@@ -148,37 +141,16 @@ class TgmWriter:
         self.messages = 0  # messages written by this writer
         self._show_progress = progress
         self._progress = None  # made at the first write, when its total is known
-        # Held until commit or abort: writers of one target take turns, so an append starts
-        # from the file the previous writer left, and no temporary file of ours is in use.
-        self._lock = _TargetLock(self.path)
+        # Holds the target's turn until commit or abort: writers of one target take turns, so an
+        # append starts from the file the previous writer left.
+        self._out = AtomicFile(self.path, mode)
         try:
-            _sweep_stale_temporaries(self.path)
-            exists = os.path.exists(self.path)
-            if mode == "w-" and exists:
-                raise FileExistsError(f"{self.path} exists (mode='w-')")
-            # An existing file must be a regular file, and intact, before anything is appended.
-            if mode == "a" and exists:
-                FileKey.of(self.path)
-                self._existing = _core.FileHandle(self.path)
-            else:
-                self._existing = None
+            # An existing file must be intact before anything is appended.
+            self._existing = _core.FileHandle(self._out.path) if mode == "a" and self._out.existed \
+                else None
             self._auxiliary = _AuxiliaryCoordinates(self._existing)
-            self._tmp = temporary_name(self.path)
-            # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
-            fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except BaseException:
-            self._lock.release()
-            raise
-        self._file = os.fdopen(fd, "wb")
-        _TEMPORARIES.add(self._tmp)
-        try:
-            if exists:
-                shutil.copymode(self.path, self._tmp)
-            if self._existing is not None:
-                with open(self.path, "rb") as source:
-                    shutil.copyfileobj(source, self._file, 16 << 20)
-        except BaseException:
-            self.abort()
+            self._out.abort()
             raise
 
     def __enter__(self) -> TgmWriter:
@@ -199,7 +171,7 @@ class TgmWriter:
     def write_plan(self, write_plan: DatasetPlan, *, skip_nan_fields: bool | None = None) -> int:
         """Append the messages of a :func:`tgm_xarray.layout.plan` (``skip_nan_fields`` as
         :func:`to_tgm`)."""
-        if self._file.closed:
+        if self._out.closed:
             raise ValueError(f"{self.path}: the writer is already closed")
         if self._progress is not None:
             self._progress.total += write_plan.count
@@ -214,7 +186,7 @@ class TgmWriter:
         holes: list[MessageSpec] = []  # all-NaN fields, written only if something needs them
         for spec, data in _ordered(jobs, self.threads):
             if data is not None:
-                self._file.write(data)
+                self._out.write(data)
                 written += 1
                 covered.update(spec.at)
             elif spec.field and skip_nan_fields is None:
@@ -224,7 +196,7 @@ class TgmWriter:
         keep = functools.partial(encode, skip_nan_fields=False)
         for spec in holes:
             if not covered.issuperset(spec.at):  # the field's variable or a coordinate value
-                self._file.write(keep(spec))
+                self._out.write(keep(spec))
                 written += 1
                 covered.update(spec.at)
         self.messages += written
@@ -243,182 +215,19 @@ class TgmWriter:
     def commit(self) -> None:
         """Move the written file onto ``path`` (durably: file and directory are synced)."""
         try:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            os.replace(self._tmp, self.path)
-        except BaseException:
-            self.abort()
-            raise
-        _TEMPORARIES.discard(self._tmp)
-        _sync_directory(os.path.dirname(self.path))
-        self._lock.release()
-        self._close_progress()
+            self._out.commit()
+        finally:
+            self._close_progress()
 
     def abort(self) -> None:
         """Drop everything written; ``path`` stays as it was."""
-        self._file.close()
-        try:
-            os.unlink(self._tmp)
-        except FileNotFoundError:
-            pass
-        _TEMPORARIES.discard(self._tmp)
-        self._lock.release()
+        self._out.abort()
         self._close_progress()
 
     def _close_progress(self) -> None:
         if self._progress is not None:
             self._progress.close()
         self._progress, self._show_progress = None, False
-
-
-class _TargetLock:
-    """The exclusive right to write ``path``: ``flock`` on ``.<name>.lock`` beside it.
-
-    The lock cannot be on the target itself, which each writer replaces (and which may not exist
-    yet). The holder removes the lock file before unlocking it, and a waiter that then finds
-    another file (or none) at that name starts again, so no lock file stays behind. The kernel
-    unlocks for a process that dies; a lock file it leaves is reused and removed by the next writer.
-    """
-
-    def __init__(self, path: str):
-        directory, name = os.path.split(path)
-        self.path = os.path.join(directory, f".{name}.lock")
-        if _LOCKS_HELD.get(self.path) == threading.get_ident():  # waiting would never end
-            raise RuntimeError(f"{path}: this thread is already writing it (a TgmWriter of it is "
-                               "open); close that writer first")
-        while True:
-            # Read-only suffices for flock, and works on a lock file another user left.
-            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                if _same_file(os.fstat(fd), self.path):
-                    break
-            except BaseException:
-                os.close(fd)
-                raise
-            os.close(fd)
-        self._fd: int | None = fd
-        _LOCKS_HELD[self.path] = threading.get_ident()
-
-    def release(self) -> None:
-        if self._fd is None:
-            return
-        del _LOCKS_HELD[self.path]
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        os.close(self._fd)
-        self._fd = None
-
-
-#: Lock files held by this process, and the thread holding each.
-_LOCKS_HELD: dict[str, int] = {}
-
-
-def _same_file(st: os.stat_result, path: str) -> bool:
-    try:
-        other = os.stat(path)
-    except FileNotFoundError:
-        return False
-    return (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
-
-
-def temporary_name(path: str) -> str:
-    """``.<name>.<pid>-<random>.tmp`` beside ``path``: the pid says whether its writer is gone."""
-    directory, name = os.path.split(path)
-    return os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
-
-
-def _sweep_stale_temporaries(path: str) -> None:
-    """Removes the temporary files that writers of ``path`` left when they were killed (SIGKILL,
-    a crash, a power cut), once their process is gone. The caller holds the target's lock, so
-    no writer of ``path`` is running: the pid check is one more safeguard."""
-    directory, name = os.path.split(path)
-    pattern = re.compile(rf"\.{re.escape(name)}\.(\d+)-[0-9a-f]{{12}}\.tmp")
-    try:
-        entries = os.listdir(directory)
-    except OSError:
-        return
-    for entry in entries:
-        match = pattern.fullmatch(entry)
-        tmp = os.path.join(directory, entry)
-        if match is None or tmp in _TEMPORARIES or _running(int(match[1])):
-            continue
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def _running(pid: int) -> bool:
-    """Whether another process of id ``pid`` runs (ours counts as not: its live temporary files
-    are in ``_TEMPORARIES``, others come from a process that had the same pid before)."""
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-class _Temporaries:
-    """The temporary files of this process's writers, removed if SIGTERM ends the process.
-
-    SIGTERM (what dask, Kubernetes and systemd send) ends a process at once by default, skipping
-    every ``finally``. While a writer started from the main thread is open, a handler of ours
-    replaces the default: it removes the files and ends the process by SIGTERM all the same. A
-    handler the program installed is chained to instead, untouched: if it raises (``sys.exit``),
-    the writer aborts and removes its file as for Ctrl-C. Files left anyway (SIGKILL, a writer in
-    another thread than the main one) are swept by the next writer of their target.
-    """
-
-    def __init__(self):
-        self._paths: set[str] = set()
-        self._previous: Any = None  # the handler ours replaced, while ours is installed
-
-    def __contains__(self, path: str) -> bool:
-        return path in self._paths
-
-    def add(self, path: str) -> None:
-        self._paths.add(path)
-        if self._previous is None and threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGTERM)
-            # None: a handler installed outside Python, which cannot be chained to.
-            if previous is not None and previous != signal.SIG_IGN:
-                signal.signal(signal.SIGTERM, self._on_sigterm)
-                self._previous = previous
-
-    def discard(self, path: str) -> None:
-        self._paths.discard(path)
-        if not self._paths and self._previous is not None and \
-                threading.current_thread() is threading.main_thread():
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
-
-    def _on_sigterm(self, signum: int, frame) -> None:
-        if callable(self._previous):
-            self._previous(signum, frame)
-            return
-        for path in list(self._paths):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    def _forget_after_fork(self) -> None:
-        self._paths = set()  # the parent's files: a child's SIGTERM must not remove them
-
-
-_TEMPORARIES = _Temporaries()
-os.register_at_fork(after_in_child=_TEMPORARIES._forget_after_fork)
 
 
 def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
@@ -528,15 +337,3 @@ def _progress_bar(progress: bool | None, total: int):
     # tqdm's `disable=None` turns the bar off when its stream (stderr) is not a terminal.
     return tqdm(total=total, unit="msg", desc="writing", disable=None if progress is None else False)
 
-
-def _sync_directory(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # some platforms cannot open directories
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -27,6 +27,7 @@ from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import COMPRESSIONS, TABLE, Pipeline
 from tgm_xarray.selection import outer
+from tgm_xarray.threads import check_threads
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -122,6 +123,7 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         threads: int | None = None,
         **options: Any,
     ) -> None:
+        threads = check_threads(threads)
         if _parse_choice("chunk", chunk, CHUNKS) == "frame":
             # Read-only references: the frame holds its own descriptor, which decoding follows.
             # `descriptor` says what the objects are (their shape is checked on every decode).
@@ -133,9 +135,6 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             raise ValueError("descriptor applies to chunk 'frame', not 'message'")
         if not isinstance(hash, bool):
             raise TypeError(f"hash must be true or false; got {hash!r}")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                    or not 1 <= threads <= 1024):
-            raise ValueError(f"threads must be an integer from 1 to 1024; got {threads!r}")
         pipeline = Pipeline.from_options(options)
         object.__setattr__(self, "_pipeline", pipeline)
         object.__setattr__(self, "encoding", pipeline.encoding)
@@ -262,13 +261,10 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         else:
             core_selection, decoded_shape, result_shape = outer
         frame = _whole_bytes(chunk_bytes.as_numpy_array())
-        # A frame's inline hash covers its descriptor and payload: wrong bytes fail, not decode.
-        verify = self.hash and _core.frame_footer(frame, frame, len(frame))[1] is not None
+        # The frame's shape is checked before it decodes (a stale reference: the file was
+        # rewritten), and its inline hash, where it has one, as every read checks it.
         values = _core.read_frame(frame, None if core_selection is None else core_selection[lead:], None,
-                                  verify, "the referenced data-object frame")
-        if values.shape != decoded_shape[lead:]:
-            raise TgmCodecError(f"the referenced data-object frame holds an object of shape {values.shape}, "
-                                f"the array expects {shape}: a stale reference (the file was rewritten?)")
+                                  None, "the referenced data-object frame", expect_shape=list(shape))
         values = values.reshape(decoded_shape)
         result = values.reshape(result_shape) if outer is not None else values[selection]
         if result.dtype != dtype:

@@ -58,8 +58,9 @@ class Axes:
                 if found is None:
                     continue
                 dim, axis = found
-                of_combination, values, index = per_dim.setdefault(
-                    dim, (np.full(len(axes), -1, dtype=np.int64), [], {}))
+                if dim not in per_dim:  # not setdefault: its O(n) default would cost O(n) per row
+                    per_dim[dim] = (np.full(len(axes), -1, dtype=np.int64), [], {})
+                of_combination, values, index = per_dim[dim]
                 key = (type(axis.value), freeze(axis.value))
                 if key not in index:
                     index[key] = len(values)
@@ -157,17 +158,15 @@ def coordinate_values(dim: str, values: list, used: np.ndarray) -> tuple[np.ndar
     number among them (``-1`` for values not used)."""
     raw = [values[i] for i in used.tolist()]
     convert = _converter(raw)
-    converted = [convert(v) for v in raw]
-    unique = mars.sort_values(dim, list(set(converted)))
-    positions = {v: i for i, v in enumerate(unique)}
-    lookup = np.full(len(values), -1, dtype=np.int64)
-    lookup[used] = [positions[v] for v in converted]
-    array = np.array(unique)
+    array = np.array([convert(v) for v in raw])
     if array.dtype.kind == "M":
         array = array.astype("datetime64[ns]")
     elif array.dtype.kind == "m":
         array = array.astype("timedelta64[ns]")
-    return array, lookup
+    unique, positions = mars.sort_values(dim, array)
+    lookup = np.full(len(values), -1, dtype=np.int64)
+    lookup[used] = positions
+    return unique, lookup
 
 
 # ISO 8601 date-times (a time of day required, `Z` = UTC allowed): what a generic key needs to

@@ -45,11 +45,14 @@ def groups(objects: Objects, selection: Selection, fingerprints: Fingerprints
         for p in np.split(part_order, np.flatnonzero(np.diff(part[part_order])) + 1):
             parts.append((name, rows[p]))
     named: dict[str, np.ndarray] = {}
+    last: dict[str, int] = {}  # per base name, its last suffix: the search resumes there
     for base, rows in sorted(parts, key=lambda g: int(g[1][0])):
-        name, n = base, 1
+        n = last.get(base, 1)
+        name = base if n == 1 else f"{base}_{n}"
         while name in named:
             n += 1
             name = f"{base}_{n}"
+        last[base] = n
         named[name] = rows
 
     result: dict[str, Selection] = {}

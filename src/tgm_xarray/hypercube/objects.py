@@ -11,6 +11,7 @@ so that a filter or ``message_index`` never changes what a key means.
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -362,21 +363,23 @@ def _classify(names: list[str | None], shapes: list[tuple[int, ...]],
     """
     n = len(names)
     result: list[str | None] = [None] * n
+    # What the objects of the message offer, each counted once per object (so that one object
+    # can leave itself out without a pass over the others): hinted names and axis sizes.
+    hinted = Counter(d for hint in hints for d in set(hint or ()))
+    sized = Counter(size for shape in shapes for size in set(shape))
     for i, (name, shape, hint) in enumerate(zip(names, shapes, hints)):
         if name is None or len(shape) != 1:
             continue
         known = COORDINATE_NAMES.get(name.lower())
-        others = [j for j in range(n) if j != i]
-        if hint == (name,) or (hint is None and any(name in (hints[j] or ()) for j in others)):
+        if hint == (name,) or (hint is None and hinted[name] > 0):  # no hint: none of its own
             result[i] = name
-        elif hint is None and known and (name.lower() in HORIZONTAL_NAMES
-                                         or any(shape[0] in shapes[j] for j in others)):
+        elif hint is None and known and (name.lower() in HORIZONTAL_NAMES or sized[shape[0]] > 1):
             result[i] = known
-    fields = [j for j in range(n) if result[j] is None
-              and (names[j] is None or names[j].lower() not in HORIZONTAL_NAMES)]
+    fields = {(shapes[j], hints[j]) for j in range(n) if result[j] is None
+              and (names[j] is None or names[j].lower() not in HORIZONTAL_NAMES)}
     for i, (name, shape, hint) in enumerate(zip(names, shapes, hints)):
         if result[i] is None and name is not None and name.lower() in HORIZONTAL_NAMES and \
-                shape and any(_spans(shape, hint, shapes[j], hints[j]) for j in fields):
+                shape and any(_spans(shape, hint, *field) for field in fields):
             result[i] = name if hint else HORIZONTAL_NAMES[name.lower()]
     return result
 

@@ -7,13 +7,14 @@ stored field shares.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tgm_xarray.attrs import to_attrs
-from tgm_xarray.errors import TgmDuplicateError
+from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
 from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
 from tgm_xarray.hypercube.columns import common_values, factorize
 from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
@@ -99,6 +100,8 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
     """Place every field of a variable on its grid of stacked dimensions."""
     t, options = objects.table, objects.options
     outer_shape = tuple(len(index_coords[d][1]) for d in var.outer)
+    where = f"variable {var.name!r} (first field: {var.first.where})"
+    _check_size(outer_shape, 8, f"the grid of fields of {where}", options.source)  # int64 cells
     n = len(var.rows)
     if var.outer:
         flat = np.ravel_multi_index([lookups[d][var.ids[d]] for d in var.outer], outer_shape)
@@ -129,6 +132,7 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
         dtype = np.dtype("float64")  # holes read as NaN
     dims = tuple(var.outer) + tuple(d for d, _ in var.inner)
     shape = outer_shape + var.first.shape
+    _check_size(shape, dtype.itemsize, where, options.source)
     return VariablePlan(
         name=var.name, dims=dims, shape=shape, dtype=dtype, fields=grid, refs=refs,
         attrs=_variable_attrs(var, objects, axes, common_extra),
@@ -180,6 +184,8 @@ def _dataset_attrs(objects: Objects, selection: Selection, axes: Axes, variables
 
 def _coordinate_plan(coord: Coordinate, objects: Objects) -> VariablePlan:
     o = coord.object
+    _check_size(o.shape, o.dtype.itemsize, f"coordinate {o.coordinate!r} ({o.where})",
+                objects.options.source)
     attrs = to_attrs({k: v for k, v in o.own.items() if k != o.name_key})
     return VariablePlan(
         name=o.coordinate, dims=coord.dims, shape=o.shape, dtype=o.dtype,
@@ -217,3 +223,16 @@ def _encoding(objects: Objects, rows: np.ndarray, dims, shape, n_outer: int) -> 
     encoding["preferred_chunks"] = {d: 1 if i < n_outer else n
                                     for i, (d, n) in enumerate(zip(dims, shape))}
     return encoding
+
+
+#: The most bytes one numpy array holds; an array past it fails with a bare ``ValueError``.
+_MAX_BYTES = int(np.iinfo(np.intp).max)
+
+
+def _check_size(shape: tuple[int, ...], itemsize: int, what: str, source: str) -> None:
+    """A shape numpy cannot hold comes from a declared shape no file can store: said at open,
+    naming what declares it, rather than by numpy at the first read."""
+    if math.prod(shape) * itemsize > _MAX_BYTES:
+        raise TgmFormatError(
+            f"{source}: {what} has shape {list(shape)} of {itemsize}-byte elements: "
+            f"{math.prod(shape) * itemsize} bytes, more than any array holds ({_MAX_BYTES})")

@@ -1,0 +1,357 @@
+"""Atomic file writes: the one home of how tgm-xarray replaces a file on disk.
+
+A write goes to a temporary file ``.<name>.<pid>-<random>.tmp`` in the directory of the *real*
+target (symlinks are followed: the real file gets the data and a link stays a link). Once
+complete it is fsynced and renamed onto the target, and the directory is fsynced. Any failure,
+Ctrl-C or SIGTERM removes the temporary file and leaves the target as it was, or absent.
+
+Writes of one target take turns, in threads and processes: a write in progress is a temporary
+file of its target that its writer holds an exclusive ``flock`` on, and a new write, after a
+brief ``flock`` of the directory, waits until no other one is in progress before creating its
+own. The lock therefore lives on files that exist anyway: nothing is left behind when a writer
+is killed (the kernel drops its locks; its temporary file is removed by the SIGTERM handler, or
+by the next writer of the target once its process is gone), and writes of different files in one
+directory never wait for each other beyond that brief directory lock.
+
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
+>>> atomic_write_bytes(path, b"first ")
+>>> with AtomicFile(path, "a") as out:
+...     out.write(b"second")
+>>> open(path, "rb").read()
+b'first second'
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import shutil
+import signal
+import stat
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal, get_args
+
+from tgm_xarray.handles import not_a_file
+
+WriteMode = Literal["w", "w-", "a"]
+MODES = get_args(WriteMode)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Replaces ``path`` by ``data``, atomically (readers see the old contents or the new)."""
+    with AtomicFile(path) as out:
+        out.write(data)
+
+
+class AtomicFile:
+    """A new version of ``path``, written to a temporary file: :meth:`commit` puts it in place,
+    :meth:`abort` drops it; as a context manager, leaving normally commits and an exception aborts.
+
+    ``mode``: ``"w"`` replaces, ``"w-"`` raises ``FileExistsError`` if ``path`` exists, ``"a"``
+    starts with a copy of the existing file. With ``by_name=True`` no file is opened (``file`` is
+    None): a library creates ``tmp`` by its name (a file, or a directory such as a Zarr store),
+    inside a temporary directory of ours; that directory holds the turn, as the library may lock
+    or replace what it creates. The write holds the target's turn until its commit or abort.
+    """
+
+    def __init__(self, path: str | os.PathLike, mode: WriteMode = "w", *, by_name: bool = False):
+        if mode not in MODES or (by_name and mode == "a"):
+            raise ValueError(f"mode must be one of {MODES} ('a' only for files), got {mode!r}")
+        #: The real target (symlinks followed), the file that gets replaced.
+        self.path = os.path.realpath(os.fspath(path))
+        if _WRITES_HELD.get(self.path) == threading.get_ident():  # waiting would never end
+            raise RuntimeError(f"{self.path}: this thread is already writing it (a writer of it is "
+                               "open); close that writer first")
+        self._holder, self._fd = _claim_turn(self.path, by_name)  # our temporary file or directory
+        _WRITES_HELD[self.path] = threading.get_ident()
+        #: What is written and renamed onto the target.
+        self.tmp = os.path.join(self._holder, os.path.basename(self.path)) if by_name else self._holder
+        self.file = None if by_name else os.fdopen(self._fd, "wb")
+        self.closed = False
+        try:
+            #: Whether the target existed when this write got its turn.
+            self.existed = os.path.exists(self.path)
+            if mode == "w-" and self.existed:
+                raise FileExistsError(errno.EEXIST, "exists (mode='w-')", self.path)
+            if self.existed and not by_name:
+                shutil.copymode(self.path, self.tmp)  # a replaced file keeps its permissions
+            if mode == "a" and self.existed:
+                self._copy_target()
+        except BaseException:
+            self.abort()
+            raise
+
+    def __enter__(self) -> AtomicFile:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def write(self, data: bytes) -> None:
+        with self._naming_target():
+            self.file.write(data)
+
+    def commit(self) -> None:
+        """Moves the written file onto the target, durably (file and directory fsynced)."""
+        if self.closed:
+            raise ValueError(f"{self.path}: the write is already committed or aborted")
+        try:
+            with self._naming_target():
+                if self.file is not None:
+                    self.file.flush()
+                _fsync_tree(self.tmp)
+                _replace(self.tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        _sync_directory(os.path.dirname(self.path))
+        if self.tmp != self._holder:
+            _remove(self._holder)
+        self._end()
+
+    def abort(self) -> None:
+        """Drops everything written; the target stays as it was."""
+        if self.closed:
+            return
+        try:
+            _remove(self._holder)
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        """Closes the temporary file, which gives up the turn (its flock) to the next write."""
+        self.closed = True
+        _TEMPORARIES.discard(self._holder)
+        _WRITES_HELD.pop(self.path, None)
+        try:
+            if self.file is not None:
+                self.file.close()  # flushes: after a full disk it fails again, but closes the fd
+            else:
+                os.close(self._fd)
+        except OSError:
+            pass
+
+    def _copy_target(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
+        with open(fd, "rb") as source, self._naming_target():
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise not_a_file(self.path, mode)
+            shutil.copyfileobj(source, self.file, 16 << 20)
+
+    @contextmanager
+    def _naming_target(self) -> Iterator[None]:
+        """A write error (a full disk, a file size limit) names the target, not a bare errno."""
+        try:
+            yield
+        except OSError as error:
+            if error.filename is not None or error.errno is None:
+                raise
+            raise OSError(error.errno, f"{error.strerror} (writing it)", self.path) from error
+
+
+#: The real targets this process is writing, and the thread writing each.
+_WRITES_HELD: dict[str, int] = {}
+
+
+def temporary_name(path: str) -> str:
+    """``.<name>.<pid>-<random>.tmp`` beside ``path``: the pid says whether its writer is gone."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+
+
+def _claim_turn(path: str, as_directory: bool) -> tuple[str, int]:
+    """Waits until no other write of ``path`` is in progress, then creates this write's temporary
+    file (or directory) and flocks it; returns its name and descriptor. Checking and creating
+    happen under a flock of the directory, so two writes cannot both find the way free."""
+    parent = os.path.dirname(path)
+    pattern = re.compile(rf"\.{re.escape(os.path.basename(path))}\.(\d+)-[0-9a-f]{{12}}\.tmp")
+    dir_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        while True:
+            fcntl.flock(dir_fd, fcntl.LOCK_EX)
+            try:
+                busy = _write_in_progress(parent, pattern)
+                if busy is None:
+                    return _create_temporary(path, as_directory)
+            finally:
+                fcntl.flock(dir_fd, fcntl.LOCK_UN)
+            try:
+                fcntl.flock(busy, fcntl.LOCK_EX)  # until that write commits or aborts
+            finally:
+                os.close(busy)
+    finally:
+        os.close(dir_fd)
+
+
+def _write_in_progress(parent: str, pattern: re.Pattern) -> int | None:
+    """A descriptor of a temporary file another write holds, or None; the temporary files that
+    writers killed by SIGKILL (or a crash, a power cut) left are removed on the way, once their
+    process is gone (the pid check spares a write of a tgm-xarray without these locks)."""
+    for entry in os.listdir(parent):
+        match = pattern.fullmatch(entry)
+        if match is None:
+            continue
+        tmp = os.path.join(parent, entry)
+        try:  # O_NONBLOCK, O_NOFOLLOW: a FIFO or a link planted under that name is not waited on
+            fd = os.open(tmp, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        if tmp not in _TEMPORARIES and not _running(int(match[1])):
+            _remove(tmp)
+    return None
+
+
+def _create_temporary(path: str, as_directory: bool) -> tuple[str, int]:
+    tmp = temporary_name(path)
+    _TEMPORARIES.add(tmp)  # first: a SIGTERM right after the creation removes it too
+    try:
+        if as_directory:
+            os.mkdir(tmp, 0o777)
+            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        else:
+            # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: nobody else has it open
+    except BaseException:
+        _remove(tmp)
+        _TEMPORARIES.discard(tmp)
+        raise
+    return tmp, fd
+
+
+def _running(pid: int) -> bool:
+    """Whether another process of id ``pid`` runs (ours counts as not: its live temporary files
+    are in ``_TEMPORARIES``, others come from a process that had the same pid before)."""
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _remove(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _replace(tmp: str, path: str) -> None:
+    """``tmp`` becomes ``path``: one rename, except over a directory (a Zarr store), which is
+    moved aside first and removed after, so ``path`` is never half old, half new."""
+    if not (os.path.isdir(tmp) and os.path.isdir(path)):
+        os.replace(tmp, path)
+        return
+    aside = temporary_name(path)
+    os.rename(path, aside)
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        os.rename(aside, path)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _fsync_tree(path: str) -> None:
+    """fsyncs the file ``path``, or every file and directory under the directory ``path``."""
+    if not os.path.isdir(path):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return
+    for root, _, files in os.walk(path):
+        for name in files:
+            _fsync_tree(os.path.join(root, name))
+        _sync_directory(root)
+
+
+def _sync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # some platforms cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _Temporaries:
+    """The temporary files of this process's writes, removed if SIGTERM ends the process.
+
+    SIGTERM (what dask, Kubernetes and systemd send) ends a process at once by default, skipping
+    every ``finally``. While a write started from the main thread is open, a handler of ours
+    replaces the default: it removes the files and ends the process by SIGTERM all the same. A
+    handler the program installed is chained to instead, untouched: if it raises (``sys.exit``),
+    the write aborts and removes its file as for Ctrl-C. Files left anyway (SIGKILL, a write in
+    another thread than the main one) are removed by the next write of their target.
+    """
+
+    def __init__(self):
+        self._paths: set[str] = set()
+        self._previous: Any = None  # the handler ours replaced, while ours is installed
+
+    def __contains__(self, path: str) -> bool:
+        return path in self._paths
+
+    def add(self, path: str) -> None:
+        self._paths.add(path)
+        if self._previous is None and threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGTERM)
+            # None: a handler installed outside Python, which cannot be chained to.
+            if previous is not None and previous != signal.SIG_IGN:
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+                self._previous = previous
+
+    def discard(self, path: str) -> None:
+        self._paths.discard(path)
+        if not self._paths and self._previous is not None and \
+                threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+    def _on_sigterm(self, signum: int, frame) -> None:
+        if callable(self._previous):
+            self._previous(signum, frame)
+            return
+        for path in list(self._paths):
+            _remove(path)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    def _forget_after_fork(self) -> None:
+        self._paths = set()  # the parent's files: a child's SIGTERM must not remove them
+
+
+_TEMPORARIES = _Temporaries()
+os.register_at_fork(after_in_child=_TEMPORARIES._forget_after_fork)

@@ -1,0 +1,260 @@
+"""Indexes are a cache, never a second truth (``tgm_xarray.index``, docs/archives.md "The index"):
+an index is trusted only if this user signed it, every object a plan from it reads is checked
+against the data file at its first read, and concurrent writers leave a valid index."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import ENGINE
+from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly, own_cache  # noqa: F401
+
+import tgm_xarray
+from tgm_xarray import handles, index
+from tgm_xarray.backend import _dimension_coords, metadata_table, planned
+from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
+from tgm_xarray.file import open_file
+
+
+def forge(path: Path, target: Path, change, key: bytes | None = None) -> None:
+    """Writes to ``target`` an index of ``path`` whose plan ``change(plans, values)`` altered,
+    with the data file's true identity, signed with ``key`` (default: not this user's)."""
+    ref, plans, _, _ = planned(str(path), None, False, {}, groups=False)
+    with open_file(path) as f:
+        plans, values = change(dict(plans), {name: _dimension_coords(p, f, {}) for name, p in plans.items()})
+        table = metadata_table(f)
+        prints = index.fingerprints(table, f.handle)
+    plan_key = index.plan_key({"groups": False})
+    target.write_bytes(index.encode(key or os.urandom(index.KEY_SIZE), index.Identity.of_file(str(path)), table,
+                                    prints, {plan_key: plans}, {plan_key: values}))
+
+
+def swap_t_and_u(plans, values):
+    variables = dict(plans[""].variables)
+    t, u = variables["t"], variables["u"]
+    variables["t"], variables["u"] = dataclasses.replace(t, refs=u.refs), dataclasses.replace(u, refs=t.refs)
+    return {"": dataclasses.replace(plans[""], variables=variables)}, values
+
+
+def reverse_latitude(plans, values):
+    values[""]["latitude"] = values[""]["latitude"][::-1].copy()
+    return plans, values
+
+
+def open_warned(path, match) -> xr.Dataset:
+    with pytest.warns(TgmIndexWarning, match=match):
+        with xr.open_dataset(path, engine=ENGINE) as ds:
+            return ds.load()
+
+
+@pytest.mark.parametrize("change", [swap_t_and_u, reverse_latitude], ids=["refs swapped", "labels reversed"])
+def test_a_forged_index_beside_the_data_is_not_trusted(archive, change):
+    cold = open_cold(archive)
+    target = Path(index.beside(str(archive)))
+    forge(archive, target, change)
+    handles.CACHE.clear()
+    now = open_warned(archive, rf"{target.name}: index not used: it was not written by this user: not trusted")
+    xr.testing.assert_identical(now, cold)
+    # The cold open saved this user's own index in the cache: the next open reads it (warning
+    # again about the one beside the data, which stays untrusted).
+    handles.CACHE.clear()
+    with pytest.warns(TgmIndexWarning, match="not trusted"):
+        with xr.open_dataset(archive, engine=ENGINE) as ds:
+            xr.testing.assert_identical(ds.load(), cold)
+    # What the signature stops: the same forgery, signed with this user's key, is served.
+    forge(archive, target, change, index.user_key())
+    handles.CACHE.clear()
+    with open_quietly(archive) as ds:
+        assert not ds.load().identical(cold)
+
+
+def test_an_index_signed_by_another_user_is_not_trusted(archive, tmp_path, monkeypatch):
+    cold = open_cold(archive)
+    monkeypatch.setenv(index.CACHE_DIR_ENV, str(tmp_path / "other user"))
+    with xr.open_dataset(archive, engine=ENGINE, index="beside") as ds:
+        ds.load()
+    assert (tmp_path / "other user" / index.KEY_FILE).is_file()
+    monkeypatch.setenv(index.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    handles.CACHE.clear()
+    now = open_warned(archive, "not written by this user: not trusted")
+    xr.testing.assert_identical(now, cold)
+    assert len(cache_files(tmp_path)) == 1  # this user's own, trusted from now on
+    handles.CACHE.clear()
+    with pytest.warns(TgmIndexWarning, match="not trusted"):  # the other user's, beside the data
+        with xr.open_dataset(archive, engine=ENGINE) as ds:
+            xr.testing.assert_identical(ds.load(), cold)
+
+
+def test_the_key_is_private_to_the_user_and_made_once(tmp_path):
+    key = index.user_key()
+    path = tmp_path / "cache" / index.KEY_FILE
+    assert len(key) == index.KEY_SIZE and path.read_bytes() == key
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert index.user_key() == key
+    assert cache_files(tmp_path) == []  # no temporaries
+
+
+def test_a_key_others_can_read_is_not_used(tmp_path):
+    index.user_key()
+    os.chmod(tmp_path / "cache" / index.KEY_FILE, 0o644)
+    with pytest.warns(TgmIndexWarning, match="other users may read or replace it"):
+        assert index.user_key() is None
+
+
+def test_without_a_key_no_index_is_read_or_written(archive, tmp_path, monkeypatch):
+    blocker = tmp_path / "a file"
+    blocker.write_bytes(b"")
+    monkeypatch.setenv(index.CACHE_DIR_ENV, str(blocker / "cache"))  # its parent is a file
+    cold = open_cold(archive)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with xr.open_dataset(archive, engine=ENGINE) as ds:
+            xr.testing.assert_identical(ds.load(), cold)
+    said = [str(w.message) for w in caught if issubclass(w.category, TgmIndexWarning)]
+    assert len(said) == 1 and "neither read nor written" in said[0], said
+
+
+def test_mutated_index_bytes_cost_a_cold_open(archive, tmp_path):
+    cold = open_cold(archive)
+    open_quietly(archive).close()
+    target = Path(index.cached(str(archive)))
+    data = bytearray(target.read_bytes())
+    header = data.find(b'"source"')  # in the signed part of the header
+    data[header + 2] ^= 0x01
+    target.write_bytes(bytes(data))
+    handles.CACHE.clear()
+    xr.testing.assert_identical(open_warned(archive, "not trusted"), cold)
+    handles.CACHE.clear()
+    with assert_warm(archive) as ds:
+        xr.testing.assert_identical(ds.load(), cold)
+
+
+def swap_messages_in_the_middle(path: Path) -> tuple[int, int]:
+    """Swaps two messages far from both ends (same size, same mtime, same first and last 64 KiB)."""
+    st = path.stat()
+    with open_file(path) as f:
+        a, b = len(f) // 2, len(f) // 2 + 1
+        (a0, n0), (a1, n1) = f.handle.message_span(a), f.handle.message_span(b)
+    assert n0 == n1 and a0 > index.EDGE and a1 + n1 < st.st_size - index.EDGE
+    with open(path, "r+b") as f:
+        f.seek(a0)
+        first = f.read(n0)
+        f.seek(a1)
+        second = f.read(n1)
+        f.seek(a0)
+        f.write(second)
+        f.seek(a1)
+        f.write(first)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return a, b
+
+
+@pytest.mark.parametrize("verify_hash", [False, True])
+def test_a_file_changed_where_the_identity_does_not_look_raises_at_read(archive, verify_hash):
+    open_quietly(archive).close()
+    a, b = swap_messages_in_the_middle(archive)
+    handles.CACHE.clear()
+    with open_quietly(archive, verify_hash=verify_hash) as ds:  # the identity matches: warm
+        with pytest.raises(TgmStaleFileError, match=rf"{archive}: message ({a}|{b}), object 0 is not the object "
+                                                    "its index recorded: the index is stale"):
+            ds.load()
+    handles.CACHE.clear()
+    with open_quietly(archive, index=False) as ds:  # what the file holds now
+        ds.load()
+
+
+def test_a_plan_made_from_a_stale_table_raises_at_read(archive):
+    open_quietly(archive).close()  # the table, and the default plan
+    swap_messages_in_the_middle(archive)
+    handles.CACHE.clear()
+    with open_quietly(archive, duplicates="first") as ds:  # planned from the index's table
+        with pytest.raises(TgmStaleFileError, match="the index is stale"):
+            ds.load()
+    handles.CACHE.clear()
+    with open_quietly(archive, duplicates="first") as ds:  # saved with the table's fingerprints
+        with pytest.raises(TgmStaleFileError, match="the index is stale"):
+            ds.load()
+
+
+def test_complex_coordinates_are_indexed(tmp_path):
+    path = tmp_path / "complex.tgm"
+    ds = xr.Dataset({"a": (("k",), np.arange(3.0))},
+                    coords={"k": np.array([1 + 2j, -3.5j, 4.0], dtype=np.complex128)})
+    tgm_xarray.to_tgm(ds, path)
+    cold = open_cold(path)
+    open_quietly(path).close()
+    handles.CACHE.clear()
+    with assert_warm(path) as warm:
+        xr.testing.assert_identical(warm.load(), cold)
+    assert cold["k"].dtype == np.complex128
+
+
+def test_values_are_stored_with_their_types():
+    packer = index.Packer()
+    values = [complex(1, -2), np.complex64(3 - 1j), np.array([1j, 2], dtype=">c16"), np.array([1j], "<c8")]
+    stored = packer.pack(values)
+    back = index.unpack(stored, lambda i: packer.objects[i][1])
+    for value, got in zip(values, back):
+        assert type(got) is type(value)
+        assert np.asarray(got).dtype == np.asarray(value).dtype and np.array_equal(got, value)
+
+
+WRITER = textwrap.dedent("""
+    import sys, warnings
+    import xarray as xr
+    warnings.simplefilter("ignore")
+    path, params = sys.argv[1], sys.argv[2].split(",")
+    for _ in range(3):
+        for param in params:
+            for duplicates in ("error", "first", "last"):
+                xr.open_dataset(path, engine="tgm", filter_by_keys={"param": param}, duplicates=duplicates).close()
+""")
+OPTIONS = [{"filter_by_keys": {"param": p}, "duplicates": d}
+           for p in ("t", "q", "u", "v", "w", "r", "gh", "vo", "d", "pv") for d in ("error", "first", "last")]
+
+
+def test_two_processes_adding_plans_at_once_leave_a_valid_index(archive, tmp_path):
+    open_quietly(archive).close()  # the table both start from
+    env = {**os.environ, index.CACHE_DIR_ENV: str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(Path(tgm_xarray.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(archive), params], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+               for params in ("t,q,u,v,w", "r,gh,vo,d,pv")]
+    for writer in writers:
+        _, err = writer.communicate(timeout=600)
+        assert writer.returncode == 0, err
+    assert cache_files(tmp_path) == [os.path.basename(index.cached(str(archive)))]  # no temporaries
+    handles.CACHE.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TgmIndexWarning)
+        stored = index.load(index.cached(str(archive)), index.Identity.of_file(str(archive)))
+    assert stored is not None and len(stored.keys) >= 2
+    held = [o for o in OPTIONS if index.plan_key({**o, "groups": False}) in stored.keys]
+    assert held
+    for options in held:
+        handles.CACHE.clear()
+        with assert_warm(archive, **options) as ds:
+            xr.testing.assert_identical(ds.load(), open_cold(archive, **options))
+
+
+def test_cli_index_fails_when_the_index_cannot_be_written(archive, tmp_path):
+    Path(index.beside(str(archive))).mkdir()  # a directory where the index would go
+    result = subprocess.run([*CLI, "index", "--beside", "--no-progress", str(archive)], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 1
+    assert f"tgm-xarray: error: {archive}{index.SUFFIX}: the index could not be written" in result.stderr
+    blocker = tmp_path / "a file"
+    blocker.write_bytes(b"")
+    result = subprocess.run([*CLI, "index", "--no-progress", str(archive)], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, index.CACHE_DIR_ENV: str(blocker / "cache")})
+    assert result.returncode == 1
+    assert "the index could not be written: no key to sign it with" in result.stderr
