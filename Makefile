@@ -3,7 +3,7 @@
 #   test:  Rust unit tests, pytest on CPython 3.11 (the oldest versions we support), on a
 #          free-threaded CPython (scripts/free-threaded-python.sh: ~15 min the first time on a
 #          machine, it builds 3.13t), then on CPython 3.13 with the newest release of every
-#          dependency (scripts/newest-python.sh: ~10 min the first time, it builds 3.13)
+#          dependency (scripts/newest-python.sh: 5-15 min the first time, it builds 3.13)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 export PATH := $(CURDIR)/.venv/bin:$(HOME)/.cargo/bin:$(PATH)

@@ -15,7 +15,7 @@
 #   2. `uv python install 3.13` (if uv is on PATH; fails without access to GitHub releases)
 #   3. a cached build at /opt/python3.13
 #   4. CPython 3.13 built from Debian's source package (the one 3.13t is built from) into
-#      /opt/python3.13 (~3-5 min on 2 cores)
+#      /opt/python3.13 (~3 min on 2 idle cores; 13 min measured on a busy CI machine)
 set -euo pipefail
 LANE=newest
 # CPython >= 3.13 with the GIL (a free-threaded build is the ft lane's).
