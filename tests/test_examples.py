@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,12 +113,12 @@ def test_distributed_notebook(example_file, tmp_path, monkeypatch):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     # One more cell, for the test only: what the notebook computed, as JSON.
     notebook.cells.append(nbformat.v4.new_code_cell(
-        "import json\n"
+        "import json, sys\n"
         "print('RESULTS ' + json.dumps({\n"
         "    'table': {label: {k: (v if isinstance(v, str) else float(v)) for k, v in row.items()}\n"
         "              for label, row in table.iterrows()},\n"
         "    'per_worker': per_worker, 'decoded_here': decoded_here,\n"
-        "    'pid': os.getpid(), 'executable': __import__('sys').executable,\n"
+        "    'pid': os.getpid(), 'executable': sys.executable, 'prefix': sys.prefix,\n"
         "}))"
     ))
     client = nbclient.NotebookClient(notebook, kernel_name="python3", timeout=300, startup_timeout=120,
@@ -143,7 +144,10 @@ def test_distributed_notebook(example_file, tmp_path, monkeypatch):
     (line,) = [line for out in notebook.cells[-1].outputs for line in out.get("text", "").splitlines()
                if line.startswith("RESULTS ")]
     results = json.loads(line.removeprefix("RESULTS "))
-    assert results["executable"] == sys.executable
+    # The kernel ran this interpreter in this environment (paths compared resolved: a venv's python
+    # is a link, and the kernel may name it by another path to the same file).
+    assert os.path.realpath(results["executable"]) == os.path.realpath(sys.executable)
+    assert os.path.realpath(results["prefix"]) == os.path.realpath(sys.prefix)
 
     # The statistics: one row per stored field (the holes left out), equal to numpy's.
     table = results["table"]

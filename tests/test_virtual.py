@@ -61,6 +61,13 @@ def engine(path, **options) -> xr.Dataset:
     return xr.open_dataset(path, engine=ENGINE, **options)
 
 
+def engine_steps(paths, **options) -> xr.Dataset:
+    """The engine's files, one step each, concatenated along ``step``. ``coords`` and ``compat``
+    as the tests always had them: xarray's defaults until they change (with a FutureWarning)."""
+    return xr.open_mfdataset(paths, engine=ENGINE, combine="nested", concat_dim="step", coords="different",
+                             compat="no_conflicts", **options)
+
+
 def assert_identical_bits(actual: xr.Dataset, expected: xr.Dataset, what: str) -> None:
     """The same variables, dims, attributes and values, bit for bit (NaN payloads aside: the
     engine and the codec decode with the same core)."""
@@ -253,8 +260,7 @@ def test_appending_a_forecast_step_is_a_commit(tmp_path):
         # One step per file is a scalar coordinate (as cfgrib has it): make it the dimension.
         commit(repo, vds.expand_dims("step"), f"step {i}", **({"append_dim": "step"} if i else {}))
     assert len(list(repo.ancestry(branch="main"))) == 4  # the repository's first commit, then ours
-    with xr.open_mfdataset(paths, engine=ENGINE, combine="nested", concat_dim="step",
-                           drop_variables=["valid_time"]) as want, reopen(repo) as got:
+    with engine_steps(paths, drop_variables=["valid_time"]) as want, reopen(repo) as got:
         assert got.sizes["step"] == 3
         assert_identical_bits(got, want.load(), "appended")
 
@@ -266,7 +272,7 @@ def test_open_virtual_mfdataset_concatenates_steps(tmp_path):
     assert vds.sizes["step"] == 2
     repo = local_repository(tmp_path / "repo", tmp_path)
     commit(repo, vds, "two steps")
-    with xr.open_mfdataset(paths, engine=ENGINE, combine="nested", concat_dim="step") as want, \
+    with engine_steps(paths) as want, \
             reopen(repo) as got:
         assert_identical_bits(got, want.load(), "mfdataset")
 
@@ -406,7 +412,7 @@ def test_open_virtual_mfdataset_over_local_paths(tmp_path):
     assert {entry["path"] for entry in refs.values()} == {Path(p).resolve().as_uri() for p in paths}
     repo = local_repository(tmp_path / "repo", tmp_path)
     commit(repo, vds, "two steps")
-    with xr.open_mfdataset(paths, engine=ENGINE, combine="nested", concat_dim="step") as want, \
+    with engine_steps(paths) as want, \
             reopen(repo) as got:
         assert_identical_bits(got, want.load(), "local paths")
 
@@ -426,7 +432,7 @@ def test_open_virtual_mfdataset_over_http(range_server, tmp_path):
     import zarr
 
     group = zarr.open_group(store, mode="r", zarr_format=3)
-    with xr.open_mfdataset(paths, engine=ENGINE, combine="nested", concat_dim="step") as want:
+    with engine_steps(paths) as want:
         for name in arrays:
             expected = want[name].values
             assert group[name][...].tobytes() == expected.tobytes(), name
@@ -487,7 +493,7 @@ def test_open_virtual_mfdataset_over_s3_into_icechunk(s3_bucket, tmp_path):
     repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")), config,
                                       authorize_virtual_chunk_access=credentials)
     commit(repo, vds, "two steps on s3")
-    with xr.open_mfdataset(paths, engine=ENGINE, combine="nested", concat_dim="step") as want, \
+    with engine_steps(paths) as want, \
             reopen(repo) as got:
         assert_identical_bits(got, want.load(), "s3")
 
