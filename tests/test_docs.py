@@ -15,6 +15,7 @@ import contextlib
 import doctest
 import functools
 import importlib.util
+import sys
 import re
 import shutil
 import textwrap
@@ -123,9 +124,14 @@ class StandIns:
 
 @functools.cache
 def _write_tgm_example():
+    examples = str(REPO / "examples")
     spec = importlib.util.spec_from_file_location("write_tgm", REPO / "examples" / "write_tgm.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, examples)  # as when it runs as a script: its helpers (_data) sit beside it
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(examples)
     return module
 
 
