@@ -66,7 +66,7 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
 
     index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]] = {}
     lookups: dict[str, np.ndarray] = {}  # dim -> value number -> position along it
-    axis_coords(variables, axes, objects.options.source, index_coords, lookups)
+    axis_coords(variables, axes, objects.options, index_coords, lookups)
     for var in variables.values():
         var.generic = extra_dims(var, objects, axes.consumed(var.at))
         if stack_indistinct_fields(var, objects, fingerprints):
