@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import termios
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ import xarray as xr
 
 from tgm_xarray import _core
 from tgm_xarray.cli import main
+from tgm_xarray.errors import TgmIndexWarning
 
 from conftest import ENGINE, FIXTURES, REPO, require_shared
 
@@ -165,8 +167,12 @@ def test_convert_append(tmp_path):
     ds.isel(time=slice(2, 4)).drop_vars("count").to_netcdf(second)
     out = tmp_path / "out.tgm"
     assert main(["convert", str(first), str(out), "--no-progress"]) == 0
+    xr.open_dataset(out, engine=ENGINE).close()  # writes an index to the cache
     assert main(["convert", str(second), str(out), "--append", "--no-progress"]) == 0
-    with xr.open_dataset(out, engine=ENGINE) as read:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TgmIndexWarning)  # the append dropped that index
+        read = xr.open_dataset(out, engine=ENGINE)
+    with read:
         np.testing.assert_array_equal(read.t2m.values, ds.t2m.values)
         assert read.time.size == 4
 

@@ -661,6 +661,17 @@ def test_duplicates_name_their_coordinates(tmp_path):
         _plan(path)
 
 
+def test_duplicates_name_only_the_clashing_fields(tmp_path):
+    # two fields clash at step 0; the field at step 6 (next on the grid) is not one of them
+    path = _write(tmp_path / "dup.tgm", [
+        _message(({"name": "t", "mars": {"step": s}}, _field())) for s in (0, 0, 6)])
+    with pytest.raises(TgmDuplicateError) as info:
+        _plan(path)
+    text = str(info.value)
+    assert "message 0 object 0 and message 1 object 0 have the same metadata" in text
+    assert "message 2" not in text
+
+
 @needs
 def test_same_metadata_different_contents_stack_by_message(tmp_path):
     meta = {"name": "t", "mars": {"step": 6}}

@@ -69,6 +69,28 @@ def test_open_mfdataset_under_distributed(forecast, step_files):
     xr.testing.assert_allclose(means.q.drop_vars("valid_time"), forecast.q.mean(("latitude", "longitude")))
 
 
+def test_squeeze_false_combines_files_by_coords(forecast, step_files):
+    """cfgrib's ``squeeze=False`` keeps a file's single step (and time) a dimension of length 1,
+    so ``combine="by_coords"`` orders the files by it, in whatever order they come."""
+    with xr.open_mfdataset(step_files[::-1], engine=ENGINE, combine="by_coords", squeeze=False) as ds:
+        assert ds.t.dims == ("time", "step", "isobaricInhPa", "latitude", "longitude")
+        assert ds.valid_time.dims == ("time", "step")
+        read = ds.isel(time=0).compute()
+    xr.testing.assert_equal(read.t.drop_vars("valid_time"), forecast.t)
+    xr.testing.assert_equal(read.q.drop_vars("valid_time"), forecast.q)
+    np.testing.assert_array_equal(read.valid_time.values, (forecast.time + forecast.step).values)
+
+
+def test_squeeze_is_a_plan_of_its_own(step_files):
+    """An index holding the default (squeezed) plan is not used for ``squeeze=False``."""
+    with xr.open_dataset(step_files[0], engine=ENGINE) as squeezed:  # its index holds this plan
+        assert squeezed.step.dims == () and squeezed.t.dims[0] == "isobaricInhPa"
+    with xr.open_dataset(step_files[0], engine=ENGINE, squeeze=False) as kept:
+        assert dict(kept.sizes)["step"] == 1 and kept.t.dims[:2] == ("time", "step")
+    with pytest.raises(TypeError, match="squeeze must be True or False"):
+        xr.open_dataset(step_files[0], engine=ENGINE, squeeze="no")
+
+
 # -- a list of files planned as one Dataset --------------------------------------------------
 
 

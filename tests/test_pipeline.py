@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from tgm_xarray import _core, to_tgm
 from tgm_xarray.cli import main
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import (COMPRESSIONS, ENCODINGS, FILTERS, NAMES, OPTIONS, TABLE, ZFP_MODES,
-                                 Pipeline, markdown_table, packing_params, reader_options, resolve)
+                                 Pipeline, bits_advice, markdown_table, packing_params, reader_options, resolve)
 from tgm_xarray.zarr_codec import TensogramCodec
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -133,7 +134,10 @@ def _assert_same_error(tmp_path: Path, options: dict, capsys) -> None:
 def test_dtype_errors_same_in_writer_and_codec():
     """What depends on the values' dtype fails alike in the writer and the codec."""
     ints = np.arange(6, dtype="int64").reshape(2, 3)
-    for options in ({"bits": 8}, {"compression": "zfp"}, {"compression": "szip", "filter": "none"}):
+    # szip on raw 8-byte values is refused alike, with or without filter="none": the writer
+    # adds no shuffle that the codec would not
+    for options in ({"bits": 8}, {"compression": "zfp"}, {"compression": "szip", "filter": "none"},
+                    {"compression": "szip"}):
         message = str(_error(lambda: Pipeline.from_options(options).stored_dtype(ints.dtype)))
         assert str(_error(lambda: to_tgm(xr.Dataset({"n": (("y", "x"), ints)}), {}, encoding={"n": options}))) \
             == message
@@ -285,19 +289,37 @@ def test_descriptor_of_each_stage():
     assert Pipeline.from_options({}).descriptor(np.float32(1.5) * np.ones(()))["shape"] == []
 
 
+def test_writer_warns_when_fewer_bits_make_no_smaller_file(tmp_path):
+    """The pipeline's rule (the CLI says it too, with --bits): the same warning for every
+    variable (shown once by Python's default filter); whole-byte widths, widths up to 8 and
+    other compressions are quiet."""
+    values = np.random.default_rng(2).random((16, 16))
+    ds = xr.Dataset({"a": (("y", "x"), values), "b": (("y", "x"), values + 1)})
+    with pytest.warns(UserWarning) as caught:
+        to_tgm(ds, tmp_path / "b12.tgm", encoding={"a": {"bits": 12}, "b": {"bits": 12}})
+    assert {str(w.message) for w in caught} == {bits_advice(12, "blosc2")}
+    assert str(caught[0].message).startswith(
+        "bits_per_value=12 will not make a file smaller than bits_per_value=16 does")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for options in ({"bits": 16}, {"bits": 6}, {"bits": 12, "compression": "none"}):
+            to_tgm(ds, tmp_path / "quiet.tgm", encoding={"a": options})
+
+
 def test_resolve_is_the_writers_view():
-    """Coordinates default to no compression; raw values wider than szip's 32 bits get the
-    shuffle they need unless a filter was asked for; errors name the variable."""
+    """Coordinates default to no compression; raw values wider than szip's 32 bits need the
+    shuffle asked for, as in the codec; errors name the variable."""
     assert resolve("lat", np.dtype("float64"), None, coordinate=True).pipeline.compression == "none"
     assert resolve("v", np.dtype("float64"), None).pipeline.compression == "blosc2"
-    wide = resolve("v", np.dtype("float64"), {"compression": "szip"})
+    wide = resolve("v", np.dtype("float64"), {"compression": "szip", "filter": "shuffle"})
     assert (wide.pipeline.filter, wide.pipeline.params["szip_block_size"], wide.dtype) == \
         ("shuffle", 32, np.dtype("float64"))
     assert resolve("v", np.dtype("float32"), {"compression": "szip"}).pipeline.filter == "none"
     with pytest.raises(TgmCodecError, match="at most 32 bits") as info:
-        resolve("v", np.dtype("int64"), {"compression": "szip", "filter": "none"})
+        resolve("v", np.dtype("int64"), {"compression": "szip"})
     assert info.value.__notes__ == ["in the encoding of variable 'v'"]
-    codec = resolve("v", np.dtype(">f4"), {"bits": 12})
+    with pytest.warns(UserWarning, match="bits_per_value=12 will not make a file smaller"):
+        codec = resolve("v", np.dtype(">f4"), {"bits": 12})
     descriptor, array = codec.prepare(np.arange(6, dtype=">f4").reshape(2, 3))
     assert array.dtype == np.dtype("float64") and array.flags.c_contiguous
     assert descriptor["sp_bits_per_value"] == 12

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tracemalloc
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -16,9 +17,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray import _core, mars
+from tgm_xarray import _core, index, mars
 from tgm_xarray.pipeline import SZIP_PACKED_BITS
-from tgm_xarray.errors import TgmCodecError, TgmFormatError
+from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
 from tgm_xarray.writer import TgmWriter, to_tgm
 
 from conftest import ENGINE, upstream_decode
@@ -540,6 +541,29 @@ def test_append_extends_the_hypercube(tmp_path):
         full.isel(step=slice(step, step + 1)).tgm.to_file(path, mode="a")
     assert len(messages(path)) == 2 * 2 * 3 * 2
     assert_round_trip(open_tgm(path), full)
+
+
+def test_an_append_leaves_no_stale_index(tmp_path):
+    """The writer drops the indexes of the file it replaced (beside it and in the cache, under
+    the name it was given and the file a symlink names), so the next open neither warns nor
+    reads old values."""
+    full = cfgrib_like(np.random.default_rng(8)).drop_vars("z")
+    path = tmp_path / "fc.tgm"
+    link = tmp_path / "link.tgm"
+    link.symlink_to(path.name)
+    to_tgm(full.isel(step=[0]), path)
+    open_tgm(path, index="beside")  # an index beside the file
+    open_tgm(link)  # and one in the cache, for the name the file was opened by
+    indexes = [index.beside(str(path)), index.cached(str(link))]
+    assert all(os.path.exists(p) for p in indexes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TgmIndexWarning)
+        to_tgm(full.isel(step=[1]), link, mode="a")
+        assert not any(os.path.exists(p) for p in indexes)
+        assert_round_trip(open_tgm(link), full.isel(step=[0, 1]))
+        open_tgm(path)
+        full.isel(step=[2]).tgm.to_file(path, mode="a")
+        assert_round_trip(open_tgm(path), full)
 
 
 def test_append_does_not_repeat_auxiliary_coordinates(tmp_path):

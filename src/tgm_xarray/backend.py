@@ -428,7 +428,7 @@ def _is_tgm(filename_or_obj: Any) -> bool:
 #: engine does what that default asks (``None``: no value of it means anything here).
 CFGRIB_KEYWORDS: dict[str, Any] = {
     "indexpath": None, "read_keys": None, "ignore_keys": (), "encode_cf": ("parameter", "time", "geography", "vertical"),
-    "squeeze": True, "time_dims": ("time", "step"), "errors": None, "extra_coords": {},
+    "time_dims": ("time", "step"), "errors": None, "extra_coords": {},
     "coords_as_attributes": {}, "cache_geo_coords": True, "values_dtype": None,
 }
 
@@ -471,7 +471,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
         "filter_by_keys", "duplicates", "merge_objects", "message_index", "range_threshold",
-        "verify_hash", "storage_options", "threads", "index", *CFGRIB_KEYWORDS,
+        "verify_hash", "storage_options", "threads", "index", "squeeze", *CFGRIB_KEYWORDS,
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -500,11 +500,11 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         storage_options: dict | None = None,
         threads: int | None = None,
         index: str | bool = "auto",
+        squeeze: bool = True,
         indexpath: str | None = None,
         read_keys: Iterable[str] | None = None,
         ignore_keys: Iterable[str] | None = None,
         encode_cf: Iterable[str] | None = None,
-        squeeze: bool | None = None,
         time_dims: Iterable[str] | None = None,
         errors: str | None = None,
         extra_coords: Mapping | None = None,
@@ -570,11 +570,16 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
             The metadata index that makes a second open skip the scan (docs/archives.md):
             ``"auto"`` (default: use one, and write one into the cache after a cold open),
             ``"beside"`` (write it beside the data file), ``False`` (neither).
-        indexpath, read_keys, ignore_keys, encode_cf, squeeze, time_dims, errors, extra_coords, coords_as_attributes, cache_geo_coords, values_dtype
+        squeeze
+            cfgrib's keyword: ``True`` (default) makes a ``number``/``time``/``step``/level
+            dimension with a single value a scalar coordinate; ``False`` keeps it a dimension
+            of length 1, so that files of one step each combine with
+            ``xr.open_mfdataset(paths, engine="tgm", combine="by_coords", squeeze=False)``.
+        indexpath, read_keys, ignore_keys, encode_cf, time_dims, errors, extra_coords, coords_as_attributes, cache_geo_coords, values_dtype
             cfgrib's keywords, accepted so that cfgrib's ``backend_kwargs`` work unchanged (default
             ``None``: not given). Honoured where they mean something here: ``indexpath=""``
             (cfgrib: no index file) is ``index=False``; ``read_keys`` (every metadata key is read
-            anyway); cfgrib's own defaults of ``squeeze``, ``time_dims``, ``encode_cf`` and
+            anyway); cfgrib's own defaults of ``time_dims``, ``encode_cf`` and
             ``cache_geo_coords`` (what this engine does). Any other value is ignored with a
             ``UserWarning`` naming the keywords.
 
@@ -589,7 +594,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         del range_threshold
         source = filename_or_obj if isinstance(filename_or_obj, (str, os.PathLike, list, tuple)) else "<file object>"
         index = _cfgrib_keywords(source, index, indexpath=indexpath, read_keys=read_keys,
-                                 ignore_keys=ignore_keys, encode_cf=encode_cf, squeeze=squeeze,
+                                 ignore_keys=ignore_keys, encode_cf=encode_cf,
                                  time_dims=time_dims, errors=errors, extra_coords=extra_coords,
                                  coords_as_attributes=coords_as_attributes,
                                  cache_geo_coords=cache_geo_coords, values_dtype=values_dtype)
@@ -597,7 +602,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
             _paths(filename_or_obj), lock=lock, verify_hash=verify_hash, storage_options=storage_options,
             threads=threads, index=index, variable_key=variable_key,
             dim_names=dim_names, filter_by_keys=filter_by_keys, duplicates=duplicates,
-            merge_objects=merge_objects, message_index=message_index,
+            merge_objects=merge_objects, message_index=message_index, squeeze=squeeze,
         )
         return _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords,
                        drop_variables, use_cftime, decode_timedelta)

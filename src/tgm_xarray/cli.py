@@ -21,6 +21,7 @@ import errno
 import json
 import math
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -33,7 +34,7 @@ from tgm_xarray.dtypes import decoded_bytes
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.file import open_file
 from tgm_xarray.handles import absolute
-from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, canonical
+from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canonical
 from tgm_xarray.remote import is_url
 from tgm_xarray.versions import EngineNameWarning
 
@@ -258,17 +259,22 @@ def _convert(args: argparse.Namespace) -> int:
 
     inputs = expand_inputs(args.inputs, args.engine)
     check_output(args.output, inputs, force=args.force, append=bool(args.append))
-    advice = bits_advice(args.bits_per_value, args.compression)
+    # The pipeline's advice on --bits, in the command's words, once (not for every variable).
+    compression = args.compression or OPTIONS["compression"].default
+    advice = bits_advice(args.bits_per_value, compression)
     if advice:
-        warnings.warn(advice, stacklevel=1)
+        warnings.warn(bits_advice(args.bits_per_value, compression, spelling="--bits "), stacklevel=1)
     progress = _progress(args.progress)
     options = _options(args.option)
     chunks = _chunks(args.chunks)
     datasets = _selected(args, [ds for path in inputs
                                 for ds in open_inputs(path, args.engine, chunks, args.storage_options)])
     # Plan everything first: a bad option fails before the output is touched.
-    plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits_per_value, args.compression, options),
-                        layout=args.layout or "field") for ds in datasets])
+    with warnings.catch_warnings():
+        if advice:
+            warnings.filterwarnings("ignore", message=re.escape(advice))
+        plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits_per_value, args.compression, options),
+                            layout=args.layout or "field") for ds in datasets])
     mode = "a" if args.append else "w"
     with TgmWriter(args.output, mode, hash=args.hash is not False, threads=args.threads,
                    progress=progress) as writer:
@@ -280,27 +286,6 @@ def _convert(args: argparse.Namespace) -> int:
     if why:
         warnings.warn(f"{args.output} will not open as one Dataset: {why}", stacklevel=1)
     return 0
-
-
-def bits_advice(bits: int | None, compression: str | None) -> str | None:
-    """Why ``--bits`` with ``compression`` will not make a smaller file than the next whole byte
-    (None when it may): blosc2 (the default) shuffles whole bytes, and packed values of 9 to 15
-    or 17 to 23 bits straddle them, so it finds little to compress (the IFS fields: 3.5 MB with
-    ``--bits 12`` against 2.4 MB with ``--bits 16``); szip refuses those widths. Below 8 bits, the
-    fewer the smaller.
-
-    >>> bits_advice(16, None), bits_advice(6, None), bits_advice(12, "none")
-    (None, None, None)
-    >>> bits_advice(12, None)[:60]
-    '--bits 12 will not make a file smaller than --bits 16 does: '
-    """
-    if bits is None or bits < 8 or bits % 8 == 0 or compression not in (None, "blosc2"):
-        return None
-    wider = -(-bits // 8) * 8
-    return (f"--bits {bits} will not make a file smaller than --bits {wider} does: blosc2 "
-            f"compresses whole bytes and {bits}-bit values straddle them (and szip takes 8, 16, "
-            f"24 or 32 bits only). Use --bits {wider} (smaller and more precise), or --bits "
-            f"{wider - 8 or 8} for a smaller file")
 
 
 def why_not_one_dataset(path: str, storage_options: dict | None = None) -> str | None:

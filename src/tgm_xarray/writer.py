@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,10 +32,10 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
-from tgm_xarray import _core
+from tgm_xarray import _core, index
 from tgm_xarray.atomic import MODES, AtomicFile, WriteMode
 from tgm_xarray.dtypes import numpy_dtype
-from tgm_xarray.errors import TgmCodecError, TgmError
+from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 
 Layout = Literal["field", "variable"]
@@ -213,9 +214,11 @@ class TgmWriter:
         return lambda: (spec, encode(spec))
 
     def commit(self) -> None:
-        """Move the written file onto ``path`` (durably: file and directory are synced)."""
+        """Move the written file onto ``path`` (durably: file and directory are synced), and
+        drop this user's indexes of it, which describe the file it replaced."""
         try:
             self._out.commit()
+            _drop_indexes({self.path, self._out.path})  # the name given, and the file it links to
         finally:
             self._close_progress()
 
@@ -228,6 +231,22 @@ class TgmWriter:
         if self._progress is not None:
             self._progress.close()
         self._progress, self._show_progress = None, False
+
+
+def _drop_indexes(paths: Iterable[str]) -> None:
+    """Removes the indexes of a file just replaced, beside it and in this user's cache: the next
+    open would refuse them as stale, with a warning, after every append. One that cannot be
+    removed is refused there all the same; a warning says so now."""
+    for path in paths:
+        for where in (index.beside(path), index.cached(path)):
+            try:
+                os.remove(where)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                warnings.warn(f"{where}: the index of the file just written could not be removed "
+                              f"({err.strerror}); the next open will find it stale", TgmIndexWarning,
+                              stacklevel=4)
 
 
 def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):

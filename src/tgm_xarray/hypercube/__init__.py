@@ -62,6 +62,7 @@ def build_hypercube(
     merge_objects: bool = True,
     message_index: int | None = None,
     locate: Locate | None = None,
+    squeeze: bool = True,
 ) -> HypercubePlan:
     """Plan one Dataset from every message's metadata, without reading any payload.
 
@@ -95,6 +96,10 @@ def build_hypercube(
     locate
         For a table of several files (``open_dataset([paths])``): ``locate(message)`` gives the
         file and the message's number in it, which error messages name.
+    squeeze
+        ``True`` (cfgrib's default): a ``number``/``time``/``step``/level dimension with a
+        single value becomes a scalar coordinate. ``False``: it stays a dimension of length 1
+        of every variable that has it (so that files of one step each combine by coordinates).
 
     Raises
     ------
@@ -109,7 +114,8 @@ def build_hypercube(
     >>> plan.variables, plan.index_coords
     ({}, {})
     """
-    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates, locate))
+    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates, locate,
+                                          squeeze))
     selection = objects.select(filter_by_keys, merge_objects, message_index)
     return plan(objects, selection, Fingerprints(objects))
 
@@ -126,6 +132,7 @@ def split_groups(
     merge_objects: bool = True,
     message_index: int | None = None,
     locate: Locate | None = None,
+    squeeze: bool = True,
 ) -> dict[str, HypercubePlan]:
     """Split a heterogeneous file into groups that each form one Dataset (for ``open_datatree``).
 
@@ -143,7 +150,8 @@ def split_groups(
     ...              fingerprint=lambda m, o: b"")
     {}
     """
-    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates, locate))
+    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates, locate,
+                                          squeeze))
     selection = objects.select(filter_by_keys, merge_objects, message_index)
     fingerprints = Fingerprints(objects)
     return {name: plan(objects, group, fingerprints)

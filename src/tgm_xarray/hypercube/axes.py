@@ -120,10 +120,12 @@ class Axes:
         return dim in self.dims and self.dims[dim][0][position] >= 0
 
 
-def axis_coords(variables, axes: Axes, source: str, index_coords: dict, lookups: dict) -> None:
+def axis_coords(variables, axes: Axes, options, index_coords: dict, lookups: dict) -> None:
     """cfgrib dimensions: one coordinate per dimension over all variables (the union of their
-    values); a single value overall makes a scalar coordinate, more make a dimension of every
-    variable that has it (with holes where a variable lacks a value)."""
+    values); a single value overall makes a scalar coordinate (unless ``options.squeeze`` is
+    false), more make a dimension of every variable that has it (with holes where a variable
+    lacks a value)."""
+    source = options.source
     levtypes: dict[str, dict[Any, str]] = {}
     for var in variables.values():
         for dim in axes.dims:
@@ -143,7 +145,7 @@ def axis_coords(variables, axes: Axes, source: str, index_coords: dict, lookups:
         ids, values = axes.dims[dim]
         coord, lookups[dim] = coordinate_values(dim, values, np.unique(ids[ids >= 0]))
         attrs = dict(mars.COORD_ATTRS.get(dim, {}))
-        if len(coord) == 1:
+        if len(coord) == 1 and options.squeeze:
             index_coords[dim] = ((), coord.reshape(()), attrs)
         else:
             index_coords[dim] = ((dim,), coord, attrs)

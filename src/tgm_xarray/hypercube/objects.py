@@ -58,9 +58,11 @@ class Options:
     dim_names: tuple[str, ...] | Mapping | None
     duplicates: str
     locate: Locate | None = None
+    squeeze: bool = True
 
     @classmethod
-    def make(cls, source, fingerprint, variable_key, dim_names, duplicates, locate=None) -> Options:
+    def make(cls, source, fingerprint, variable_key, dim_names, duplicates, locate=None,
+             squeeze=True) -> Options:
         if variable_key is not None and not isinstance(variable_key, str):
             raise TypeError(f"{source}: variable_key must be a metadata key (a str such as "
                             f"'mars.param'), not {type(variable_key).__name__} {variable_key!r}")
@@ -71,7 +73,9 @@ class Options:
                 f"dim_names must be a sequence of names or a mapping, got {dim_names!r}")
         if dim_names is not None and not isinstance(dim_names, Mapping):
             dim_names = tuple(dim_names)
-        return cls(source, fingerprint, variable_key, dim_names, duplicates, locate)
+        if not isinstance(squeeze, bool):
+            raise TypeError(f"{source}: squeeze must be True or False, not {squeeze!r}")
+        return cls(source, fingerprint, variable_key, dim_names, duplicates, locate, squeeze)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
 
     index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]] = {}
     lookups: dict[str, np.ndarray] = {}  # dim -> value number -> position along it
-    axis_coords(variables, axes, objects.options.source, index_coords, lookups)
+    axis_coords(variables, axes, objects.options, index_coords, lookups)
     for var in variables.values():
         var.generic = extra_dims(var, objects, axes.consumed(var.at))
         if stack_indistinct_fields(var, objects, fingerprints):
@@ -117,7 +117,9 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
         k = int(crowded[np.argmin(order[starts[crowded]])])  # the first met in file order
         position = np.unravel_index(int(cells[starts[k]]), outer_shape)
         where = ", ".join(f"{d}={index_coords[d][1][i]}" for d, i in zip(var.outer, position))
-        clashing = [objects.row(int(var.rows[i])) for i in order[starts[k]:starts[k] + 3]]
+        # at most three of the clashing fields, none from the next cell
+        clashing = [objects.row(int(var.rows[i]))
+                    for i in order[starts[k]:starts[k] + min(int(counts[k]), 3)]]
         raise TgmDuplicateError(
             f"{options.source}: variable {var.name!r} has {int(counts[k])} fields at "
             f"{f'({where})' if where else 'the same place'}: "
