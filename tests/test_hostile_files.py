@@ -18,6 +18,7 @@ import tgm_xarray
 
 from hostile import (
     MEMORY_LIMIT,
+    data_frames,
     descriptor,
     encode,
     payload_span,
@@ -122,6 +123,62 @@ def test_valid_field_read_whole_within_a_limit_numpy_meets(tmp_path, compression
     run = read_in_child(path, 400 * MiB, keys=(None,))
     assert run["returncode"] == 0, f"the child died with {run['returncode']}: {run['stderr']}"
     assert [kind for kind, _ in run["outcomes"]] == ["values"], run["outcomes"]
+
+
+def test_upstream_decoded_field_beyond_a_limit_is_a_memory_error(tmp_path):
+    """A valid 256 MiB zstd field with a NaN mask (zeros and one NaN: upstream decodes masked
+    objects) read whole under a 400 MiB limit: the result fits, what upstream's decoder
+    allocates beside it does not: a MemoryError (its infallible allocation aborted the process)."""
+    import tensogram
+
+    n = 2**25
+    values = np.zeros(n)
+    values[0] = np.nan
+    message = tensogram.encode({"base": [{"name": "v"}]}, [(descriptor((n,), compression="zstd"), values)],
+                               allow_nan=True)
+    path = write(tmp_path, "masked-256mib.tgm", bytearray(message))
+    run = read_in_child(path, 400 * MiB, keys=(None,))
+    assert run["returncode"] == 0, f"the child died with {run['returncode']}: {run['stderr']}"
+    assert [kind for kind, _ in run["outcomes"]] == ["builtins.MemoryError"], run["outcomes"]
+
+
+FRAME_READ = textwrap.dedent("""
+    import json, sys
+    from tgm_xarray import _core
+    path, budget, start, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+""") + MEMORY_LIMIT + textwrap.dedent("""
+    frame = open(path, "rb").read()[start:start + length]
+    try:
+        _core.read_frame(frame, None, None, None, "the referenced frame", expect_shape=[65536])
+        print(json.dumps(["values", ""]))
+    except Exception as e:
+        print(json.dumps([type(e).__name__, str(e)]))
+""")
+
+
+def test_a_frame_chunk_declaring_another_shape_fails_before_it_decodes(tmp_path):
+    """A referenced frame (a zarr chunk of the frame codec, 65,536 values) whose descriptor was
+    widened to 2^27 float64 (1 GiB): refused on its shape before anything is allocated or
+    decoded, within a 64 MiB budget (the 1 GiB result was allocated first)."""
+    message = encode(descriptor((65536,), compression="zstd"), np.zeros(65536))
+    set_shape(message, [65536], [2**27], width=4)
+    path = write(tmp_path, "widened-frame.tgm", message)
+    (frame_at, frame_len), = data_frames(bytes(message))
+    run = subprocess.run([sys.executable, "-c", FRAME_READ, path, str(64 * MiB), str(frame_at), str(frame_len)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    kind, text = json.loads(run.stdout.strip().splitlines()[-1])
+    assert kind == "TgmCodecError" and "shape (134217728,)" in text and "(65536,)" in text, (kind, text)
+
+
+def test_packed_payload_longer_than_its_shape_fails_whole_and_as_a_window(tmp_path):
+    """200 packed values under a shape of 100: every read fails alike (a window used to fail
+    where the whole object read)."""
+    message = encode(descriptor((200,), encoding="simple_packing", sp_bits_per_value=16, sp_reference_value=0.0,
+                                sp_binary_scale_factor=0, sp_decimal_scale_factor=0), np.arange(200.0))
+    set_shape(message, [200], [100], width=1)
+    path = write(tmp_path, "long-packed.tgm", message)
+    assert_raises_in_child(path, "tgm_xarray.errors.TgmFormatError", "the payload holds 400 bytes")
 
 
 def test_uncompressed_payload_shorter_than_its_shape(tmp_path):

@@ -247,6 +247,11 @@ pub fn read_object(
                     None => {
                         // Upstream decodes the NaN/Inf masks here too.
                         bounds::check_masks(desc, &msg[entry.payload.start..entry.frame.end])?;
+                        // Upstream's decoders (blosc2, zfp, sz3, masks) allocate infallibly: the
+                        // address space they take (the values and one copy of them in its
+                        // pipeline) is reserved fallibly first and given back, so that a limit
+                        // (`ulimit -v`) ends the read with a MemoryError, not the process.
+                        drop(try_zeroed(whole_len.saturating_mul(2), "the decoded object")?);
                         let decoded = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1;
                         if desc.compression == "sz3" {
                             bounds::sz3_failed()?;
