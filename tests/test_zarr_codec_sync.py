@@ -139,3 +139,43 @@ def test_fused_window_reads_decode_only_the_window_and_fill_missing_chunks(t2m, 
     assert_same_bits(window, reopen(tmp_path / "a", BATCHED)[100:110, 200:230])
     assert_same_bits(fused[350:370, :5], reopen(tmp_path / "a", BATCHED)[350:370, :5])
     assert np.isnan(fused[360:, :]).all()
+
+
+@pytest.mark.thread_unsafe  # patches the codec's class
+@pytest.mark.parametrize("obj", [0, 1], ids=["fields", "latitudes"])  # decoded in a thread, inline
+def test_referenced_frames_read_the_same_on_both_pipelines(ifs_file, tmp_path, monkeypatch, obj):
+    """Chunks that are data-object frames of a .tgm file (the chunks of virtual references):
+    fused reads (each frame fetched and decoded in zarr's worker threads) equal batched ones
+    (frames fetched together per event-loop turn) and the engine's values."""
+    from tgm_xarray import open_file
+    from tgm_xarray.backend import metadata_table
+
+    source = open_file(ifs_file)
+    table = metadata_table(source)
+    data = ifs_file.read_bytes()
+    frames = [(int(s), int(e)) for o, s, e in zip(table.obj, table.frame_start, table.frame_end, strict=True)
+              if o == obj]
+    shape = tuple(table.shapes[obj])
+    codec = TensogramCodec(chunk="frame", descriptor={"shape": list(shape)})
+    zarr.create_array(LocalStore(tmp_path / "a"), shape=(len(frames), *shape), chunks=(1, *shape),
+                      dtype="float64", serializer=codec, compressors=None, fill_value=np.nan)
+    for m, (start, end) in enumerate(frames):
+        chunk = tmp_path.joinpath("a", "c", str(m), *["0"] * len(shape))  # zarr v3's default chunk keys
+        chunk.parent.mkdir(parents=True, exist_ok=True)
+        chunk.write_bytes(data[start:end])
+    engine = np.stack([source.read(m, obj) for m in range(len(frames))])
+    reads = {"whole": lambda z: z[...], "window": lambda z: z[1:3, 100:110, ...], "point": lambda z: z[2, 5, ...],
+             "oindex": lambda z: z.oindex[[0, 3], [7, 500, 700]]}
+    expected = {what: read(engine) if what != "oindex" else engine[[0, 3]][:, [7, 500, 700]]
+                for what, read in reads.items()}
+    batched = reopen(tmp_path / "a", BATCHED)
+    for what, read in reads.items():
+        assert_same_bits(read(batched), expected[what], f"batched, {what}")
+    if not ZARR_SYNC_PIPELINE:
+        pytest.skip(f"zarr {zarr.__version__} has no FusedCodecPipeline (zarr >= 3.3): batched reads only")
+    calls = AsyncCalls(monkeypatch)
+    fused = reopen(tmp_path / "a", FUSED)
+    with zarr.config.set({"codec_pipeline.max_workers": 2}):
+        for what, read in reads.items():
+            assert_same_bits(read(fused), expected[what], f"fused, {what}")
+    assert calls.calls["async"] == 0 and calls.calls["partial_sync"] >= len(frames)
