@@ -181,3 +181,33 @@ def test_referenced_frames_read_the_same_on_both_pipelines(ifs_file, tmp_path, m
         for what, read in reads.items():
             assert_same_bits(read(fused), expected[what], f"fused, {what}")
     assert calls.calls["async"] == 0 and calls.calls["partial_sync"] >= len(frames)
+
+
+@needs_fused
+@pytest.mark.thread_unsafe  # patches the codec's class
+def test_virtual_store_reads_through_the_fused_pipeline(ifs_file, tmp_path, monkeypatch):
+    """Icechunk's store has no synchronous IO: the fused pipeline hands the codec all of a read's
+    referenced frames at once (``decode_partial``, fetched together), and the values are the engine's."""
+    for package in ("virtualizarr", "icechunk", "obstore"):
+        pytest.importorskip(package)
+    import shutil
+
+    import xarray as xr
+    from virtualizarr import open_virtual_dataset
+
+    from test_virtual import LOCAL, assert_identical_bits, commit, engine
+    from tgm_xarray.virtual import TensogramParser, local_repository
+
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "ifs.tgm"
+    shutil.copyfile(ifs_file, path)
+    commit(local_repository(tmp_path / "repo", data),
+           open_virtual_dataset(path.as_uri(), registry=LOCAL, parser=TensogramParser()), "ifs")
+    calls = AsyncCalls(monkeypatch)
+    with zarr.config.set({"codec_pipeline.path": FUSED}):
+        got = xr.open_zarr(local_repository(tmp_path / "repo", data).readonly_session("main").store,
+                           consolidated=False, zarr_format=3, chunks=None)
+    with engine(path) as want, got:
+        assert_identical_bits(got, want, "fused pipeline")
+    assert calls.calls["async"] > 0 and calls.calls["partial_sync"] == 0
