@@ -211,3 +211,33 @@ def test_virtual_store_reads_through_the_fused_pipeline(ifs_file, tmp_path, monk
     with engine(path) as want, got:
         assert_identical_bits(got, want, "fused pipeline")
     assert calls.calls["async"] > 0 and calls.calls["partial_sync"] == 0
+
+
+@needs_fused
+@pytest.mark.thread_unsafe  # the core's counters are process-wide; patches the codec's class
+def test_fused_pipeline_on_a_store_without_synchronous_io(t2m, tmp_path, monkeypatch):
+    """zarr's ZipStore has no synchronous IO: the fused pipeline takes the async path, and the
+    sharding codec's inner pipeline calls the codec's sync partial decode on the shard's bytes."""
+    from zarr.storage import ZipStore
+
+    codec = TensogramCodec(encoding="simple_packing", bits_per_value=16, compression="blosc2")
+    values = t2m[:360, :720].copy()
+    for name, layout in {"plain": {"chunks": (180, 360)}, "sharded": {"chunks": (180, 360), "shards": (360, 720)}}.items():
+        with ZipStore(tmp_path / f"{name}.zip", mode="w") as store:
+            zarr.create_array(store, shape=values.shape, dtype="float64", serializer=codec, compressors=None,
+                              fill_value=np.nan, **layout)[...] = values
+
+    def read(name, pipeline, selection):
+        with zarr.config.set({"codec_pipeline.path": pipeline}), ZipStore(tmp_path / f"{name}.zip", mode="r") as store:
+            z = zarr.open_array(store, mode="r")
+            before = _core.decoded_elements()
+            return z[selection], _core.decoded_elements() - before
+
+    calls = AsyncCalls(monkeypatch)
+    for selection in ((slice(None),) * 2, (slice(10, 20), slice(400, 420))):
+        expected, _ = read("plain", BATCHED, selection)
+        for name in ("plain", "sharded"):
+            got, decoded = read(name, FUSED, selection)
+            assert_same_bits(got, expected, f"{name}, {selection}")
+            assert decoded == expected.size  # only the selection is decoded, sharded too
+    assert calls.calls["partial_sync"] > 0 and calls.calls["async"] > 0
