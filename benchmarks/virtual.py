@@ -9,7 +9,8 @@ mean of every field with dask's threaded scheduler) through ``xr.open_zarr`` on 
 against ``xr.open_mfdataset(..., engine="tgm")`` on the same files. Beside them, with the same
 dask chunks, the same values decoded once and stored as ordinary zarr chunks without compression
 (on a local zarr store and in an Icechunk repository, same chunk shape): what zarr itself costs
-for that read when a chunk has nothing to decode.
+for that read when a chunk has nothing to decode. On zarr >= 3.3, the virtual store and the raw
+chunks are read again through zarr's synchronous pipeline (``FusedCodecPipeline``).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def case_virtual(ctx: Context) -> CaseResult:
 
     from common import ours_entrypoint
     from tgm_xarray.virtual import READ_CONFIG, TensogramParser, local_repository
+    from tgm_xarray.zarr_codec import ZARR_SYNC_PIPELINE
 
     files = QUICK_FILES if ctx.quick else FILES
     root = ctx.data / f"virtual-{files}"
@@ -149,9 +151,10 @@ def case_virtual(ctx: Context) -> CaseResult:
                                     consolidated=False, zarr_format=3, chunks=chunks)
         return open_
 
-    def native_open(store_of, chunks):
+    def native_open(store_of, chunks, config=None):
         def open_():
-            return xr.open_zarr(store_of(), consolidated=False, zarr_format=3, chunks=chunks)
+            with zarr.config.set(config or {}):
+                return xr.open_zarr(store_of(), consolidated=False, zarr_format=3, chunks=chunks)
         return open_
 
     def native_icechunk():
@@ -172,6 +175,14 @@ def case_virtual(ctx: Context) -> CaseResult:
              f"zarr, no references: raw chunks on a local store, chunks={levels}":
                  native_open(lambda: native_local, levels),
              f"Icechunk, no references: raw chunks, chunks={levels}": native_open(native_icechunk, levels)}
+    fused = {"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}
+    fused_flows = {  # zarr's synchronous pipeline, where this zarr has it
+        f"virtual store, chunks={levels}, FusedCodecPipeline": virtual_open(levels, fused),
+        f"zarr, no references: raw chunks on a local store, chunks={levels}, FusedCodecPipeline":
+            native_open(lambda: native_local, levels, fused),
+        f"Icechunk, no references: raw chunks, chunks={levels}, FusedCodecPipeline":
+            native_open(native_icechunk, levels, fused)} if ZARR_SYNC_PIPELINE else {}
+    flows.update(fused_flows)
     samples = {label: Samples() for label in flows}
     cpu_s = {label: [] for label in flows}  # the process's CPU time: what a busy machine distorts least
     means = {}
@@ -196,7 +207,7 @@ def case_virtual(ctx: Context) -> CaseResult:
                      f"{zarr.config.get('threading.max_workers')}) and Icechunk's; READ_CONFIG is "
                      f"tgm_xarray.virtual.READ_CONFIG {READ_CONFIG}, the settings docs/virtual.md recommends")
     (engine_one, virtual_one, engine_levels, virtual_levels, virtual_read_config,
-     zarr_raw, icechunk_raw, zarr_raw_levels, icechunk_raw_levels) = list(flows)
+     zarr_raw, icechunk_raw, zarr_raw_levels, icechunk_raw_levels, *fused_labels) = list(flows)
     same = all(np.array_equal(means[engine_one][p], means[label][p]) for p in PARAMS for label in flows)
     res.notes.append(f"{'ok' if same else 'MISMATCH'}: every contender's {len(PARAMS)} x {files} x "
                      f"{len(LEVELS)} means equal the engine's bit for bit")
@@ -232,9 +243,20 @@ def case_virtual(ctx: Context) -> CaseResult:
              (virtual_one, engine_one), (zarr_raw, engine_one), (icechunk_raw, engine_one),
              (virtual_one, icechunk_raw), (virtual_one, zarr_raw),
              (virtual_levels, engine_levels), (zarr_raw_levels, engine_levels), (icechunk_raw_levels, engine_levels),
-             (virtual_levels, icechunk_raw_levels), (virtual_levels, zarr_raw_levels))
+             (virtual_levels, icechunk_raw_levels), (virtual_levels, zarr_raw_levels),
+             *_fused_pairs(fused_labels, engine_levels, virtual_levels, icechunk_raw_levels))
          for value, ratios in [speed(reference, contender)]],
         "a ratio is the reference's time over the contender's: above 1, the contender is faster"))
     res.raw = {"build_s": build_s, "reopen_s": reopen_s,
                **{label: s.to_json() for label, s in samples.items()}, "cpu_s": cpu_s, "files": files}
     return res
+
+
+def _fused_pairs(fused_labels, engine_levels, virtual_levels, icechunk_raw_levels) -> list[tuple[str, str]]:
+    """The fused pipeline's rows of the speed table (none on zarr < 3.3): the virtual store against
+    the engine, its default pipeline and raw chunks on both pipelines; raw chunks against the engine."""
+    if not fused_labels:
+        return []
+    virtual_fused, zarr_raw_fused, icechunk_raw_fused = fused_labels
+    return [(virtual_fused, engine_levels), (virtual_fused, virtual_levels), (virtual_fused, icechunk_raw_levels),
+            (virtual_fused, icechunk_raw_fused), (zarr_raw_fused, engine_levels), (icechunk_raw_fused, engine_levels)]

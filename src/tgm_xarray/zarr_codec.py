@@ -16,9 +16,11 @@ import asyncio
 import json
 import math
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from packaging.version import Version
 from zarr.abc.codec import ArrayBytesCodec, ArrayBytesCodecPartialDecodeMixin
 from zarr.core.common import JSON, parse_named_configuration
 from zarr.storage import StorePath
@@ -50,6 +52,11 @@ CHUNKS = ("message", "frame")
 #: interpreter is contended) costs as much as decoding ~50 KB of packed szip, and archives of
 #: small fields read thousands of such chunks (docs/virtual.md, "Measured").
 INLINE_DECODE_MAX_BYTES = 128 * 1024
+#: Whether zarr has its synchronous pipeline (``FusedCodecPipeline``, zarr >= 3.3). Its read path
+#: looks up the codec's ``_decode_partial_sync`` by name (a private hook, not part of the
+#: ``ArrayBytesCodecPartialDecodeMixin`` contract): the codec defines it only where zarr calls
+#: it, and tests/test_zarr_codec_sync.py checks this gate against zarr on both sides of 3.3.
+ZARR_SYNC_PIPELINE = Version(version("zarr")) >= Version("3.3")
 
 
 def _parse_choice(name: str, value: object, choices: tuple) -> Any:
@@ -280,6 +287,19 @@ class TensogramCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         if self.chunk == "frame" and _small_chunk(chunk_spec):
             return self._decode_frame_region(chunk_bytes, selection, chunk_spec)
         return await asyncio.to_thread(self._decode_region_sync, chunk_bytes, selection, chunk_spec)
+
+    if ZARR_SYNC_PIPELINE:
+
+        def _decode_partial_sync(
+            self, byte_getter: Any, selection: SelectorTuple, chunk_spec: ArraySpec
+        ) -> NDBuffer | None:
+            """``_decode_partial_single`` for ``FusedCodecPipeline``, which calls it in its own
+            worker threads (stores with synchronous IO only): the chunk is fetched whole and only
+            the selection decoded, here, without a thread hop; a missing chunk is None."""
+            chunk_bytes = byte_getter.get_sync(prototype=chunk_spec.prototype)
+            if chunk_bytes is None:
+                return None
+            return self._decode_region_sync(chunk_bytes, selection, chunk_spec)
 
     async def decode_partial(
         self, batch_info: Iterable[tuple[ByteGetter, SelectorTuple, ArraySpec]]
