@@ -3,10 +3,12 @@
 //! libaec 1.1.4's encoder (which upstream uses to record `szip_block_offsets`) stores wrong
 //! offsets after runs of all-zero blocks: on the real land-sea mask 26 of 254 offsets differ
 //! from where the blocks really start, and a range decode through them fails or silently returns
-//! wrong values. The decoder, with its offset tracking on, finds the true ones.
+//! wrong values. The decoder, with its offset tracking on, finds the true ones. Our vendored
+//! libaec's encoder records the true ones too (vendor/README.md): the tests check them against
+//! the decoder's.
 //!
-//! Messages we encode store the decoder's offsets and [`VERIFIED_KEY`], a digest of those offsets
-//! and of the payload's length: reads trust the stored offsets of an object whose digest matches.
+//! Messages we encode store those offsets and [`VERIFIED_KEY`], a digest of the offsets and of
+//! the payload's length: reads trust the stored offsets of an object whose digest matches.
 //! Any other object (files upstream wrote, or ours that upstream decoded and encoded again: it
 //! keeps unknown parameters but records fresh offsets, so the digest no longer matches) is
 //! decoded once with offset tracking before its first partial read.
@@ -104,12 +106,29 @@ pub fn decode_with_decoder_offsets(desc: &DataObjectDescriptor, payload: &[u8]) 
     Ok((fixed, decoded))
 }
 
-/// Replaces the offsets in `desc` with the decoder's and marks them verified (at encode time).
+/// Marks the offsets our encoder recorded in `desc` verified (at encode time). Offsets of the
+/// wrong count or order (an encoder that is not ours) are replaced with the decoder's first.
 pub fn verify_offsets(desc: &mut DataObjectDescriptor, payload: &[u8]) -> CoreResult<()> {
-    let offsets = decoder_offsets(desc, payload)?;
-    set_offsets(desc, &offsets);
+    let offsets = match stored_offsets(desc) {
+        Some(offsets) if well_formed(desc, &offsets, payload.len())? => offsets,
+        _ => {
+            let offsets = decoder_offsets(desc, payload)?;
+            set_offsets(desc, &offsets);
+            offsets
+        }
+    };
     desc.params.insert(VERIFIED_KEY.to_string(), Value::Text(digest(&offsets, payload.len())));
     Ok(())
+}
+
+/// Whether `offsets` are one per RSI block of `desc`, the first 0, rising, inside the payload.
+fn well_formed(desc: &DataObjectDescriptor, offsets: &[u64], payload_len: usize) -> CoreResult<bool> {
+    let values_per_rsi = param_u32(desc, "szip_rsi")? as u64 * param_u32(desc, "szip_block_size")? as u64;
+    let rsi_blocks = desc.shape.iter().product::<u64>().div_ceil(values_per_rsi.max(1));
+    Ok(offsets.len() as u64 == rsi_blocks
+        && offsets.first() == Some(&0)
+        && offsets.windows(2).all(|w| w[0] < w[1])
+        && offsets.last().is_some_and(|&last| last < payload_len as u64 * 8))
 }
 
 /// Whether the stored offsets are those [`verify_offsets`] vouched for, for a payload this long.
