@@ -1,10 +1,18 @@
-//! Messages as our writers encode them (the writer, the zarr codec): upstream's encoding, then
-//! every szip object's RSI offsets, as our libaec's encoder records them, marked verified.
+//! Messages as our writers encode them (the writer, the zarr codec): packed fields made here and
+//! framed by upstream where every object allows it (`encode_direct`), else upstream's encoding;
+//! either way every szip object's RSI offsets, as our libaec's encoder records them, are marked
+//! verified.
 
+use std::borrow::Cow;
+
+use ciborium::Value;
 use tensogram::framing::{self, DecodedMessage, EncodedObject, HashFramePolicy};
-use tensogram::{DataObjectDescriptor, EncodeOptions, GlobalMetadata, MessageFlags};
+use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata, MessageFlags};
+use tensogram_encodings::libaec::{aec_compress, AecParams};
+use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::params::int_param;
 use crate::szip;
 
 /// Encodes one message of `objects` (descriptor and native-order values each).
@@ -13,11 +21,128 @@ pub fn encode(
     objects: &[(&DataObjectDescriptor, &[u8])],
     options: &EncodeOptions,
 ) -> CoreResult<Vec<u8>> {
+    if let Some(message) = encode_direct(global, objects, options)? {
+        return Ok(message);
+    }
     take_sz3_compress_failure(); // one left by an encode that failed before asking
     let message =
         tensogram::encode(global, objects, options).map_err(|e| CoreError::from_tensogram(&e, "encode failed"));
     sz3_compressed()?;
     verify_szip_offsets(message?)
+}
+
+/// The message, when every object's stored bytes can be made here: float64 simple packing (no
+/// filter; szip or no compression) of finite values, and plain values with no NaN or infinity
+/// (the coordinates beside a field). Upstream's encode scans the values for NaN and infinity,
+/// copies them to find the packing parameters, then scans them again before packing; here they
+/// are packed in one pass that checks them, szip records its block offsets as it compresses, and
+/// upstream frames the result (`encode_pre_encoded`: the bytes its own encode stores, see the
+/// tests). `None` sends the message to upstream's encode: other codecs, values that need NaN or
+/// infinity masks, and parameters upstream refuses (its error then says why).
+fn encode_direct(
+    global: &GlobalMetadata,
+    objects: &[(&DataObjectDescriptor, &[u8])],
+    options: &EncodeOptions,
+) -> CoreResult<Option<Vec<u8>>> {
+    let mut stored = Vec::with_capacity(objects.len());
+    for &(desc, data) in objects {
+        let Some(object) = direct_object(desc, data) else {
+            return Ok(None);
+        };
+        stored.push(object);
+    }
+    let pairs: Vec<(&DataObjectDescriptor, &[u8])> = stored.iter().map(|(d, bytes)| (d, bytes.as_ref())).collect();
+    tensogram::encode_pre_encoded(global, &pairs, options)
+        .map(Some)
+        .map_err(|e| CoreError::from_tensogram(&e, "encode failed"))
+}
+
+/// The descriptor upstream's encode would store for `desc` and the bytes it would store, if
+/// `encode_direct` makes them.
+fn direct_object<'a>(desc: &DataObjectDescriptor, data: &'a [u8]) -> Option<(DataObjectDescriptor, Cow<'a, [u8]>)> {
+    if desc.filter != "none" || desc.masks.is_some() || desc.byte_order != ByteOrder::native() {
+        return None;
+    }
+    match (desc.encoding.as_str(), desc.compression.as_str()) {
+        ("none", "none") if plain_values_need_no_masks(desc.dtype, data)? => Some((desc.clone(), Cow::Borrowed(data))),
+        ("simple_packing", "none" | "szip") if desc.dtype == Dtype::Float64 => {
+            packed_object(desc, as_f64s(data)?).map(|(d, bytes)| (d, Cow::Owned(bytes)))
+        }
+        _ => None,
+    }
+}
+
+/// Whether plain values of `dtype` hold no NaN or infinity (upstream would mask them);
+/// `None` for dtypes left to upstream.
+fn plain_values_need_no_masks(dtype: Dtype, data: &[u8]) -> Option<bool> {
+    use Dtype::*;
+    match dtype {
+        Int8 | Int16 | Int32 | Int64 | Uint8 | Uint16 | Uint32 | Uint64 => Some(true),
+        Float64 => Some(as_f64s(data)?.iter().all(|v| v.is_finite())),
+        Float32 => {
+            // SAFETY: every bit pattern is an f32; the slice is used only if it covers `data`.
+            let (head, values, tail) = unsafe { data.align_to::<f32>() };
+            (head.is_empty() && tail.is_empty()).then(|| values.iter().all(|v| v.is_finite()))
+        }
+        _ => None,
+    }
+}
+
+fn as_f64s(data: &[u8]) -> Option<&[f64]> {
+    // SAFETY: every bit pattern is an f64; the slice is used only if it covers `data`.
+    let (head, values, tail) = unsafe { data.align_to::<f64>() };
+    (head.is_empty() && tail.is_empty()).then_some(values)
+}
+
+/// Simple packing of `values` as upstream's encode does it: its parameters (from the values
+/// unless the descriptor gives the reference value and binary scale factor), its packing (which
+/// refuses NaN and infinity), then szip with the block offsets recorded and vouched for.
+fn packed_object(desc: &DataObjectDescriptor, values: &[f64]) -> Option<(DataObjectDescriptor, Vec<u8>)> {
+    if values.is_empty() {
+        return None;
+    }
+    let bits = u32::try_from(int_param(desc, "sp_bits_per_value")?).ok()?;
+    let decimal = match desc.params.get("sp_decimal_scale_factor") {
+        None => 0,
+        Some(_) => i32::try_from(int_param(desc, "sp_decimal_scale_factor")?).ok()?,
+    };
+    let mut stored = desc.clone();
+    let params = match (desc.params.get("sp_reference_value"), desc.params.get("sp_binary_scale_factor")) {
+        (Some(&Value::Float(reference_value)), Some(_)) => {
+            let binary_scale_factor = i32::try_from(int_param(desc, "sp_binary_scale_factor")?).ok()?;
+            stored.params.entry("sp_decimal_scale_factor".to_string()).or_insert(Value::Integer(0.into()));
+            SimplePackingParams { reference_value, binary_scale_factor, decimal_scale_factor: decimal, bits_per_value: bits }
+        }
+        (None, None) => {
+            let params = simple_packing::compute_params(values, bits, decimal).ok()?;
+            let keys = [
+                ("sp_reference_value", Value::Float(params.reference_value)),
+                ("sp_binary_scale_factor", Value::Integer(params.binary_scale_factor.into())),
+                ("sp_decimal_scale_factor", Value::Integer(params.decimal_scale_factor.into())),
+                ("sp_bits_per_value", Value::Integer(params.bits_per_value.into())),
+            ];
+            stored.params.extend(keys.into_iter().map(|(k, v)| (k.to_string(), v)));
+            params
+        }
+        _ => return None,
+    };
+    let packed = simple_packing::encode(values, &params).ok()?;
+    if desc.compression == "none" {
+        return Some((stored, packed));
+    }
+    let aec = AecParams {
+        bits_per_sample: bits,
+        block_size: u32::try_from(int_param(desc, "szip_block_size")?).ok()?,
+        rsi: u32::try_from(int_param(desc, "szip_rsi")?).ok()?,
+        // Simple packing writes MSB-first bit streams (upstream's pipeline ORs this in too).
+        flags: u32::try_from(int_param(desc, "szip_flags")?).ok()? | libaec_sys::AEC_DATA_MSB,
+    };
+    let (compressed, offsets) = aec_compress(&packed, &aec).ok()?;
+    drop(packed);
+    let offsets = offsets.into_iter().map(|o| Value::Integer(o.into())).collect();
+    stored.params.insert(szip::OFFSETS_KEY.to_string(), Value::Array(offsets));
+    szip::verify_offsets(&mut stored, &compressed).ok()?;
+    Some((stored, compressed))
 }
 
 /// SZ3 throws C++ exceptions; the vendored shim catches them during compression and its
@@ -240,5 +365,124 @@ mod tests {
         let (desc, payload, ..) = &decoded.objects[0];
         let from_decoder = szip::with_decoder_offsets(desc, payload).unwrap();
         assert_eq!(szip::stored_offsets(desc), szip::stored_offsets(&from_decoder), "case {case}: {:?}", desc.params);
+    }
+
+    /// A descriptor of `shape` (native order) with these parameters.
+    fn with_params(shape: &[u64], dtype: Dtype, encoding: &str, compression: &str, params: Vec<(&str, Value)>) -> DataObjectDescriptor {
+        let params = params.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let n = shape.iter().product();
+        DataObjectDescriptor {
+            ndim: shape.len() as u64,
+            shape: shape.to_vec(),
+            strides: shape.iter().rev().scan(1, |s, &d| { let st = *s; *s *= d; Some(st) }).collect::<Vec<_>>().into_iter().rev().collect(),
+            byte_order: ByteOrder::native(),
+            encoding: encoding.into(),
+            compression: compression.into(),
+            ..vector_descriptor(n, dtype, params)
+        }
+    }
+
+    /// A smooth field with noise, 150 x 260, and a flat band (runs of zero szip blocks).
+    fn field() -> Vec<f64> {
+        let mut state = 7u64;
+        (0..150 * 260)
+            .map(|i| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (y, x) = ((i / 260) as f64, (i % 260) as f64);
+                if (40.0..60.0).contains(&y) { 250.0 } else { 230.0 + 40.0 * (y / 30.0).sin() * (x / 50.0).cos() + (state >> 40) as f64 / 1e7 }
+            })
+            .collect()
+    }
+
+    fn ne_bytes(values: &[f64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+    }
+
+    /// Upstream's encode with the offsets marked: what `encode` wrote before `encode_direct`.
+    fn through_upstream(objects: &[(&DataObjectDescriptor, &[u8])], options: &EncodeOptions) -> Vec<u8> {
+        let global = GlobalMetadata::default();
+        verify_szip_offsets(tensogram::encode(&global, objects, options).unwrap()).unwrap()
+    }
+
+    /// Equal but for the provenance upstream stamps on every message (time, uuid).
+    fn assert_same_message(ours: &[u8], theirs: &[u8], what: &str) {
+        let (a, b) = (framing::decode_message(ours).unwrap(), framing::decode_message(theirs).unwrap());
+        assert_eq!(a.global_metadata.base, b.global_metadata.base, "{what}");
+        assert_eq!(a.objects.len(), b.objects.len(), "{what}");
+        for (i, (x, y)) in a.objects.iter().zip(&b.objects).enumerate() {
+            assert_eq!(format!("{:?}", x.0), format!("{:?}", y.0), "{what}: descriptor {i}");
+            assert!(x.1 == y.1, "{what}: payload {i}");
+            assert!(x.2 == y.2, "{what}: masks {i}");
+        }
+        assert_eq!(a.preamble.flags.has(MessageFlags::HASHES_PRESENT), b.preamble.flags.has(MessageFlags::HASHES_PRESENT));
+    }
+
+    #[test]
+    fn the_direct_path_stores_what_upstream_s_encode_stores() {
+        let values = field();
+        let bytes = ne_bytes(&values);
+        let lat: Vec<f64> = (0..150).map(|i| 90.0 - i as f64).collect();
+        let lat_bytes = ne_bytes(&lat);
+        let lon: Vec<u8> = (0..260).flat_map(|i| (i as f32 * 0.5).to_ne_bytes()).collect();
+        let steps: Vec<u8> = (0..4i32).flat_map(|i| (i * 6).to_ne_bytes()).collect();
+        let int = |v: i64| Value::Integer(v.into());
+        let szip = |rsi: i64| vec![("szip_rsi", int(rsi)), ("szip_block_size", int(32)), ("szip_flags", int(8))];
+        let mut cases: Vec<(String, DataObjectDescriptor)> = Vec::new();
+        for bits in [8, 16, 24, 32] {
+            for rsi in [4, 128] {
+                let params = [vec![("sp_bits_per_value", int(bits))], szip(rsi)].concat();
+                cases.push((format!("{bits} bits, szip rsi {rsi}"), with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip", params)));
+            }
+        }
+        cases.push(("12 bits, decimal 1, no compression".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "none",
+            vec![("sp_bits_per_value", int(12)), ("sp_decimal_scale_factor", int(1))])));
+        // The parameters as our writer gives them (pipeline.py's packing_params).
+        let given = [vec![("sp_bits_per_value", int(24)), ("sp_reference_value", Value::Float(230.0 - 40.0)),
+                          ("sp_binary_scale_factor", int(-18))], szip(4)].concat();
+        cases.push(("given parameters".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip", given)));
+        let plain = |shape: &[u64], dtype| with_params(shape, dtype, "none", "none", vec![]);
+        let (lat_desc, lon_desc, steps_desc) = (plain(&[150], Dtype::Float64), plain(&[260], Dtype::Float32), plain(&[4], Dtype::Int32));
+        for hashing in [true, false] {
+            let options = EncodeOptions { hashing, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
+            for (what, desc) in &cases {
+                let objects = [(desc, bytes.as_slice()), (&lat_desc, lat_bytes.as_slice()), (&lon_desc, lon.as_slice()), (&steps_desc, steps.as_slice())];
+                assert!(encode_direct(&GlobalMetadata::default(), &objects, &options).unwrap().is_some(), "{what}");
+                let ours = super::encode(&GlobalMetadata::default(), &objects, &options).unwrap();
+                assert_same_message(&ours, &through_upstream(&objects, &options), &format!("{what}, hashing {hashing}"));
+            }
+        }
+    }
+
+    #[test]
+    fn values_needing_masks_and_other_codecs_go_through_upstream() {
+        let options = EncodeOptions { hashing: true, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
+        let int = |v: i64| Value::Integer(v.into());
+        // Upstream computes no packing parameters from values with NaN: our writer gives them.
+        let packed = with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip",
+            vec![("sp_bits_per_value", int(24)), ("sp_reference_value", Value::Float(190.0)), ("sp_binary_scale_factor", int(-18)),
+                 ("szip_rsi", int(4)), ("szip_block_size", int(32)), ("szip_flags", int(8))]);
+        let mut with_nan = field();
+        with_nan[1000] = f64::NAN;
+        with_nan[2000] = f64::INFINITY;
+        let with_nan = ne_bytes(&with_nan);
+        let plain = with_params(&[150 * 260], Dtype::Float64, "none", "none", vec![]);
+        let zstd = with_params(&[150 * 260], Dtype::Float64, "none", "zstd", vec![("zstd_level", int(3))]);
+        let clean = ne_bytes(&field());
+        let messages: [&[(&DataObjectDescriptor, &[u8])]; 3] = [
+            &[(&packed, with_nan.as_slice())],
+            &[(&packed, clean.as_slice()), (&plain, with_nan.as_slice())],
+            &[(&packed, clean.as_slice()), (&zstd, clean.as_slice())],
+        ];
+        for (i, objects) in messages.iter().enumerate() {
+            assert!(encode_direct(&GlobalMetadata::default(), objects, &options).unwrap().is_none(), "message {i}");
+            let ours = super::encode(&GlobalMetadata::default(), objects, &options).unwrap();
+            assert_same_message(&ours, &through_upstream(objects, &options), &format!("message {i}"));
+            let decoded = tensogram::decode(&ours, &DecodeOptions { verify_hash: true, ..Default::default() }).unwrap();
+            assert_eq!(decoded.1.len(), objects.len());
+        }
+        // Without allow_nan, upstream's error is the one reported.
+        let strict = EncodeOptions { allow_nan: false, allow_inf: false, ..options };
+        let error = super::encode(&GlobalMetadata::default(), &[(&packed, with_nan.as_slice())], &strict).unwrap_err();
+        assert!(error.message.to_lowercase().contains("nan"), "{}", error.message);
     }
 }
