@@ -95,8 +95,9 @@ fn as_f64s(data: &[u8]) -> Option<&[f64]> {
 }
 
 /// Simple packing of `values` as upstream's encode does it: its parameters (from the values
-/// unless the descriptor gives the reference value and binary scale factor), its packing (which
-/// refuses NaN and infinity), then szip with the block offsets recorded and vouched for.
+/// unless the descriptor gives the reference value and binary scale factor), its packing (ours
+/// at whole-byte widths; both refuse NaN and infinity), then szip with the block offsets recorded
+/// and vouched for.
 fn packed_object(desc: &DataObjectDescriptor, values: &[f64]) -> Option<(DataObjectDescriptor, Vec<u8>)> {
     if values.is_empty() {
         return None;
@@ -126,7 +127,11 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64]) -> Option<(DataObj
         }
         _ => return None,
     };
-    let packed = simple_packing::encode(values, &params).ok()?;
+    let packed = match crate::packing::pack_finite(values, &params) {
+        Some(packed) => packed,
+        None if !matches!(bits, 8 | 16 | 24 | 32) => simple_packing::encode(values, &params).ok()?,
+        None => return None,
+    };
     if desc.compression == "none" {
         return Some((stored, packed));
     }
