@@ -3,6 +3,7 @@ packing + szip, against ecCodes (GRIB2 CCSDS, same bits) and upstream ``tensogra
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -21,14 +22,24 @@ OURS = "tgm_xarray to_tgm(threads=1)"
 
 
 def case_write(ctx: Context) -> CaseResult:
+    with contextlib.ExitStack() as stack:  # the files written go with their directories
+        def directory(**where) -> Path:
+            return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tgm-write-", **where)))
+
+        # tmpfs: where fsync costs nothing, the write without the disk's sync
+        return _case_write(ctx, directory(), directory(dir="/dev/shm") if Path("/dev/shm").is_dir() else None)
+
+
+def _case_write(ctx: Context, disk: Path, tmpfs: Path | None) -> CaseResult:
     res = CaseResult("write", "One write of the real 2 m temperature, 24-bit packing + szip (721 x 1440)",
                      "One thread, the same float64 values and the same quantisation (24 bits, szip "
                      "RSI 128, blocks of 32, as GRIB2's CCSDS packing): `to_tgm` of a one-variable "
                      "Dataset to a file (`threads=1`; packing parameters, encoding, hashes, framing "
                      "and the file write, made durable: the file and its directory are fsynced), the "
-                     "same to tmpfs (`/dev/shm`, where fsync costs nothing), `_core.encode_message` (the message alone), upstream "
-                     "`tensogram.encode`, and ecCodes setting the values of a 24-bit GRIB2 handle "
-                     "and taking its message. Ratios are speed vs ecCodes (>= 1: faster).")
+                     "same to tmpfs (`/dev/shm`, where fsync costs nothing), `_core.encode_message` "
+                     "(the message alone), upstream `tensogram.encode`, and ecCodes setting the "
+                     "values of a 24-bit GRIB2 handle and taking its message. Ratios are speed vs "
+                     "ecCodes (>= 1: faster).")
     values = np.ascontiguousarray(datagen.grib_values("2t"))
     desc = {"type": "ntensor", "shape": list(values.shape), "dtype": "float64", "byte_order": "little",
             **datagen.PACKING}
@@ -37,13 +48,13 @@ def case_write(ctx: Context) -> CaseResult:
     ds = xr.Dataset({"t2m": (("latitude", "longitude"), values)}, coords={"latitude": lat, "longitude": lon})
     encoding = {"t2m": {"bits": 24, "compression": "szip", "szip_rsi": datagen.PACKING["szip_rsi"],
                         "szip_block_size": datagen.PACKING["szip_block_size"]}}
-    out = Path(tempfile.mkdtemp(prefix="tgm-write-")) / "2t.tgm"
+    out = disk / "2t.tgm"
     contenders: dict[str, Callable[[], Any]] = {
         OURS: lambda: to_tgm(ds, out, encoding=encoding, threads=1),
         "tgm_xarray _core.encode_message": lambda: _core.encode_message(meta, [(desc, values)]),
     }
-    if Path("/dev/shm").is_dir():  # where fsync costs nothing: the write without the disk's sync
-        in_memory = Path(tempfile.mkdtemp(prefix="tgm-write-", dir="/dev/shm")) / "2t.tgm"
+    if tmpfs is not None:
+        in_memory = tmpfs / "2t.tgm"
         contenders[f"{OURS} to tmpfs"] = lambda: to_tgm(ds, in_memory, encoding=encoding, threads=1)
     sizes = {"tgm_xarray message": len(_core.encode_message(meta, [(desc, values)]))}
     to_tgm(ds, out, encoding=encoding, threads=1)
