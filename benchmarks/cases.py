@@ -20,6 +20,7 @@ _MODULES = {
     "archive": "archive",
     **dict.fromkeys(("split", "split-e2e", "async", "window-default"), "cases_parallel"),
     "verify": "case_verify",
+    "write": "case_write",
 }
 
 

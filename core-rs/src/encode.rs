@@ -1,10 +1,18 @@
-//! Messages as our writers encode them (the writer, the zarr codec): upstream's encoding, then
-//! every szip object's RSI offsets checked against the decoder and marked verified.
+//! Messages as our writers encode them (the writer, the zarr codec): packed fields made here and
+//! framed by upstream where every object allows it (`encode_direct`), else upstream's encoding;
+//! either way every szip object's RSI offsets, as our libaec's encoder records them, are marked
+//! verified.
 
+use std::borrow::Cow;
+
+use ciborium::Value;
 use tensogram::framing::{self, DecodedMessage, EncodedObject, HashFramePolicy};
-use tensogram::{DataObjectDescriptor, EncodeOptions, GlobalMetadata, MessageFlags};
+use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata, MessageFlags};
+use tensogram_encodings::libaec::{aec_compress, AecParams};
+use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::params::int_param;
 use crate::szip;
 
 /// Encodes one message of `objects` (descriptor and native-order values each).
@@ -13,11 +21,133 @@ pub fn encode(
     objects: &[(&DataObjectDescriptor, &[u8])],
     options: &EncodeOptions,
 ) -> CoreResult<Vec<u8>> {
+    if let Some(message) = encode_direct(global, objects, options)? {
+        return Ok(message);
+    }
     take_sz3_compress_failure(); // one left by an encode that failed before asking
     let message =
         tensogram::encode(global, objects, options).map_err(|e| CoreError::from_tensogram(&e, "encode failed"));
     sz3_compressed()?;
     verify_szip_offsets(message?)
+}
+
+/// The message, when every object's stored bytes can be made here: float64 simple packing (no
+/// filter; szip or no compression) of finite values, and plain values with no NaN or infinity
+/// (the coordinates beside a field). Upstream's encode scans the values for NaN and infinity,
+/// copies them to find the packing parameters, then scans them again before packing; here they
+/// are packed in one pass that checks them, szip records its block offsets as it compresses, and
+/// upstream frames the result (`encode_pre_encoded`: the bytes its own encode stores, see the
+/// tests). `None` sends the message to upstream's encode: other codecs, values that need NaN or
+/// infinity masks, and parameters upstream refuses (its error then says why).
+fn encode_direct(
+    global: &GlobalMetadata,
+    objects: &[(&DataObjectDescriptor, &[u8])],
+    options: &EncodeOptions,
+) -> CoreResult<Option<Vec<u8>>> {
+    let mut stored = Vec::with_capacity(objects.len());
+    for &(desc, data) in objects {
+        let Some(object) = direct_object(desc, data) else {
+            return Ok(None);
+        };
+        stored.push(object);
+    }
+    let pairs: Vec<(&DataObjectDescriptor, &[u8])> = stored.iter().map(|(d, bytes)| (d, bytes.as_ref())).collect();
+    tensogram::encode_pre_encoded(global, &pairs, options)
+        .map(Some)
+        .map_err(|e| CoreError::from_tensogram(&e, "encode failed"))
+}
+
+/// The descriptor upstream's encode would store for `desc` and the bytes it would store, if
+/// `encode_direct` makes them.
+fn direct_object<'a>(desc: &DataObjectDescriptor, data: &'a [u8]) -> Option<(DataObjectDescriptor, Cow<'a, [u8]>)> {
+    if desc.filter != "none" || desc.masks.is_some() || desc.byte_order != ByteOrder::native() {
+        return None;
+    }
+    match (desc.encoding.as_str(), desc.compression.as_str()) {
+        ("none", "none") if plain_values_need_no_masks(desc.dtype, data)? => Some((desc.clone(), Cow::Borrowed(data))),
+        ("simple_packing", "none" | "szip") if desc.dtype == Dtype::Float64 => {
+            packed_object(desc, as_f64s(data)?).map(|(d, bytes)| (d, Cow::Owned(bytes)))
+        }
+        _ => None,
+    }
+}
+
+/// Whether plain values of `dtype` hold no NaN or infinity (upstream would mask them);
+/// `None` for dtypes left to upstream.
+fn plain_values_need_no_masks(dtype: Dtype, data: &[u8]) -> Option<bool> {
+    use Dtype::*;
+    match dtype {
+        Int8 | Int16 | Int32 | Int64 | Uint8 | Uint16 | Uint32 | Uint64 => Some(true),
+        Float64 => Some(as_f64s(data)?.iter().all(|v| v.is_finite())),
+        Float32 => {
+            // SAFETY: every bit pattern is an f32; the slice is used only if it covers `data`.
+            let (head, values, tail) = unsafe { data.align_to::<f32>() };
+            (head.is_empty() && tail.is_empty()).then(|| values.iter().all(|v| v.is_finite()))
+        }
+        _ => None,
+    }
+}
+
+fn as_f64s(data: &[u8]) -> Option<&[f64]> {
+    // SAFETY: every bit pattern is an f64; the slice is used only if it covers `data`.
+    let (head, values, tail) = unsafe { data.align_to::<f64>() };
+    (head.is_empty() && tail.is_empty()).then_some(values)
+}
+
+/// Simple packing of `values` as upstream's encode does it: its parameters (from the values
+/// unless the descriptor gives the reference value and binary scale factor), its packing (ours
+/// at whole-byte widths; both refuse NaN and infinity), then szip with the block offsets recorded
+/// and vouched for.
+fn packed_object(desc: &DataObjectDescriptor, values: &[f64]) -> Option<(DataObjectDescriptor, Vec<u8>)> {
+    if values.is_empty() {
+        return None;
+    }
+    let bits = u32::try_from(int_param(desc, "sp_bits_per_value")?).ok()?;
+    let decimal = match desc.params.get("sp_decimal_scale_factor") {
+        None => 0,
+        Some(_) => i32::try_from(int_param(desc, "sp_decimal_scale_factor")?).ok()?,
+    };
+    let mut stored = desc.clone();
+    let params = match (desc.params.get("sp_reference_value"), desc.params.get("sp_binary_scale_factor")) {
+        (Some(&Value::Float(reference_value)), Some(_)) => {
+            let binary_scale_factor = i32::try_from(int_param(desc, "sp_binary_scale_factor")?).ok()?;
+            stored.params.entry("sp_decimal_scale_factor".to_string()).or_insert(Value::Integer(0.into()));
+            SimplePackingParams { reference_value, binary_scale_factor, decimal_scale_factor: decimal, bits_per_value: bits }
+        }
+        (None, None) => {
+            let params = simple_packing::compute_params(values, bits, decimal).ok()?;
+            let keys = [
+                ("sp_reference_value", Value::Float(params.reference_value)),
+                ("sp_binary_scale_factor", Value::Integer(params.binary_scale_factor.into())),
+                ("sp_decimal_scale_factor", Value::Integer(params.decimal_scale_factor.into())),
+                ("sp_bits_per_value", Value::Integer(params.bits_per_value.into())),
+            ];
+            stored.params.extend(keys.into_iter().map(|(k, v)| (k.to_string(), v)));
+            params
+        }
+        _ => return None,
+    };
+    let packed = match crate::packing::pack_finite(values, &params) {
+        Some(packed) => packed,
+        None if !matches!(bits, 8 | 16 | 24 | 32) => simple_packing::encode(values, &params).ok()?,
+        None => return None,
+    };
+    if desc.compression == "none" {
+        return Some((stored, packed));
+    }
+    let aec = AecParams {
+        bits_per_sample: bits,
+        block_size: u32::try_from(int_param(desc, "szip_block_size")?).ok()?,
+        rsi: u32::try_from(int_param(desc, "szip_rsi")?).ok()?,
+        // Simple packing writes MSB-first bit streams (upstream's pipeline ORs this in too).
+        flags: u32::try_from(int_param(desc, "szip_flags")?).ok()? | libaec_sys::AEC_DATA_MSB,
+    };
+    let (compressed, offsets) = aec_compress(&packed, &aec).ok()?;
+    drop(packed);
+    let offsets = offsets.into_iter().map(|o| Value::Integer(o.into())).collect();
+    stored.params.insert(szip::OFFSETS_KEY.to_string(), Value::Array(offsets));
+    szip::verify_offsets(&mut stored, &compressed).ok()?;
+    Some((stored, compressed))
 }
 
 /// SZ3 throws C++ exceptions; the vendored shim catches them during compression and its
@@ -38,8 +168,8 @@ fn take_sz3_compress_failure() -> std::ffi::c_int {
     unsafe { tensogram_sz3_sys::sz3_take_compress_failure() }
 }
 
-/// `message` with every szip object's RSI offsets replaced by the decoder's and marked verified
-/// (see `szip.rs`), so that range reads can trust them; other messages come back as they are.
+/// `message` with every szip object's RSI offsets marked verified (see `szip.rs`), so that range
+/// reads can trust them; other messages come back as they are.
 fn verify_szip_offsets(message: Vec<u8>) -> CoreResult<Vec<u8>> {
     let decoded = framing::decode_message(&message)
         .map_err(|e| CoreError::from_tensogram(&e, "cannot parse the encoded message"))?;
@@ -127,28 +257,28 @@ mod tests {
     }
 
     #[test]
-    fn szip_objects_get_the_decoder_s_offsets_and_the_marker() {
+    fn szip_objects_keep_the_encoder_s_offsets_which_are_the_decoder_s_and_get_the_marker() {
         let (desc, values) = zero_runs();
         let other = (descriptor(4, Dtype::Uint8, "lz4", &[]), vec![1, 2, 3, 4]);
         let message = encode(&[(desc, values.clone()), other], true);
-        let fixed = verify_szip_offsets(message.clone()).unwrap();
-        let (before, after) = (framing::decode_message(&message).unwrap(), framing::decode_message(&fixed).unwrap());
-        let ((stored, payload, ..), (checked, fixed_payload, ..)) = (&before.objects[0], &after.objects[0]);
+        let marked = verify_szip_offsets(message.clone()).unwrap();
+        let (before, after) = (framing::decode_message(&message).unwrap(), framing::decode_message(&marked).unwrap());
+        let ((stored, payload, ..), (checked, marked_payload, ..)) = (&before.objects[0], &after.objects[0]);
 
-        assert_eq!(payload, fixed_payload);
+        assert_eq!(payload, marked_payload);
         assert_eq!(before.objects[1].0.params, after.objects[1].0.params);
-        assert_ne!(offsets(stored), offsets(checked), "libaec now stores these offsets right");
+        // libaec 1.1.4's encoder stored a wrong offset for RSI block 1 here; ours stores the decoder's.
+        assert!(szip::encoder_offsets_trusted());
+        assert_eq!(offsets(stored), offsets(checked));
+        assert_eq!(szip::stored_offsets(stored).unwrap(), szip::with_decoder_offsets(stored, payload).map(|d| szip::stored_offsets(&d).unwrap()).unwrap());
         assert!(szip::offsets_verified(checked, payload.len()));
         assert!(!szip::offsets_verified(stored, payload.len()));
         assert!(!szip::offsets_verified(checked, payload.len() + 1));
-        // Upstream's stored offsets miss RSI block 1 (elements 128..256); the checked ones find it.
         let options = DecodeOptions::default();
         let block_1 = &values[128 * 4..256 * 4];
-        let wrong = decode_range_from_payload(stored, payload, &[(128, 128)], &options);
-        assert!(wrong.map_or(true, |parts| parts[0] != block_1));
         assert_eq!(decode_range_from_payload(checked, payload, &[(128, 128)], &options).unwrap()[0], block_1);
         // The rewritten message still passes upstream's hash check.
-        let decoded = tensogram::decode(&fixed, &DecodeOptions { verify_hash: true, ..Default::default() }).unwrap();
+        let decoded = tensogram::decode(&marked, &DecodeOptions { verify_hash: true, ..Default::default() }).unwrap();
         assert_eq!(decoded.1[0].1, values);
 
         // Tampered offsets are no longer vouched for.
@@ -161,5 +291,204 @@ mod tests {
         // Messages without szip objects come back untouched.
         let plain = encode(&[(descriptor(4, Dtype::Uint8, "lz4", &[]), vec![1, 2, 3, 4])], true);
         assert!(verify_szip_offsets(plain.clone()).unwrap() == plain);
+    }
+
+    #[test]
+    fn offsets_of_the_wrong_count_or_order_are_replaced_with_the_decoder_s() {
+        let (desc, values) = zero_runs();
+        let message = encode(&[(desc, values)], false);
+        let decoded = framing::decode_message(&message).unwrap();
+        let (stored, payload, ..) = &decoded.objects[0];
+        let truth = szip::stored_offsets(stored).unwrap();
+        let set = |offsets: Vec<u64>| {
+            let mut desc = stored.clone();
+            desc.params.insert("szip_block_offsets".into(), Value::Array(offsets.into_iter().map(|o| Value::Integer(o.into())).collect()));
+            desc
+        };
+        let too_late = u64::try_from(payload.len()).unwrap() * 8;
+        let mut swapped = truth.clone();
+        swapped.swap(1, 2);
+        for wrong in [truth[..3].to_vec(), swapped, [truth[..7].to_vec(), vec![too_late]].concat(), [vec![1], truth[1..].to_vec()].concat()] {
+            let mut desc = set(wrong.clone());
+            szip::verify_offsets(&mut desc, payload).unwrap();
+            assert_eq!(szip::stored_offsets(&desc).unwrap(), truth, "{wrong:?}");
+            assert!(szip::offsets_verified(&desc, payload.len()));
+        }
+    }
+
+    /// Blocks of zeros (all, or all but the last of an RSI, across segment ends of 64 blocks)
+    /// and values of every sample width: the encoder's offsets are where the decoder finds the
+    /// RSI blocks.
+    #[test]
+    fn the_encoder_records_the_decoder_s_offsets() {
+        let mut state = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..300 {
+            let bits = [8u64, 16, 24, 32][case % 4];
+            let block_size = [8u64, 16, 32, 64][(case / 4) % 4];
+            let rsi = [1u64, 2, 3, 4, 8, 70, 128][case % 7];
+            let n = (next() % (rsi * block_size * 6)).max(1) + 1;
+            let zero_odds = next() % 4; // of 4: how many blocks are all zero
+            let mut samples = vec![0u32; n as usize];
+            for block in samples.chunks_mut(block_size as usize) {
+                if next() % 4 >= zero_odds {
+                    let keep = next() % block.len() as u64; // one nonzero sample, or all
+                    for (i, s) in block.iter_mut().enumerate() {
+                        if next() % 2 == 0 || i as u64 == keep {
+                            *s = (next() & ((1u64 << bits) - 1)) as u32;
+                        }
+                    }
+                }
+            }
+            let (dtype, bytes): (Dtype, Vec<u8>) = match bits {
+                8 => (Dtype::Uint8, samples.iter().map(|&s| s as u8).collect()),
+                16 => (Dtype::Uint16, samples.iter().flat_map(|&s| (s as u16).to_ne_bytes()).collect()),
+                _ => (Dtype::Uint32, samples.iter().flat_map(|&s| s.to_ne_bytes()).collect()),
+            };
+            let mut desc = descriptor(n, dtype, "szip", &[("szip_rsi", rsi), ("szip_block_size", block_size), ("szip_flags", [0, 8][case % 2])]);
+            if bits == 24 {
+                // 24-bit samples are what simple packing hands szip.
+                desc = DataObjectDescriptor { encoding: "simple_packing".into(), dtype: Dtype::Float64, ..desc };
+                let params = [("sp_bits_per_value", Value::Integer(24.into())), ("sp_reference_value", Value::Float(0.0)),
+                              ("sp_binary_scale_factor", Value::Integer(0.into())), ("sp_decimal_scale_factor", Value::Integer(0.into()))];
+                desc.params.extend(params.into_iter().map(|(k, v)| (k.to_string(), v)));
+                let values: Vec<u8> = samples.iter().flat_map(|&s| f64::from(s & 0xff_ffff).to_ne_bytes()).collect();
+                let message = encode(&[(desc, values)], false);
+                check_offsets(&message, case);
+                continue;
+            }
+            check_offsets(&encode(&[(desc, bytes)], false), case);
+        }
+    }
+
+    fn check_offsets(message: &[u8], case: usize) {
+        let decoded = framing::decode_message(message).unwrap();
+        let (desc, payload, ..) = &decoded.objects[0];
+        let from_decoder = szip::with_decoder_offsets(desc, payload).unwrap();
+        assert_eq!(szip::stored_offsets(desc), szip::stored_offsets(&from_decoder), "case {case}: {:?}", desc.params);
+    }
+
+    /// A descriptor of `shape` (native order) with these parameters.
+    fn with_params(shape: &[u64], dtype: Dtype, encoding: &str, compression: &str, params: Vec<(&str, Value)>) -> DataObjectDescriptor {
+        let params = params.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let n = shape.iter().product();
+        DataObjectDescriptor {
+            ndim: shape.len() as u64,
+            shape: shape.to_vec(),
+            strides: shape.iter().rev().scan(1, |s, &d| { let st = *s; *s *= d; Some(st) }).collect::<Vec<_>>().into_iter().rev().collect(),
+            byte_order: ByteOrder::native(),
+            encoding: encoding.into(),
+            compression: compression.into(),
+            ..vector_descriptor(n, dtype, params)
+        }
+    }
+
+    /// A smooth field with noise, 150 x 260, and a flat band (runs of zero szip blocks).
+    fn field() -> Vec<f64> {
+        let mut state = 7u64;
+        (0..150 * 260)
+            .map(|i| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (y, x) = ((i / 260) as f64, (i % 260) as f64);
+                if (40.0..60.0).contains(&y) { 250.0 } else { 230.0 + 40.0 * (y / 30.0).sin() * (x / 50.0).cos() + (state >> 40) as f64 / 1e7 }
+            })
+            .collect()
+    }
+
+    fn ne_bytes(values: &[f64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+    }
+
+    /// Upstream's encode with the offsets marked: what `encode` wrote before `encode_direct`.
+    fn through_upstream(objects: &[(&DataObjectDescriptor, &[u8])], options: &EncodeOptions) -> Vec<u8> {
+        let global = GlobalMetadata::default();
+        verify_szip_offsets(tensogram::encode(&global, objects, options).unwrap()).unwrap()
+    }
+
+    /// Equal but for the provenance upstream stamps on every message (time, uuid).
+    fn assert_same_message(ours: &[u8], theirs: &[u8], what: &str) {
+        let (a, b) = (framing::decode_message(ours).unwrap(), framing::decode_message(theirs).unwrap());
+        assert_eq!(a.global_metadata.base, b.global_metadata.base, "{what}");
+        assert_eq!(a.objects.len(), b.objects.len(), "{what}");
+        for (i, (x, y)) in a.objects.iter().zip(&b.objects).enumerate() {
+            assert_eq!(format!("{:?}", x.0), format!("{:?}", y.0), "{what}: descriptor {i}");
+            assert!(x.1 == y.1, "{what}: payload {i}");
+            assert!(x.2 == y.2, "{what}: masks {i}");
+        }
+        assert_eq!(a.preamble.flags.has(MessageFlags::HASHES_PRESENT), b.preamble.flags.has(MessageFlags::HASHES_PRESENT));
+    }
+
+    #[test]
+    fn the_direct_path_stores_what_upstream_s_encode_stores() {
+        let values = field();
+        let bytes = ne_bytes(&values);
+        let lat: Vec<f64> = (0..150).map(|i| 90.0 - i as f64).collect();
+        let lat_bytes = ne_bytes(&lat);
+        let lon: Vec<u8> = (0..260).flat_map(|i| (i as f32 * 0.5).to_ne_bytes()).collect();
+        let steps: Vec<u8> = (0..4i32).flat_map(|i| (i * 6).to_ne_bytes()).collect();
+        let int = |v: i64| Value::Integer(v.into());
+        let szip = |rsi: i64| vec![("szip_rsi", int(rsi)), ("szip_block_size", int(32)), ("szip_flags", int(8))];
+        let mut cases: Vec<(String, DataObjectDescriptor)> = Vec::new();
+        for bits in [8, 16, 24, 32] {
+            for rsi in [4, 128] {
+                let params = [vec![("sp_bits_per_value", int(bits))], szip(rsi)].concat();
+                cases.push((format!("{bits} bits, szip rsi {rsi}"), with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip", params)));
+            }
+        }
+        cases.push(("12 bits, decimal 1, no compression".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "none",
+            vec![("sp_bits_per_value", int(12)), ("sp_decimal_scale_factor", int(1))])));
+        // The parameters as our writer gives them (pipeline.py's packing_params).
+        let given = [vec![("sp_bits_per_value", int(24)), ("sp_reference_value", Value::Float(230.0 - 40.0)),
+                          ("sp_binary_scale_factor", int(-18))], szip(4)].concat();
+        cases.push(("given parameters".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip", given)));
+        let plain = |shape: &[u64], dtype| with_params(shape, dtype, "none", "none", vec![]);
+        let (lat_desc, lon_desc, steps_desc) = (plain(&[150], Dtype::Float64), plain(&[260], Dtype::Float32), plain(&[4], Dtype::Int32));
+        for hashing in [true, false] {
+            let options = EncodeOptions { hashing, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
+            for (what, desc) in &cases {
+                let objects = [(desc, bytes.as_slice()), (&lat_desc, lat_bytes.as_slice()), (&lon_desc, lon.as_slice()), (&steps_desc, steps.as_slice())];
+                assert!(encode_direct(&GlobalMetadata::default(), &objects, &options).unwrap().is_some(), "{what}");
+                let ours = super::encode(&GlobalMetadata::default(), &objects, &options).unwrap();
+                assert_same_message(&ours, &through_upstream(&objects, &options), &format!("{what}, hashing {hashing}"));
+            }
+        }
+    }
+
+    #[test]
+    fn values_needing_masks_and_other_codecs_go_through_upstream() {
+        let options = EncodeOptions { hashing: true, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
+        let int = |v: i64| Value::Integer(v.into());
+        // Upstream computes no packing parameters from values with NaN: our writer gives them.
+        let packed = with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip",
+            vec![("sp_bits_per_value", int(24)), ("sp_reference_value", Value::Float(190.0)), ("sp_binary_scale_factor", int(-18)),
+                 ("szip_rsi", int(4)), ("szip_block_size", int(32)), ("szip_flags", int(8))]);
+        let mut with_nan = field();
+        with_nan[1000] = f64::NAN;
+        with_nan[2000] = f64::INFINITY;
+        let with_nan = ne_bytes(&with_nan);
+        let plain = with_params(&[150 * 260], Dtype::Float64, "none", "none", vec![]);
+        let zstd = with_params(&[150 * 260], Dtype::Float64, "none", "zstd", vec![("zstd_level", int(3))]);
+        let clean = ne_bytes(&field());
+        let messages: [&[(&DataObjectDescriptor, &[u8])]; 3] = [
+            &[(&packed, with_nan.as_slice())],
+            &[(&packed, clean.as_slice()), (&plain, with_nan.as_slice())],
+            &[(&packed, clean.as_slice()), (&zstd, clean.as_slice())],
+        ];
+        for (i, objects) in messages.iter().enumerate() {
+            assert!(encode_direct(&GlobalMetadata::default(), objects, &options).unwrap().is_none(), "message {i}");
+            let ours = super::encode(&GlobalMetadata::default(), objects, &options).unwrap();
+            assert_same_message(&ours, &through_upstream(objects, &options), &format!("message {i}"));
+            let decoded = tensogram::decode(&ours, &DecodeOptions { verify_hash: true, ..Default::default() }).unwrap();
+            assert_eq!(decoded.1.len(), objects.len());
+        }
+        // Without allow_nan, upstream's error is the one reported.
+        let strict = EncodeOptions { allow_nan: false, allow_inf: false, ..options };
+        let error = super::encode(&GlobalMetadata::default(), &[(&packed, with_nan.as_slice())], &strict).unwrap_err();
+        assert!(error.message.to_lowercase().contains("nan"), "{}", error.message);
     }
 }

@@ -2,6 +2,8 @@ use std::{env, path::PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=build.rs");
+    // The C sources are patched (vendor/README.md): a build must not keep a libaec without them.
+    println!("cargo:rerun-if-changed=libaec-1.1.4/src");
 
     let dst = cmake::build("libaec-1.1.4");
     println!(

@@ -490,8 +490,12 @@ static int m_flush_block(struct aec_stream *strm)
         strm->avail_out -= n;
         state->mode = m_get_block;
 
+        /* The RSI ends after its last block: not after a run of zero
+           blocks flushed before a nonzero last block (block_nonzero),
+           which is still to come. */
         if (state->ready_to_capture_rsi &&
             state->blocks_avail == 0 &&
+            state->block_nonzero == 0 &&
             state->offsets != NULL) {
                 vector_push_back(state->offsets, (strm->total_out - strm->avail_out) * 8 + (8 - state->bits));
                 state->ready_to_capture_rsi = 0;
