@@ -1,6 +1,7 @@
 # make setup | demo | test | bench
 #   setup: system packages, .venv and a release build of the extension (scripts/setup.sh)
-#   test:  Rust unit tests, pytest on CPython 3.11, then pytest on a free-threaded CPython
+#   test:  Rust unit tests, cargo-deny's offline checks (deny.toml), pytest on CPython 3.11, then
+#          pytest on a free-threaded CPython
 #          (scripts/free-threaded-python.sh: ~15 min the first time on a machine, it builds 3.13t)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -9,7 +10,7 @@ PY := $(CURDIR)/.venv/bin/python
 # The pytest-run-parallel pass runs the files of this list that exist.
 PARALLEL_TESTS := tests/test_read.py tests/test_threads.py
 
-.PHONY: setup demo test test-rust test-py test-ft bench
+.PHONY: setup demo test test-rust test-deny test-py test-ft bench
 
 setup:
 	bash scripts/setup.sh
@@ -17,7 +18,7 @@ setup:
 demo: setup
 	$(PY) examples/demo.py
 
-test: test-rust test-py test-ft
+test: test-rust test-deny test-py test-ft
 
 # tgm-core needs no Python. Without maturin, pyo3 links the binding's test binary against
 # libpython: point the loader at it.
@@ -25,6 +26,13 @@ test-rust: setup
 	cargo test --release -p tgm-core
 	LD_LIBRARY_PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" \
 	PYO3_PYTHON=$(PY) cargo test --release -p tgm-codec --lib
+
+# deny.toml's licenses, bans and sources, from Cargo.lock and cargo's local registry (--frozen:
+# no network). Advisories need the RustSec database from the network: not run here.
+test-deny: setup
+	cargo deny --frozen check --hide-inclusion-graph licenses bans sources
+	@echo "cargo deny: advisories not checked: they need the RustSec database from the network" \
+	  "(run 'cargo deny check advisories' where it is reachable; docs/testing.md)"
 
 # pyproject's testpaths: tests/ and the package's docstring examples (--doctest-modules).
 test-py: setup

@@ -59,6 +59,10 @@ print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"] + p["opti
   echo "$want" >"$stamp"
 fi
 
+# cargo-deny for `make test`'s dependency policy check (deny.toml): compiled once (3-8 minutes
+# on 2 cores), then kept in ~/.cargo/bin. Pinned: a new release may read deny.toml differently.
+command -v cargo-deny >/dev/null || step "cargo install cargo-deny" cargo install cargo-deny --locked --version 0.20.2
+
 # The extension, installed editable into .venv (maturin also copies _core*.so into src/tgm_xarray).
 export VIRTUAL_ENV=$VENV PATH="$VENV/bin:$PATH"
 unset CONDA_PREFIX PYO3_PYTHON
