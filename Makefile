@@ -1,9 +1,9 @@
 # make setup | demo | test | bench
 #   setup: system packages, .venv and a release build of the extension (scripts/setup.sh)
-#   test:  Rust unit tests, pytest on CPython 3.11 (the oldest versions we support), on a
-#          free-threaded CPython (scripts/free-threaded-python.sh: ~15 min the first time on a
-#          machine, it builds 3.13t), then on CPython 3.13 with the newest release of every
-#          dependency (scripts/newest-python.sh: 5-15 min the first time, it builds 3.13)
+#   test:  Rust unit tests, cargo-deny's offline checks (deny.toml), pytest on CPython 3.11 (the
+#          oldest versions we support), on a free-threaded CPython (scripts/free-threaded-python.sh:
+#          ~15 min the first time on a machine, it builds 3.13t), then on CPython 3.13 with the newest
+#          release of every dependency (scripts/newest-python.sh: 5-15 min the first time, it builds 3.13)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 export PATH := $(CURDIR)/.venv/bin:$(HOME)/.cargo/bin:$(PATH)
@@ -11,7 +11,7 @@ PY := $(CURDIR)/.venv/bin/python
 # The pytest-run-parallel pass runs the files of this list that exist.
 PARALLEL_TESTS := tests/test_read.py tests/test_threads.py
 
-.PHONY: setup demo test test-rust test-py test-ft test-newest bench
+.PHONY: setup demo test test-rust test-deny test-py test-ft test-newest bench
 
 setup:
 	bash scripts/setup.sh
@@ -19,7 +19,7 @@ setup:
 demo: setup
 	$(PY) examples/demo.py
 
-test: test-rust test-py test-ft test-newest
+test: test-rust test-deny test-py test-ft test-newest
 
 # tgm-core needs no Python. Without maturin, pyo3 links the binding's test binary against
 # libpython: point the loader at it.
@@ -27,6 +27,16 @@ test-rust: setup
 	cargo test --release -p tgm-core
 	LD_LIBRARY_PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" \
 	PYO3_PYTHON=$(PY) cargo test --release -p tgm-codec --lib
+
+# deny.toml's licenses, bans and sources, from Cargo.lock and cargo's local registry (--frozen:
+# no network). Advisories need the RustSec database from the network: not run here. cargo-deny
+# is compiled once (3-8 minutes on 2 cores) into ~/.cargo/bin, here rather than in setup so that
+# `make demo` does not wait for it; pinned: a new release may read deny.toml differently.
+test-deny: setup
+	command -v cargo-deny >/dev/null || cargo install cargo-deny --locked --version 0.20.2
+	cargo deny --frozen check --hide-inclusion-graph licenses bans sources
+	@echo "cargo deny: advisories not checked: they need the RustSec database from the network" \
+	  "(run 'cargo deny check advisories' where it is reachable; docs/testing.md)"
 
 # pyproject's testpaths: tests/ and the package's docstring examples (--doctest-modules).
 test-py: setup

@@ -60,6 +60,7 @@ print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"] + p["opti
   echo "$want" >"$stamp"
 fi
 
+
 # The extension, installed editable into .venv (maturin also copies _core*.so into src/tgm_xarray).
 export VIRTUAL_ENV=$VENV PATH="$VENV/bin:$PATH"
 unset CONDA_PREFIX PYO3_PYTHON

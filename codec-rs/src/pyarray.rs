@@ -37,7 +37,7 @@ impl OutBuffer {
             return Err(bad("must be C-contiguous"));
         }
         // SAFETY: `as_array_ptr` is a live PyArrayObject while `out` is borrowed.
-        let raw = unsafe { &*out.as_array_ptr() };
+        let raw = unsafe { &(*out.as_array_ptr()).fields };
         if raw.flags & NPY_ARRAY_WRITEABLE == 0 {
             return Err(bad("must be writeable"));
         }
@@ -66,7 +66,7 @@ impl OutBuffer {
 fn descr_of<'a, 'py>(array: &'a Bound<'py, PyUntypedArray>) -> Borrowed<'a, 'py, PyArrayDescr> {
     // SAFETY: a live array's `descr` is a valid dtype object, alive as long as the array.
     unsafe {
-        Borrowed::from_ptr(array.py(), (*array.as_array_ptr()).descr.cast()).cast_unchecked::<PyArrayDescr>()
+        Borrowed::from_ptr(array.py(), (*array.as_array_ptr()).fields.descr.cast()).cast_unchecked::<PyArrayDescr>()
     }
 }
 
@@ -99,7 +99,7 @@ impl InBuffer {
             return Err(CoreError::new(Kind::Value, format!("{what}: array must be C-contiguous")));
         }
         // SAFETY: as in `OutBuffer::new`.
-        let raw = unsafe { &*array.as_array_ptr() };
+        let raw = unsafe { &(*array.as_array_ptr()).fields };
         Ok(InBuffer { ptr: raw.data as *const u8, len: array.len() * descr_of(array).itemsize() })
     }
 

@@ -466,7 +466,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
     """``engine="tgm"`` (and ``"tensogram"``): Tensogram files as lazy, CF-decoded Datasets."""
 
     description = "Tensogram (.tgm) files through tgm-xarray: lazy, GIL-free reads in a Rust core"
-    url = "https://pypi.org/project/tgm-xarray/"
+    url = "https://github.com/ecmwf/tgm-xarray/blob/main/docs/mapping.md"
     open_dataset_parameters = (
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
