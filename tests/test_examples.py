@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -113,7 +114,7 @@ def test_distributed_notebook(example_file, tmp_path, monkeypatch):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     # One more cell, for the test only: what the notebook computed, as JSON.
     notebook.cells.append(nbformat.v4.new_code_cell(
-        "import json, sys\n"
+        "import json, os, sys\n"
         "print('RESULTS ' + json.dumps({\n"
         "    'table': {label: {k: (v if isinstance(v, str) else float(v)) for k, v in row.items()}\n"
         "              for label, row in table.iterrows()},\n"
