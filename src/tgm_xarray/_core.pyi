@@ -7,13 +7,6 @@ from typing import Any, Self, final
 
 import numpy as np
 
-# The core raises the package's own exception classes (codec-rs imports them from errors.py).
-from tgm_xarray.errors import TgmCodecError as TgmCodecError
-from tgm_xarray.errors import TgmError as TgmError
-from tgm_xarray.errors import TgmFormatError as TgmFormatError
-from tgm_xarray.errors import TgmHashMismatchError as TgmHashMismatchError
-from tgm_xarray.errors import TgmIndexError as TgmIndexError
-
 __all__ = [
     "TgmError", "TgmFormatError", "TgmCodecError", "TgmHashMismatchError", "TgmIndexError", "FileHandle",
     "PooledBuffer", "RemoteMessages", "scan_remote", "empty", "buffer_pool", "encode_message",
@@ -26,6 +19,13 @@ TENSOGRAM_VERSION: str
 # Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.
 RELEASE_MIN_BYTES: int
 BYTES_PER_PIECE: int
+
+# The core makes these (named as tgm_xarray.errors' classes, which re-exports them).
+class TgmError(ValueError): ...
+class TgmFormatError(TgmError): ...
+class TgmCodecError(TgmError): ...
+class TgmHashMismatchError(TgmError): ...
+class TgmIndexError(TgmError, IndexError): ...
 
 # Per dimension a (start, stop, step) range or an index array; None: everything. Stub-only.
 _Selection = tuple[tuple[int, int, int] | np.ndarray, ...] | None
