@@ -1,9 +1,11 @@
-# make setup | demo | test | bench
+# make setup | demo | lint | test | bench
 #   setup: system packages, .venv and a release build of the extension (scripts/setup.sh)
-#   test:  Rust unit tests, cargo-deny's offline checks (deny.toml), pytest on CPython 3.11 (the
-#          oldest versions we support), on a free-threaded CPython (scripts/free-threaded-python.sh:
-#          ~15 min the first time on a machine, it builds 3.13t), then on CPython 3.13 with the newest
-#          release of every dependency (scripts/newest-python.sh: 5-15 min the first time, it builds 3.13)
+#   lint:  ruff, the stubs of the extension against it (mypy.stubtest), clippy; seconds when clean
+#   test:  lint, Rust unit tests, cargo-deny's offline checks (deny.toml), pytest on CPython 3.11
+#          (the oldest versions we support), on a free-threaded CPython
+#          (scripts/free-threaded-python.sh: ~15 min the first time on a machine, it builds 3.13t),
+#          then on CPython 3.13 with the newest release of every dependency
+#          (scripts/newest-python.sh: 5-15 min the first time, it builds 3.13)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 export PATH := $(CURDIR)/.venv/bin:$(HOME)/.cargo/bin:$(PATH)
@@ -11,7 +13,7 @@ PY := $(CURDIR)/.venv/bin/python
 # The pytest-run-parallel pass runs the files of this list that exist.
 PARALLEL_TESTS := tests/test_read.py tests/test_threads.py
 
-.PHONY: setup demo test test-rust test-deny test-py test-ft test-newest bench
+.PHONY: setup demo lint test test-rust test-deny test-py test-ft test-newest bench
 
 setup:
 	bash scripts/setup.sh
@@ -19,7 +21,15 @@ setup:
 demo: setup
 	$(PY) examples/demo.py
 
-test: test-rust test-deny test-py test-ft test-newest
+test: lint test-rust test-deny test-py test-ft test-newest
+
+# ruff and mypy come with the test extra (pyproject.toml, which configures both). mypy on the
+# package is not here yet: it still reports errors (run `$(PY) -m mypy` to see them).
+# clippy: the release profile, as the builds and the Rust tests.
+lint: setup
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m mypy.stubtest tgm_xarray._core
+	cargo clippy --workspace --release -- -D warnings
 
 # tgm-core needs no Python. Without maturin, pyo3 links the binding's test binary against
 # libpython: point the loader at it.

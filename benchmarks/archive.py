@@ -28,9 +28,8 @@ import numpy as np
 
 import datagen
 from archive_data import NX, NY, write_archive
-from common import CaseResult, Context, Skip, Table, Target, check, optional, ours_entrypoint
-from harness import fmt_ratio, fmt_time, once_each
-
+from common import CaseResult, Context, Table, Target, check, optional, ours_entrypoint
+from harness import fmt_time, once_each
 from tgm_xarray import _core, handles
 
 PARAMS, LEVELS = 10, 5
@@ -133,7 +132,7 @@ def case_archive(ctx: Context) -> CaseResult:
     res.tables.append(Table("open, page cache warm (min / median), and per message",
                             ["contender", "open", "per message"], rows))
     res.tables.append(Table(f"peak memory of a process that opens {big.name}", ["", "MB"],
-                            [[f"ru_maxrss (imports included)", f"{peak:.0f}"]]))
+                            [["ru_maxrss (imports included)", f"{peak:.0f}"]]))
     if upstream is not None:
         for what in (one.name, f"{len(files)} files"):
             ratio = median(f"upstream open_datasets, {what}") / median(f"tgm_xarray, {what}")

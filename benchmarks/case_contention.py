@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import datagen
 from common import CaseResult, Context, Table, message_bytes, optional
 from harness import fmt_rate, percentile, perf, rounds
-
 from tgm_xarray import open_file
 
 

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import statistics
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import datagen
-from common import (CaseResult, Context, Skip, Table, Target, best_ratio, check, optional, ours_entrypoint,
-                    time_ratio, upstream_xarray_entrypoint)
+from common import (
+    CaseResult,
+    Context,
+    Skip,
+    Table,
+    Target,
+    best_ratio,
+    check,
+    optional,
+    ours_entrypoint,
+    time_ratio,
+    upstream_xarray_entrypoint,
+)
 from harness import Samples, fmt_ratio, fmt_time, perf, rounds
-
 from tgm_xarray import handles, open_file
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import datagen
-from common import (CaseResult, Context, Table, check, optional, ours_entrypoint, time_ratio,
-                    upstream_xarray_entrypoint)
+from common import CaseResult, Context, Table, check, optional, ours_entrypoint, time_ratio, upstream_xarray_entrypoint
 from harness import fmt_ratio, fmt_time, once_each
-
 from tgm_xarray import handles
 
 

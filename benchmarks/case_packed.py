@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import datagen
-from common import (CONTROL, CaseResult, Context, Target, add_control, best_ratio, check, message_bytes,
-                    optional, raw_matrix, scaling_detail, series_of, throughput_table)
+from common import (
+    CONTROL,
+    CaseResult,
+    Context,
+    Target,
+    add_control,
+    best_ratio,
+    check,
+    message_bytes,
+    optional,
+    raw_matrix,
+    scaling_detail,
+    series_of,
+    throughput_table,
+)
 from harness import paired_ratio, throughput_matrix
-
 from tgm_xarray import open_file
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import datagen
 from common import CaseResult, Context, add_control, check, raw_matrix, series_of, throughput_table
 from harness import throughput_matrix
-
 from tgm_xarray import _core, open_file
 
 

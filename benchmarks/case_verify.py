@@ -4,14 +4,14 @@ against none (``False``), on a raw object and on the packed + szip field (docs/e
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import datagen
 from common import CaseResult, Context, Table, Target, check
 from harness import fmt_ratio, fmt_time, paired_ratio, timed_calls
-
 from tgm_xarray import handles, open_file
 
 #: verify_hash values compared, as the table labels them.

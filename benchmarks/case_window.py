@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import datagen
 from common import CaseResult, Context, Table, Target, best_ratio, check, message_bytes, optional, time_ratio
 from harness import fmt_ratio, fmt_time, timed_calls
-
 from tgm_xarray import open_file
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from common import CaseResult, Context, HERE, Skip, Table
+from common import HERE, CaseResult, Context, Skip, Table
 
 
 def case_zarr(ctx: Context) -> CaseResult:

@@ -9,7 +9,8 @@ imported when the case runs, so ``run.py --help`` and ``--report`` stay light.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: case name -> its module, in the order reports list the cases. A module's ``CASES`` names its
 #: cases where it holds several (cases_parallel.py); otherwise the case is ``case_<name>``.

@@ -9,17 +9,27 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 import datagen
-from common import (INCONCLUSIVE_BELOW, CaseResult, Context, Skip, Table, Target, check, optional,
-                    ours_entrypoint, time_ratio)
+from common import (
+    INCONCLUSIVE_BELOW,
+    CaseResult,
+    Context,
+    Skip,
+    Table,
+    Target,
+    check,
+    optional,
+    ours_entrypoint,
+    time_ratio,
+)
 from harness import fmt_ratio, fmt_time, once_each, paired_ratio, timed_calls
-
 from tgm_xarray import _core, handles, open_file
 
 HERE = Path(__file__).resolve().parent
@@ -204,7 +214,8 @@ def case_window_default(ctx: Context) -> CaseResult:
 
     res = CaseResult("window-default", "A 1/4 x 1/4 box of the 2 m temperature field as our writer stores it",
                      "One thread. `to_tgm(..., encoding={'t2m': {'bits': 24, 'compression': 'szip'}})` with "
-                     f"the writer's default szip parameters ({Pipeline.from_options({'compression': 'szip'}).params}) and with the old default "
+                     "the writer's default szip parameters "
+                     f"({Pipeline.from_options({'compression': 'szip'}).params}) and with the old default "
                      "(RSI 128 blocks): a box of rows 180:360 and columns 360:720 (1/16 of the points) "
                      "against a full decode of the same file, and the files' sizes. Then the zarr codec "
                      "(sp24 + szip, chunks of 361 x 720; its default szip parameters, which are the "

@@ -18,7 +18,6 @@ import numpy as np
 
 import datagen
 from harness import Samples, fmt_rate, fmt_ratio, fmt_time, paired_ratio
-
 from tgm_xarray import open_file
 
 HERE = Path(__file__).resolve().parent

@@ -26,7 +26,6 @@ import numpy as np
 import datagen
 from common import CaseResult, Context, Skip, Table, Target, optional
 from harness import Samples, fmt_time, rounds
-
 from tgm_xarray import handles
 
 FILES, PARAMS, LEVELS = 200, ("t", "q", "r", "gh"), (1000, 925, 850, 700, 600, 500, 400, 300, 250, 200, 150, 100)

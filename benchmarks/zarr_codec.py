@@ -19,10 +19,10 @@ import argparse
 import statistics
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numcodecs
 import numpy as np

@@ -93,7 +93,8 @@ def main() -> None:
         with dask.config.set(scheduler="synchronous"):
             timed("area means of every field, 1 thread", lambda: lazy.weighted(weights).mean(("latitude", "longitude")).compute())
         with dask.config.set(scheduler="threads"):
-            means = timed("area means of every field, dask threads", lambda: lazy.weighted(weights).mean(("latitude", "longitude")).compute())
+            means = timed("area means of every field, dask threads",
+                          lambda: lazy.weighted(weights).mean(("latitude", "longitude")).compute())
         europe = timed("a Europe window of t at 500 hPa, all steps",
                        lambda: lazy.t.sel(isobaricInhPa=500, latitude=slice(72, 35), longitude=slice(-25, 45)).compute())
         print(f"\n  global mean 2 m temperature by step (K): {np.round(means['2t'].values, 2).tolist()}")

@@ -19,8 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
-from write_tgm import forecast  # the synthetic forecast of examples/write_tgm.py
-
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset
@@ -28,6 +26,7 @@ from virtualizarr import open_virtual_dataset
 import tgm_xarray
 from _data import output_dir
 from tgm_xarray.virtual import TensogramParser, local_repository
+from write_tgm import forecast  # the synthetic forecast of examples/write_tgm.py
 
 
 def write_archive(archive: Path, steps: list[int]) -> list[Path]:

@@ -392,7 +392,8 @@ MATRIX_SPECS: list[Spec] = [
     # NaN / Inf masks (encoding none only upstream)
     Spec("nan-none-f32-2d", "float32", S2, {}, nan=True),
     Spec("nan-zstd-f64-3d", "float64", S3, {"compression": "zstd"}, nan=True),
-    Spec("nan-shuffle+szip-f32-4d", "float32", S4, {"filter": "shuffle", "shuffle_element_size": 4, "compression": "szip", **SZIP_SMALL}, nan=True),
+    Spec("nan-shuffle+szip-f32-4d", "float32", S4,
+         {"filter": "shuffle", "shuffle_element_size": 4, "compression": "szip", **SZIP_SMALL}, nan=True),
     Spec("nan-blosc2-f32-1d", "float32", S1, {"compression": "blosc2", "blosc2_codec": "lz4"}, nan=True),
     Spec("nan-szip-f32-2d", "float32", S2, {"compression": "szip", **SZIP_SMALL}, nan=True),
     Spec("nan-lz4-f64-4d", "float64", S4, {"compression": "lz4"}, nan=True),
@@ -489,7 +490,7 @@ def codec_matrix(tmp_path_factory) -> dict[str, MatrixObject]:
         path = root / f"{name}.tgm"
         hashed = name not in UNHASHED_FILES
         with open(path, "wb") as f:
-            for msg, specs in enumerate(messages):
+            for specs in messages:
                 f.write(encode_message(specs, hashed=hashed, extra={"matrix_file": name}))
         for msg, specs in enumerate(messages):
             for obj, s in enumerate(specs):

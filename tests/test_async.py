@@ -13,7 +13,6 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-
 from conftest import assert_same_bits
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs event loops and a server")

@@ -11,9 +11,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray import attrs
-
 from conftest import FIXTURES, REAL, require_shared
+from tgm_xarray import attrs
 
 
 def assert_netcdf_friendly(values: dict) -> None:

@@ -18,9 +18,6 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray import handles
-from tgm_xarray.backend import TensogramBackendArray, TensogramBackendEntrypoint, TensogramDataStore
-
 from conftest import (
     ENGINE,
     NETCDF,
@@ -34,6 +31,8 @@ from conftest import (
     shared_files,
     upstream_decode_cached,
 )
+from tgm_xarray import handles
+from tgm_xarray.backend import TensogramBackendArray, TensogramBackendEntrypoint, TensogramDataStore
 
 dask = pytest.importorskip("dask")
 
@@ -168,7 +167,7 @@ def stacked_file(tmp_path_factory):
     rng = np.random.default_rng(3)
     path = tmp_path_factory.mktemp("stacked") / "stacked.tgm"
     with open(path, "wb") as f:
-        for i, (step, level) in enumerate((s, l) for s in STEPS for l in LEVELS):
+        for i, (step, level) in enumerate((s, lev) for s in STEPS for lev in LEVELS):
             if (step, level) == HOLE:
                 continue
             descriptor = {"type": "ntensor", "shape": [30, 40], "dtype": "float64", "byte_order": "little",
@@ -438,6 +437,6 @@ def test_attrs_of_every_cbor_type_are_json_serialisable(tmp_path):
     path.write_bytes(tgm_xarray._core.encode_message(meta, [(descriptor, np.arange(4, dtype=np.float32))]))
     with xr.open_dataset(path, engine=ENGINE) as ds:
         assert "v" in ds.data_vars
-        for name, attrs in _all_attrs(ds):
+        for _, attrs in _all_attrs(ds):
             json.dumps(attrs)
         np.testing.assert_array_equal(ds["v"].values, np.arange(4, dtype=np.float32))

@@ -12,9 +12,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray import _core
-
 from conftest import ENGINE, assert_same_bits, upstream_decode
+from tgm_xarray import _core
 
 BIG = (721, 1440)  # 8 MB of float64: pooled
 T2M, LSM, Q, T = range(4)  # the messages of the real file

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from tgm_xarray import vocabulary
-
 from conftest import ENGINE
+from tgm_xarray import vocabulary
 
 
 @pytest.mark.parametrize(("filter_by_keys", "names"), [

@@ -19,11 +19,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from conftest import ENGINE, FIXTURES, REPO, require_shared
 from tgm_xarray import _core
 from tgm_xarray.cli import main
 from tgm_xarray.errors import TgmIndexWarning
-
-from conftest import ENGINE, FIXTURES, REPO, require_shared
 
 GRIB = FIXTURES / "upstream" / "grib"
 FIELDS = {"2t": ("t2m", None), "lsm": ("lsm", None), "q_150": ("q", 150.0), "t_600": ("t", 600.0)}

@@ -16,10 +16,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray.cli import main
-
 from conftest import ENGINE, require_shared
 from test_cli import GRIB, REAL_TGM, assert_one_line_error, run_cli, small_dataset
+from tgm_xarray.cli import main
 
 
 def field_2t() -> xr.Dataset:

@@ -9,9 +9,8 @@ import shutil
 import pytest
 
 import tgm_xarray
-from tgm_xarray.cli import main
-
 from conftest import FIXTURES, require_shared
+from tgm_xarray.cli import main
 
 UNHASHED = FIXTURES / "upstream" / "remote-parity" / "ten-msg.tgm"  # 10 messages, written without hashes
 

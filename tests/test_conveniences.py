@@ -17,12 +17,11 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray import cli, versions
-from tgm_xarray.backend import TensogramBackendEntrypoint
-
+import upstream as upstream_site
 from conftest import ENGINE, REAL, REPO, require_shared
 from test_cli import site_without
-import upstream as upstream_site
+from tgm_xarray import versions
+from tgm_xarray.backend import TensogramBackendEntrypoint
 
 IFS = REAL / "ifs-0p25-20260404.tgm"
 
@@ -57,8 +56,9 @@ xr.Dataset({{"a": ("x", np.arange(3.0))}}).tgm.to_file({str(path)!r}, encoding={
 
 
 def test_show_versions_names_what_a_bug_report_needs():
-    import numpy
     import sysconfig
+
+    import numpy
 
     buffer = io.StringIO()
     tgm_xarray.show_versions(file=buffer)

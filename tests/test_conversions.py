@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from conftest import ENGINE, FIXTURES, NETCDF, require_shared
 from tgm_xarray import _core, mars
 from tgm_xarray.cli import main
 from tgm_xarray.writer import to_tgm
-
-from conftest import ENGINE, FIXTURES, NETCDF, require_shared
 
 pytest.importorskip("netCDF4")
 

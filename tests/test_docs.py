@@ -15,9 +15,9 @@ import contextlib
 import doctest
 import functools
 import importlib.util
-import sys
 import re
 import shutil
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field

@@ -7,11 +7,10 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
+from conftest import ENGINE
 from tgm_xarray import dtypes
 from tgm_xarray.cli import describe
 from tgm_xarray.errors import TgmCodecError
-
-from conftest import ENGINE
 
 
 def _descriptor(dtype: str, shape: list[int], compression: str = "none") -> dict:

@@ -15,6 +15,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
+from conftest import ENGINE, NETCDF, Spec, encode_message, require_shared
 from tgm_xarray import _core
 from tgm_xarray.errors import (
     TgmCodecError,
@@ -22,8 +23,6 @@ from tgm_xarray.errors import (
     TgmFormatError,
     TgmIndexError,
 )
-
-from conftest import ENGINE, NETCDF, Spec, encode_message, require_shared
 
 
 def raises_naming(exc, path, *parts):

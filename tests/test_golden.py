@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from tgm_xarray import _core
-
 from conftest import assert_same_bits, upstream_decode
+from tgm_xarray import _core
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 sys.path.insert(0, str(GOLDEN))

@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 
 import tgm_xarray
+from conftest import small_file, upstream_decode
 from tgm_xarray import handles
 from tgm_xarray.handles import DEFAULT_MAX_OPEN, HandleCache
-
-from conftest import small_file, upstream_decode
 
 # Every test here counts opens of, or empties, the process-wide cache.
 pytestmark = pytest.mark.thread_unsafe(reason="counts opens of the process-wide handle cache")
@@ -135,7 +134,7 @@ def test_file_rewritten_in_place_is_reread(tmp_path):
 def test_private_cache_stays_within_its_bound(tmp_path):
     paths = [small_file(tmp_path / f"bound-{i}.tgm", seed=i) for i in range(10)]
     cache = HandleCache(max_open=4)
-    for i, path in enumerate(paths):
+    for path in paths:
         handle = cache.acquire(path)
         out = np.empty((8, 9), np.float32)
         handle.read_into(0, 0, None, out)

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-
 from hostile import (
     MEMORY_LIMIT,
     data_frames,

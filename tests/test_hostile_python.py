@@ -24,10 +24,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
+from conftest import ENGINE
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmStaleFileError
 from tgm_xarray.writer import TgmWriter, to_tgm
-
-from conftest import ENGINE
 
 pytestmark = pytest.mark.thread_unsafe(reason="replaces files, starts processes and sends signals")
 

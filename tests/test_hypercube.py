@@ -31,18 +31,19 @@ from tgm_xarray.errors import (  # noqa: E402
     TgmError,
     TgmIndexError,
 )
-from tgm_xarray.hypercube import (  # noqa: E402
+from tgm_xarray.hypercube import (  # noqa: E402  # noqa: E402
     HypercubePlan,
     MetadataTable,
     build_hypercube,
+    extra,
+    objects,
     split_groups,
+    variables,
 )
-from tgm_xarray.hypercube import extra, objects, variables  # noqa: E402
 from tgm_xarray.hypercube.table import KeyColumns  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from planner import distinct_steps_table  # noqa: E402
-
 from test_attrs import assert_netcdf_friendly  # noqa: E402
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
@@ -993,7 +994,6 @@ def test_undecodable_time_falls_back_to_plain_keys(tmp_path):
 def _round_trip(ds: xr.Dataset, path, **options) -> xr.Dataset:
     """``ds`` written by ``to_tgm`` and read back through the backend."""
     from conftest import ENGINE
-
     from tgm_xarray.writer import to_tgm
 
     to_tgm(ds, path, **options)
@@ -1258,7 +1258,7 @@ def _planning_work(table: MetadataTable, monkeypatch) -> tuple[int, int]:
     and elements of the arrays numpy's constructors allocate."""
     elements = [0]
     for name in ("full", "zeros", "ones", "empty"):
-        def counted(shape, *args, _make=getattr(np, name), **kwargs):
+        def counted(shape, *args, _make=getattr(np, name), **kwargs):  # noqa: B008 (binds this name's function)
             array = _make(shape, *args, **kwargs)
             elements[0] += array.size
             return array

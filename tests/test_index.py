@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import ENGINE
 
+from conftest import ENGINE
 from tgm_xarray import _core, handles, index
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.hypercube.table import MetadataTable

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
+
 from conftest import ENGINE
 
 pytest.importorskip("fsspec")

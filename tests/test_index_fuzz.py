@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
+
 from conftest import ENGINE
 from test_index import archive, open_cold, own_cache  # noqa: F401
-
 from tgm_xarray import handles, index
 from tgm_xarray.errors import TgmIndexWarning
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import ENGINE
-from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly, own_cache  # noqa: F401
 
 import tgm_xarray
+from conftest import ENGINE
+from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly, own_cache  # noqa: F401
 from tgm_xarray import handles, index
 from tgm_xarray.backend import _dimension_coords, metadata_table, planned
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError

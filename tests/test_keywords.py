@@ -16,11 +16,10 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
+from conftest import ENGINE, REPO
 from tgm_xarray import export
-from tgm_xarray.backend import CFGRIB_KEYWORDS, TensogramBackendEntrypoint
+from tgm_xarray.backend import TensogramBackendEntrypoint
 from tgm_xarray.errors import TgmConflictError
-
-from conftest import ENGINE, REPO, require_shared
 
 
 def documented_parameters(doc: str) -> dict[str, str]:

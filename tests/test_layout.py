@@ -14,11 +14,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from conftest import ENGINE, NETCDF, require_shared
 from tgm_xarray import _core, layout
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.writer import to_tgm
-
-from conftest import ENGINE, NETCDF, REAL, require_shared
 
 
 def _field_bases(p: layout.DatasetPlan) -> list[dict]:

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from tgm_xarray import attrs, mars
-
 from conftest import FIXTURES, REAL, require_shared
+from tgm_xarray import attrs, mars
 
 GRIB = FIXTURES / "upstream" / "grib"
 

@@ -13,10 +13,9 @@ import xarray as xr
 import zarr
 
 import tgm_xarray
+from conftest import REAL, assert_same_bits, require_shared
 from tgm_xarray import _core
 from tgm_xarray.zarr_codec import TensogramCodec
-
-from conftest import REAL, assert_same_bits, require_shared
 
 pytestmark = pytest.mark.thread_unsafe(reason="counts decoded elements and starts its own threads")
 

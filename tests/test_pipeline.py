@@ -17,8 +17,21 @@ import zarr
 from tgm_xarray import _core, to_tgm
 from tgm_xarray.cli import main
 from tgm_xarray.errors import TgmCodecError
-from tgm_xarray.pipeline import (COMPRESSIONS, ENCODINGS, FILTERS, NAMES, OPTIONS, TABLE, ZFP_MODES,
-                                 Pipeline, bits_advice, markdown_table, packing_params, reader_options, resolve)
+from tgm_xarray.pipeline import (
+    COMPRESSIONS,
+    ENCODINGS,
+    FILTERS,
+    NAMES,
+    OPTIONS,
+    TABLE,
+    ZFP_MODES,
+    Pipeline,
+    bits_advice,
+    markdown_table,
+    packing_params,
+    reader_options,
+    resolve,
+)
 from tgm_xarray.zarr_codec import TensogramCodec
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -13,15 +13,12 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray import _core
-from tgm_xarray.errors import TgmHashMismatchError
-
 from conftest import (
     ENGINE,
-    check_dataset_against_upstream,
     MATRIX_IDS,
     REAL,
     assert_same_bits,
+    check_dataset_against_upstream,
     describe_key,
     outer_index,
     random_outer_key,
@@ -29,6 +26,8 @@ from conftest import (
     shared_files,
     upstream_decode,
 )
+from tgm_xarray import _core
+from tgm_xarray.errors import TgmHashMismatchError
 
 ALL_FIXTURE_FILES = shared_files("upstream/golden/*.tgm", "upstream/remote-parity/*.tgm", "real/*.tgm")
 

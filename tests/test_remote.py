@@ -17,13 +17,26 @@ pytest.importorskip("aiohttp")
 
 import tgm_xarray  # noqa: E402
 from conftest import (  # noqa: E402
-    ENGINE, GOLDEN, REAL, REMOTE_PARITY, Spec, describe_key, random_outer_key, require_shared, write_message_file,
+    ENGINE,
+    GOLDEN,
+    REAL,
+    REMOTE_PARITY,
+    Spec,
+    describe_key,
+    random_outer_key,
+    require_shared,
+    write_message_file,
 )
 from range_server import Fault  # noqa: E402
 from tgm_xarray import _core, handles, remote  # noqa: E402
 from tgm_xarray.backend import metadata_table  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
-    RemoteConnectionError, RemoteHTTPError, RemoteRangeError, RemoteRedirectError, RemoteTimeoutError, TgmFormatError,
+    RemoteConnectionError,
+    RemoteHTTPError,
+    RemoteRangeError,
+    RemoteRedirectError,
+    RemoteTimeoutError,
+    TgmFormatError,
     TgmIndexError,
 )
 

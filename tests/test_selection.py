@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import describe_key, outer_index, random_outer_key
 from tgm_xarray import _core
 from tgm_xarray.selection import outer
-
-from conftest import describe_key, outer_index, random_outer_key
 
 
 def test_random_keys_match_numpy_through_the_core():

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from tgm_xarray import _core
-
 from conftest import assert_same_bits, core_selection, describe_key, outer_index, random_outer_key
+from tgm_xarray import _core
 
 pytestmark = pytest.mark.thread_unsafe(reason="starts its own threads")
 
@@ -92,7 +91,7 @@ def test_stress_every_codec(codec_matrix, handles):
     serial = []
     for mine in tasks:
         results = []
-        for o, key, selection, sizes in mine:
+        for o, _, selection, sizes in mine:
             out = np.empty(sizes, o.dtype)
             serial_handles[o.path].read_into(o.msg, o.obj, selection, out)
             results.append(out)
@@ -107,7 +106,7 @@ def test_stress_every_codec(codec_matrix, handles):
         barrier.wait()
         mine_handles = shared if shared is not None else {p: _core.FileHandle(p) for p in paths}
         results = []
-        for o, key, selection, sizes in tasks[i]:
+        for o, _, selection, sizes in tasks[i]:
             out = np.empty(sizes, o.dtype)
             mine_handles[o.path].read_into(o.msg, o.obj, selection, out)
             results.append(out)

@@ -13,9 +13,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray.threads import MAX_THREADS, check_threads
-
 from conftest import small_file
+from tgm_xarray.threads import MAX_THREADS, check_threads
 
 BAD = [0, -1, MAX_THREADS + 1, 10**6, True, 2.0, "4"]
 GOOD = [None, 1, 2, MAX_THREADS, np.int64(2)]

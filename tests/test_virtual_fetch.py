@@ -20,12 +20,12 @@ pytest.importorskip("virtualizarr")
 pytest.importorskip("obstore")
 
 import zarr  # noqa: E402
-from test_virtual import LOCAL, commit, engine, forecast_file, parse  # noqa: E402
 from virtualizarr import open_virtual_mfdataset  # noqa: E402
 from zarr.core.array_spec import ArraySpec  # noqa: E402
 from zarr.core.buffer import default_buffer_prototype  # noqa: E402
 from zarr.storage import StorePath, WrapperStore  # noqa: E402
 
+from test_virtual import LOCAL, commit, engine, forecast_file, parse  # noqa: E402
 from tgm_xarray.virtual import READ_CONFIG, TensogramParser, local_repository  # noqa: E402
 
 pytestmark = pytest.mark.thread_unsafe  # files rewritten in place, repositories on disk

@@ -17,12 +17,11 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray import _core, index, mars
-from tgm_xarray.pipeline import SZIP_PACKED_BITS
-from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
-from tgm_xarray.writer import TgmWriter, to_tgm
-
 from conftest import ENGINE, upstream_decode
+from tgm_xarray import _core, index, mars
+from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
+from tgm_xarray.pipeline import SZIP_PACKED_BITS
+from tgm_xarray.writer import TgmWriter, to_tgm
 
 dask = pytest.importorskip("dask")
 import dask.array as da  # noqa: E402

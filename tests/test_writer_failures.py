@@ -20,9 +20,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from tgm_xarray.writer import TgmWriter, to_tgm
-
 from conftest import ENGINE
+from tgm_xarray.writer import TgmWriter, to_tgm
 
 pytestmark = pytest.mark.thread_unsafe(reason="starts processes, sends signals, sets limits")
 

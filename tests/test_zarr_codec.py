@@ -25,11 +25,10 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import Float64
 from zarr.storage import LocalStore, StorePath
 
+from conftest import assert_same_bits, upstream_decode
 from tgm_xarray import TensogramCodec, _core, open_file
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import SZIP_PACKED_BITS as SZIP_PACKING_BITS
-
-from conftest import assert_same_bits, upstream_decode
 
 INTEGERS = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
 FLOATS = ["float16", "float32", "float64"]

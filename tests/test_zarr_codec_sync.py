@@ -17,11 +17,10 @@ import pytest
 import zarr
 from zarr.storage import LocalStore
 
-from tgm_xarray import TensogramCodec, _core
-from tgm_xarray.zarr_codec import ZARR_SYNC_PIPELINE
-
 from conftest import assert_same_bits
 from test_zarr_codec import CONFIGURATIONS, SHAPE, as_dtype, t2m, valid  # noqa: F401 (t2m: fixture)
+from tgm_xarray import TensogramCodec, _core
+from tgm_xarray.zarr_codec import ZARR_SYNC_PIPELINE
 
 FUSED = "zarr.core.codec_pipeline.FusedCodecPipeline"
 BATCHED = "zarr.core.codec_pipeline.BatchedCodecPipeline"

@@ -145,10 +145,11 @@ impl FileHandle {
 
     /// An identity of the object's stored bytes: equal for objects stored identically.
     fn fingerprint(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<String> {
-        Ok(py.detach(|| -> CoreResult<String> {
+        py.detach(|| -> CoreResult<String> {
             let (parsed, obj) = self.file.object(msg, obj)?;
             Ok(parsed.objects[obj].fingerprint(self.file.message_bytes(msg as usize)))
-        }).raised()?)
+        })
+        .raised()
     }
 
     /// Reads `index` of object `obj` of message `msg` (numpy outer indexing: slices, ints, 1-D

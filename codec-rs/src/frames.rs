@@ -102,5 +102,5 @@ fn object_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, CoreError> {
 #[pyfunction]
 pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult<String> {
     let bytes = frame.as_bytes();
-    Ok(py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes))).raised()?)
+    py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes))).raised()
 }

@@ -27,6 +27,10 @@ impl AxisSel {
         }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn get(&self, i: usize) -> u64 {
         match self {
             AxisSel::Range { start, step, .. } => (*start as i64 + step * i as i64) as u64,
@@ -60,7 +64,7 @@ impl AxisSel {
 
     /// Checks every index against the axis length.
     pub fn check(&self, axis: usize, n: u64) -> Result<(), String> {
-        if self.len() == 0 {
+        if self.is_empty() {
             return Ok(());
         }
         let (_, hi) = self.bounds();

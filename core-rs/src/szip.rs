@@ -202,7 +202,7 @@ fn digest(offsets: &[u64], payload_len: usize) -> String {
 /// decodes): its decoder trusts them, and an RSI of 0 would make an RSI block hold no values.
 fn check_params(bits: u32, block_size: u32, rsi: u32, flags: u32) -> CoreResult<()> {
     let block_ok = if flags & libaec_sys::AEC_NOT_ENFORCE != 0 {
-        block_size > 0 && block_size % 2 == 0
+        block_size > 0 && block_size.is_multiple_of(2)
     } else {
         matches!(block_size, 8 | 16 | 32 | 64)
     };

@@ -1,21 +1,42 @@
-"""Type stubs of the Rust core (codec-rs). See docs/architecture.md."""
+"""Type stubs of the Rust core (codec-rs). See docs/architecture.md.
+
+`make lint` checks them against the built module (`python -m mypy.stubtest tgm_xarray._core`)."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self, final
 
 import numpy as np
+
+__all__ = [
+    "TgmError", "TgmFormatError", "TgmCodecError", "TgmHashMismatchError", "TgmIndexError", "FileHandle",
+    "PooledBuffer", "RemoteMessages", "scan_remote", "empty", "buffer_pool", "encode_message",
+    "decode_message_into", "frame_footer", "parse_message", "read_frame", "frame_fingerprint",
+    "read_payload_ranges", "table_of_files", "decoded_elements", "take_max_concurrent_reads",
+    "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "RELEASE_MIN_BYTES", "BYTES_PER_PIECE",
+]
 
 TENSOGRAM_VERSION: str
 # Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.
 RELEASE_MIN_BYTES: int
 BYTES_PER_PIECE: int
 
-Selection = tuple[tuple[int, int, int] | np.ndarray, ...] | None
+# The core makes these (named as tgm_xarray.errors' classes, which re-exports them).
+class TgmError(ValueError): ...
+class TgmFormatError(TgmError): ...
+class TgmCodecError(TgmError): ...
+class TgmHashMismatchError(TgmError): ...
+class TgmIndexError(TgmError, IndexError): ...
 
+# Per dimension a (start, stop, step) range or an index array; None: everything. Stub-only.
+_Selection = tuple[tuple[int, int, int] | np.ndarray, ...] | None
+# `fetch(ranges)`: the bytes of each (start, stop) range of the remote file.
+_Fetch = Callable[[list[tuple[int, int]]], list[bytes]]
+
+@final
 class FileHandle:
     """A mapped ``.tgm`` file shared by every thread (``&self`` methods only)."""
 
-    def __init__(self, path: str) -> None: ...
+    def __new__(cls, path: str) -> Self: ...
     @property
     def path(self) -> str: ...
     @property
@@ -32,7 +53,7 @@ class FileHandle:
         threads: int | None = None,
     ) -> np.ndarray: ...
     def read_into(
-        self, msg: int, obj: int, selection: Selection, out: np.ndarray, verify_hash: bool | None = None,
+        self, msg: int, obj: int, selection: _Selection, out: np.ndarray, verify_hash: bool | None = None,
         threads: int | None = None,
     ) -> None: ...
 
@@ -44,11 +65,13 @@ def encode_message(
     allow_inf: bool = False,
 ) -> bytes: ...
 def decode_message_into(
-    buf: bytes | memoryview | np.ndarray, obj: int, selection: Selection, out: np.ndarray, verify_hash: bool | None = None,
+    buf: bytes | memoryview | np.ndarray, obj: int, selection: _Selection, out: np.ndarray,
+    verify_hash: bool | None = None,
     threads: int | None = None, expect: tuple[tuple[int, ...], str] | None = None,
 ) -> None: ...
 def decoded_elements() -> int: ...
 
+@final
 class PooledBuffer:
     """The owner (``base``) of a pooled array's memory; gives it back to the pool when freed."""
 
@@ -67,19 +90,37 @@ def frame_footer(head: bytes, tail: bytes, length: int) -> tuple[int, int | None
 def parse_message(buf: bytes) -> tuple[dict[str, Any], list[tuple[dict[str, Any], int, int]]]: ...
 def read_frame(
     frame: bytes, index: Any = None, out: np.ndarray | None = None, verify_hash: bool | None = None, context: str = "",
-    threads: int | None = None,
+    threads: int | None = None, expect_shape: tuple[int, ...] | list[int] | None = None,
 ) -> np.ndarray: ...
 def frame_fingerprint(frame: bytes) -> str: ...
 def read_payload_ranges(
-    cbor: bytes, payload_len: int, fetch: Callable[[list[tuple[int, int]]], list[bytes]], index: Any = None,
+    cbor: bytes, payload_len: int, fetch: _Fetch, index: Any = None,
     out: np.ndarray | None = None, context: str = "",
 ) -> np.ndarray | None: ...
 
 # Metadata tables (`tgm_xarray.hypercube.table.MetadataTable.from_core`)
+@final
 class RemoteMessages:
     """A remote file's messages as ``scan_remote`` found them (``tgm_xarray.remote``)."""
 
-def scan_remote(url: str, size: int, fetch_many: Callable[..., Any], settings: Any) -> RemoteMessages: ...
+    def __len__(self) -> int: ...
+    def span(self, msg: int) -> tuple[int, int]: ...
+    def is_described(self, msg: int) -> bool: ...
+    def reads_need_description(self, msg: int) -> bool: ...
+    def frame_range(self, msg: int, obj: int) -> tuple[int, int]: ...
+    def frame_spans(self, msg: int) -> list[tuple[int, int]]: ...
+    def describe(self, wanted: list[int], fetch: _Fetch) -> None: ...
+    def metadata(self, msg: int) -> dict[str, Any]: ...
+    def descriptors(self, msg: int) -> list[dict[str, Any]]: ...
+    def object_layouts(self, msg: int) -> list[tuple[list[int], str]]: ...
+    def shape(self, msg: int, obj: int) -> list[int]: ...
+    def fingerprint(self, msg: int, obj: int) -> str | None: ...
+    def payload(self, msg: int, obj: int) -> tuple[bytes, int, int] | None: ...
+
+# `settings`: (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess).
+def scan_remote(
+    source: str, size: int, fetch: _Fetch, settings: tuple[int, int, int, int, int, int],
+) -> RemoteMessages: ...
 
 def table_of_files(files: list[FileHandle | RemoteMessages]) -> dict[str, Any] | None:
     """One table over several files: messages numbered on from one file to the next; ``None``

@@ -362,10 +362,11 @@ def check_output(output: str, inputs: Sequence[str], *, force: bool, append: boo
     (always: ``convert`` writes no such files), and, unless ``force``, an input, an existing
     file (but a Tensogram file ``append`` adds to), or a name without ``.tgm``.
 
-    >>> check_output("2t.grib2", ["lsm.grib2"], force=False)
+    >>> check_output("2t.grib2", ["lsm.grib2"], force=False)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes .tgm, .nc and .zarr files (writing GRIB is not supported yet); give OUTPUT.tgm last
+    ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes .tgm, .nc and .zarr files
+    (writing GRIB is not supported yet); give OUTPUT.tgm last
     """
     from tgm_xarray.backend import MAGIC
 

@@ -46,8 +46,8 @@ from xarray import conventions
 
 from tgm_xarray import mars
 from tgm_xarray.attrs import COORDINATE_ATTRS_KEY
-from tgm_xarray.pipeline import Codec, reader_options, resolve
 from tgm_xarray.errors import TgmCodecError
+from tgm_xarray.pipeline import Codec, reader_options, resolve
 
 LAYOUTS = ("field", "variable")
 #: Level dimension -> MARS ``levtype`` (the inverse of ``mars.LEVEL_DIMS``, without ``surface``,

@@ -336,7 +336,9 @@ def reader_options(encoding: Mapping[str, Any]) -> dict | None:
     ...                 "tensogram_compression": "szip", "tensogram_params": {
     ...                     "sp_bits_per_value": 24, "sp_reference_value": 212.8,
     ...                     "szip_rsi": 128, "szip_block_size": 32, "szip_flags": 8}})
-    {'encoding': 'simple_packing', 'bits_per_value': 24, 'filter': 'none', 'compression': 'szip', 'szip_rsi': 128, 'szip_block_size': 32, 'szip_flags': 8}
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'encoding': 'simple_packing', 'bits_per_value': 24, 'filter': 'none', 'compression': 'szip',
+     'szip_rsi': 128, 'szip_block_size': 32, 'szip_flags': 8}
     """
     if "tensogram_compression" not in encoding or "tensogram_encoding" not in encoding:
         return None  # fields stored differently: no common pipeline to repeat

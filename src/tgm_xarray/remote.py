@@ -33,7 +33,12 @@ import numpy as np
 
 from tgm_xarray import _core
 from tgm_xarray.errors import (
-    RemoteConnectionError, RemoteError, RemoteHTTPError, RemoteRangeError, RemoteRedirectError, RemoteTimeoutError,
+    RemoteConnectionError,
+    RemoteError,
+    RemoteHTTPError,
+    RemoteRangeError,
+    RemoteRedirectError,
+    RemoteTimeoutError,
     TgmFormatError,
 )
 from tgm_xarray.threads import check_threads

@@ -24,7 +24,7 @@ pub fn decode_into(desc: &DataObjectDescriptor, payload: &[u8], out: &mut [u8]) 
         "shuffle" => {
             let size = int_param(desc, "shuffle_element_size")
                 .and_then(|n| usize::try_from(n).ok())
-                .filter(|&n| n > 0 && out.len() % n == 0)
+                .filter(|&n| n > 0 && out.len().is_multiple_of(n))
                 .ok_or_else(|| CoreError::new(Kind::Format, "shuffle parameter shuffle_element_size is missing or invalid"))?;
             let mut planes = try_zeroed(out.len(), "the decoded object")?;
             decompress_into(desc, payload, &mut planes)?;

@@ -19,11 +19,17 @@ from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
 from tgm_xarray.hypercube.columns import KeyColumn, common_values, factorize
 from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
 from tgm_xarray.hypercube.dims import check_names, resolve_inner_dims
-from tgm_xarray.hypercube.extra import (MESSAGE_DIM, extra_dims, generic_coords, stack_indistinct_fields,
-                                        stored_axis_attrs)
+from tgm_xarray.hypercube.extra import (
+    MESSAGE_DIM,
+    extra_dims,
+    generic_coords,
+    stack_indistinct_fields,
+    stored_axis_attrs,
+)
 from tgm_xarray.hypercube.objects import Objects, Selection
 from tgm_xarray.hypercube.table import CODEC_PARAM_PREFIXES
-from tgm_xarray.hypercube.variables import Variable, variables as group_variables
+from tgm_xarray.hypercube.variables import Variable
+from tgm_xarray.hypercube.variables import variables as group_variables
 
 
 @dataclass(frozen=True)
