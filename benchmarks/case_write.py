@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -14,7 +15,6 @@ import xarray as xr
 import datagen
 from common import CaseResult, Context, Table, Target, check, optional
 from harness import fmt_ratio, fmt_time, paired_ratio, timed_calls
-
 from tgm_xarray import _core, to_tgm
 
 ECCODES = "ecCodes GRIB2 CCSDS 24-bit (codes_set_values + codes_get_message)"
