@@ -119,7 +119,7 @@ def test_modes_are_literal_types_and_the_package_is_typed():
 def test_tgm_engine_is_ours_with_our_url():
     engines = xr.backends.list_engines()
     assert type(engines["tgm"]) is TensogramBackendEntrypoint
-    assert "tgm-xarray" in engines["tgm"].url and "ecmwf" not in engines["tgm"].url
+    assert engines["tgm"].url.startswith("file://") and engines["tgm"].url.endswith("/docs/mapping.md")
     assert "tgm-xarray" in engines["tgm"].description
     ours = {ep.name for ep in entry_points(group="xarray.backends") if ep.module == "tgm_xarray.backend"}
     assert ours == {"tensogram", "tgm"}

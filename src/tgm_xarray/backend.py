@@ -462,11 +462,19 @@ def _same_value(value, default) -> bool:
     return type(value) is type(default) and value == default
 
 
+def _docs_url() -> str:
+    """The engine's documentation: docs/mapping.md of the source tree this package runs from (a
+    clone, as the README installs it); none from a wheel, which carries no docs. The project has
+    no web home yet: when it has one, its address goes here and in pyproject's [project.urls]."""
+    page = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "docs", "mapping.md")
+    return "file://" + urllib.request.pathname2url(os.path.realpath(page)) if os.path.isfile(page) else ""
+
+
 class TensogramBackendEntrypoint(BackendEntrypoint):
     """``engine="tgm"`` (and ``"tensogram"``): Tensogram files as lazy, CF-decoded Datasets."""
 
     description = "Tensogram (.tgm) files through tgm-xarray: lazy, GIL-free reads in a Rust core"
-    url = "https://github.com/ecmwf/tgm-xarray/blob/main/docs/mapping.md"
+    url = _docs_url()
     open_dataset_parameters = (
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
