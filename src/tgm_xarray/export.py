@@ -108,9 +108,8 @@ def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None]) -
 
 
 #: xarray's NetCDF engines, each with the modules it needs to write (h5netcdf imports without
-#: h5py, then fails at the first write with a message of its own), in xarray's order: scipy
-#: (NetCDF3 only) last, where neither HDF5 library has wheels (free-threaded CPython).
-NETCDF_ENGINES = (("netcdf4", ("netCDF4",)), ("h5netcdf", ("h5netcdf", "h5py")), ("scipy", ("scipy.io",)))
+#: h5py, then fails at the first write with a message of its own).
+NETCDF_ENGINES = (("netcdf4", ("netCDF4",)), ("h5netcdf", ("h5netcdf", "h5py")))
 
 
 def _netcdf_engine(output: str) -> str:
@@ -122,8 +121,8 @@ def _netcdf_engine(output: str) -> str:
         except ImportError:
             continue
         return engine
-    raise ImportError(f"{output}: writing NetCDF needs netCDF4, h5netcdf with h5py, or scipy (NetCDF3), "
-                      f"and none is installed: pip install 'tgm-xarray[netcdf]'")
+    raise ImportError(f"{output}: writing NetCDF needs netCDF4, or h5netcdf with h5py, and neither "
+                      f"is installed: pip install 'tgm-xarray[netcdf]'")
 
 
 def _netcdf_attrs(attrs: dict) -> dict:
