@@ -54,6 +54,9 @@ if [ "$(cat "$VENV/.tgm-stack" 2>/dev/null)" != "$want" ]; then
   say "not the newest release (held back by a pin): $(tail -n +3 "$LOG-outdated.log" | awk '{printf "%s %s<%s  ", $1, $2, $3}')"
   echo "$want" >"$VENV/.tgm-stack"
 fi
+# Upstream's tensogram-xarray registers engine="tensogram" too; the test extra installed it here
+# before it moved to an isolated folder (tests/upstream.py), and pip -U never removes a package.
+"$VPY" -m pip uninstall -q -y tensogram-xarray >/dev/null 2>&1 || true
 print_stack "$VENV"
 
 # --- 3. the extension -----------------------------------------------------------------------
