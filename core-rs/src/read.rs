@@ -131,6 +131,9 @@ pub(crate) fn check_selection(desc: &DataObjectDescriptor, sel: &[AxisSel]) -> C
 /// there too: a raw read copies ~32 KB in a microsecond, and each separate run it copies (an
 /// index-array entry, an element of a strided slice) costs about as much as copying 128 bytes.
 pub const RELEASE_MIN_BYTES: usize = 32 * 1024;
+/// Objects at least this large reserve their decode's address space before upstream decodes
+/// them (`read_object`): from here calloc maps fresh pages instead of zeroing them.
+const PROBE_MIN_BYTES: usize = 1 << 20;
 pub const BYTES_PER_PIECE: usize = 128;
 
 /// Whether a read of `out_bytes` in at most `pieces` separate runs should release the
@@ -250,8 +253,11 @@ pub fn read_object(
                         // Upstream's decoders (blosc2, zfp, sz3, masks) allocate infallibly: the
                         // address space they take (the values and one copy of them in its
                         // pipeline) is reserved fallibly first and given back, so that a limit
-                        // (`ulimit -v`) ends the read with a MemoryError, not the process.
-                        drop(try_zeroed(whole_len.saturating_mul(2), "the decoded object")?);
+                        // (`ulimit -v`) ends the read with a MemoryError, not the process. Small
+                        // objects skip it: calloc would zero what the decoder is about to fill.
+                        if whole_len >= PROBE_MIN_BYTES {
+                            drop(try_zeroed(whole_len.saturating_mul(2), "the decoded object")?);
+                        }
                         let decoded = decode_object_from_frame(&msg[entry.frame.clone()], &options).map_err(codec_err)?.1;
                         if desc.compression == "sz3" {
                             bounds::sz3_failed()?;
