@@ -39,7 +39,7 @@ class Axes:
         # per key group: each row's combination, and per combination its (dim, Axis) or None
         self._groups: list[tuple[np.ndarray, list[tuple[str, mars.Axis] | None]]] = []
         for group in _AXIS_KEYS:
-            present = [k for k in group if k in keys.names]
+            present = [k for k in group if k in keys]
             inverse, maps, _ = keys.dicts(present, rows)
             found = [mars.find_axes(m) for m in maps]
             if decode:

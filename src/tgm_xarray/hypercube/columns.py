@@ -51,6 +51,13 @@ def factorize(*codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[inverse.reshape(-1)], first[order]
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted: by a sort, which for hundreds of thousands of integers is
+    many times faster than :func:`numpy.unique` (hash-based since numpy 2.3)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if len(ordered) else ordered
+
+
 def count_distinct(*codes: np.ndarray) -> int:
     """How many distinct combinations the columns hold."""
     return len(factorize(*codes)[1])
@@ -87,40 +94,58 @@ class Keys:
     its message's ``_extra_``.
 
     ``column(key)`` is what names and dimensions see (the ``_extra_`` keys in ``identity``
-    only); ``column(key, view=True)`` what filters see (all of ``_extra_``).
+    only); ``column(key, view=True)`` what filters see (all of ``_extra_``). Keys are numbered
+    own keys first (the table's order), then the ``identity`` keys only ``_extra_`` has: a file
+    may hold hundreds of thousands of own keys, so nothing here sorts or copies them.
     """
 
     def __init__(self, table: MetadataTable, identity: frozenset[str]):
         self.table = table
         self.identity = identity
-        self.names = sorted(set(table.own) | (identity & set(table.extra)))
+        own = table.own
+        self._extra_only: list[str] = []
+        of_extra = []
+        for key in table.extra.names:
+            if key in own:
+                of_extra.append(own.id_of(key))
+            elif key in identity:
+                of_extra.append(len(own) + len(self._extra_only))
+                self._extra_only.append(key)
+            else:
+                of_extra.append(-1)
+        #: each ``_extra_`` key's number (``-1``: outside ``identity``)
+        self._of_extra = np.array(of_extra, dtype=np.int64)
         self._columns: dict[tuple[str, bool], KeyColumn] = {}
 
-    @cached_property
-    def _numbers(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each own key's and each ``_extra_`` key's number in :attr:`names` (``-1``: an
-        ``_extra_`` key outside ``identity``)."""
-        number = {name: i for i, name in enumerate(self.names)}
-        table = self.table
-        of_own = np.fromiter((number[k] for k in table.own.names), dtype=np.int64, count=len(table.own.names))
-        of_extra = np.fromiter((number[k] if k in self.identity else -1 for k in table.extra.names),
-                               dtype=np.int64, count=len(table.extra.names))
-        return of_own, of_extra
+    def __contains__(self, key: object) -> bool:
+        return key in self.table.own or (key in self.identity and key in self.table.extra)
+
+    def _name(self, number: int) -> str:
+        own = self.table.own.names
+        return own[number] if number < len(own) else self._extra_only[number - len(own)]
+
+    @property
+    def names(self) -> list[str]:
+        """Every key, in name order (for messages: a file may have very many)."""
+        return sorted([*self.table.own.names, *self._extra_only])
 
     def in_every(self, rows: np.ndarray) -> list[str]:
-        """The keys (of :attr:`names`) every one of ``rows`` has, own or from its message's
-        ``_extra_``, in name order: found from the rows' entries, not from a column per key
-        (a file may hold many keys that few rows have)."""
+        """The keys every one of ``rows`` has, own or from its message's ``_extra_``, in name
+        order: found from the rows' entries, not from a column per key (a file may hold many
+        keys that few rows have)."""
         if not len(rows):
             return []
-        table, n_names = self.table, len(self.names)
-        of_own, of_extra = self._numbers
+        table = self.table
+        n_keys = len(table.own) + len(self._extra_only)
         own_at, own_ids = table.own.key_ids_of(rows)
         extra_at, extra_ids = table.extra.key_ids_of(table.msg[rows])
         at = np.concatenate([own_at, extra_at])
-        names = np.concatenate([of_own[own_ids], of_extra[extra_ids]])
-        had = np.unique(at[names >= 0] * n_names + names[names >= 0]) % n_names
-        return [self.names[i] for i in np.flatnonzero(np.bincount(had, minlength=n_names) == len(rows)).tolist()]
+        numbers = np.concatenate([own_ids, self._of_extra[extra_ids]])
+        kept = numbers >= 0
+        # A key both own and inherited by a row counts once for it.
+        had = distinct(at[kept] * n_keys + numbers[kept]) % n_keys
+        every = np.flatnonzero(np.bincount(had, minlength=n_keys) == len(rows))
+        return sorted(self._name(i) for i in every.tolist())
 
     def column(self, key: str, view: bool = False) -> KeyColumn:
         found = self._columns.get((key, view))

@@ -234,7 +234,7 @@ class Objects:
         t = self.table
         _check_filter(filter_by_keys, self.options.source)
         key = self.options.variable_key
-        if key is not None and len(t) and key not in self.keys.names:
+        if key is not None and len(t) and key not in self.keys:
             close = vocabulary.close_matches(key, self.keys.names)
             raise ValueError(f"{self.options.source}: variable_key={key!r} is a key of no object"
                              + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")

@@ -72,6 +72,10 @@ class KeyColumns(Mapping):
         self._dense: dict[str, Column] = {}
         self._by_row: tuple[np.ndarray, np.ndarray] | None = None
 
+    def id_of(self, name: str) -> int:
+        """The key's number (its place in :attr:`names`); KeyError for a key no row has."""
+        return self._ids[name]
+
     def __getitem__(self, name: str) -> Column:
         found = self._dense.get(name)
         if found is None:

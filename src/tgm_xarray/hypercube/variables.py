@@ -55,7 +55,7 @@ def variables(objects: Objects, rows: np.ndarray, axes: Axes) -> dict[str, Varia
 def _names(objects: Objects, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Each row's naming key (object array) and name number, and the names."""
     chain = ((objects.options.variable_key,) if objects.options.variable_key else ()) + NAME_KEYS
-    chain = tuple(dict.fromkeys(k for k in chain if k in objects.keys.names))
+    chain = tuple(dict.fromkeys(k for k in chain if k in objects.keys))
     inverse, maps, firsts = objects.keys.dicts(chain, rows,
                                                extra_columns=[objects.table.obj[rows]])
     key_names: dict[Any, int] = {}
