@@ -34,20 +34,12 @@ fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
 /// `KeyColumns`' fields, as `tgm_xarray.hypercube.table.KeyColumns` takes them (less its row count).
 fn key_columns<'py>(py: Python<'py>, c: &KeyColumns) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    dict.set_item("names", c.keys.clone())?;
+    dict.set_item("names", PyList::new(py, c.keys.iter().map(String::as_str))?)?;
     // One flat list (a list per key would be a Python object per key: collector passes over
     // hundreds of thousands of them cost more than the scan).
-    let values = PyList::empty(py);
-    let mut value_starts = Vec::with_capacity(c.values.len() + 1);
-    for of_key in &c.values {
-        value_starts.push(values.len() as u32);
-        for v in of_key {
-            values.append(to_py(py, v)?)?;
-        }
-    }
-    value_starts.push(values.len() as u32);
+    let values = PyList::new(py, c.values.iter().map(|v| to_py(py, v)).collect::<PyResult<Vec<_>>>()?)?;
     dict.set_item("values", values)?;
-    dict.set_item("value_starts", PyArray1::from_slice(py, &value_starts))?;
+    dict.set_item("value_starts", PyArray1::from_slice(py, &c.value_starts))?;
     dict.set_item("rows", PyArray1::from_slice(py, &c.rows))?;
     dict.set_item("key", PyArray1::from_slice(py, &c.key))?;
     dict.set_item("code", PyArray1::from_slice(py, &c.code))?;

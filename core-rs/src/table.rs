@@ -50,26 +50,38 @@ impl Column {
 }
 
 /// Many keys over the rows, kept by entry: `(rows[e], key[e], code[e])` says that row
-/// `rows[e]` has value `values[key[e]][code[e]]` for key `keys[key[e]]`; entries run key by key,
-/// each key's rows in order. Only the rows that have a key take room, so a file whose messages
-/// each bring keys of their own costs its entries, not keys x rows (a dense column per key
-/// aborted at 3,000 messages x 100 keys of their own).
+/// `rows[e]` has value `values[value_starts[key[e]] + code[e]]` for key `keys[key[e]]`; entries
+/// run key by key, each key's rows in order, and each key's distinct values are one run of
+/// `values`. Only the rows that have a key take room, so a file whose messages each bring keys of
+/// their own costs its entries, not keys x rows (a dense column per key aborted at 3,000 messages
+/// x 100 keys of their own), and nothing is allocated per key but its name.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct KeyColumns {
     pub keys: Vec<String>,
-    /// Each key's distinct values, as encoded (`1` and `1.0` are two values).
-    pub values: Vec<Vec<Value>>,
+    /// Every key's distinct values, as encoded (`1` and `1.0` are two values), key by key.
+    pub values: Vec<Value>,
+    /// Key `k`'s values are `values[value_starts[k]..value_starts[k + 1]]`.
+    pub value_starts: Vec<u32>,
     pub rows: Vec<u32>,
     pub key: Vec<u32>,
     pub code: Vec<u32>,
 }
 
 impl KeyColumns {
+    /// Key `k`'s distinct values.
+    pub fn values_of(&self, k: usize) -> &[Value] {
+        &self.values[self.value_starts[k] as usize..self.value_starts[k + 1] as usize]
+    }
+
     /// Each key with its entries' `(row, value)`, rows in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Vec<(usize, &Value)>)> + '_ {
+        let mut first = 0;
         self.keys.iter().enumerate().map(move |(k, name)| {
-            let entries = (0..self.key.len()).filter(|&e| self.key[e] as usize == k);
-            (name.as_str(), entries.map(|e| (self.rows[e] as usize, &self.values[k][self.code[e] as usize])).collect())
+            let end = first + self.key[first..].iter().take_while(|&&key| key as usize == k).count();
+            let values = self.values_of(k);
+            let entries = (first..end).map(|e| (self.rows[e] as usize, &values[self.code[e] as usize])).collect();
+            first = end;
+            (name.as_str(), entries)
         })
     }
 }
@@ -225,36 +237,37 @@ impl Interned {
     }
 }
 
-/// Keys by dotted name (in order of first appearance), their distinct values and the rows that
-/// have them, while the table is built. One hash table and one byte buffer serve every key, so
-/// a key costs its name and its values: files whose messages each bring keys of their own have
-/// hundreds of thousands. Values are told apart by their CBOR bytes, and decoded once each.
+/// Keys by dotted name (numbered in order of first appearance), their distinct values and the
+/// rows that have them, while the table is built. One hash table and one byte buffer serve every
+/// key, so a key costs its name and its values: files whose messages each bring keys of their own
+/// have hundreds of thousands. Values are told apart by their CBOR bytes, and decoded once each.
 #[derive(Default)]
 struct Columns {
-    names: Vec<String>,
-    ids: HashMap<String, usize>,
-    /// Per key, its distinct values and where their CBOR bytes are in `raw`.
-    values: Vec<Vec<(Value, Range<usize>)>>,
+    ids: HashMap<String, u32>,
+    /// Every distinct value, in order of first appearance: `(key, code, value, its bytes in raw)`.
+    values: Vec<(u32, u32, Value, Range<usize>)>,
     raw: Vec<u8>,
-    /// `(key, hash of the bytes)` -> code, and the rare further codes of a colliding hash.
-    codes: HashMap<(usize, u64), u32>,
-    collisions: HashMap<(usize, u64), Vec<u32>>,
+    /// `(key, hash of the bytes)` -> the value's place in `values`, and the rare further places
+    /// of a colliding hash.
+    places: HashMap<(u32, u64), u32>,
+    collisions: HashMap<(u32, u64), Vec<u32>>,
     hasher: RandomState,
-    /// `(row, key, code)` in the order set; per key, its last entry (row, index).
+    /// `(row, key, code)` in the order set; per key, its number of values and last entry (row, index).
     entries: Vec<(u32, u32, u32)>,
+    counts: Vec<u32>,
     last: Vec<Option<(u32, usize)>>,
 }
 
 impl Columns {
     fn id(&mut self, key: &str) -> usize {
         if let Some(&id) = self.ids.get(key) {
-            return id;
+            return id as usize;
         }
-        self.names.push(key.to_owned());
-        self.ids.insert(key.to_owned(), self.values.len());
-        self.values.push(Vec::new());
+        let id = self.counts.len();
+        self.ids.insert(key.to_owned(), id as u32);
+        self.counts.push(0);
         self.last.push(None);
-        self.values.len() - 1
+        id
     }
 
     /// `(column, code)` of a value under `key`.
@@ -267,24 +280,26 @@ impl Columns {
     }
 
     fn find(&self, id: usize, raw: &[u8]) -> Option<u32> {
-        let hash = self.hasher.hash_one(raw);
-        let same = |&code: &u32| self.raw[self.values[id][code as usize].1.clone()] == *raw;
-        let first = self.codes.get(&(id, hash))?;
-        if same(first) {
-            return Some(*first);
-        }
-        self.collisions.get(&(id, hash))?.iter().copied().find(|c| same(c))
+        let at = (id as u32, self.hasher.hash_one(raw));
+        let same = |&place: &u32| {
+            let (_, code, _, bytes) = &self.values[place as usize];
+            (self.raw[bytes.clone()] == *raw).then_some(*code)
+        };
+        let first = self.places.get(&at)?;
+        same(first).or_else(|| self.collisions.get(&at)?.iter().find_map(same))
     }
 
     fn insert(&mut self, id: usize, raw: &[u8], value: Value) -> u32 {
-        let code = self.values[id].len() as u32;
-        let at = self.raw.len()..self.raw.len() + raw.len();
+        let code = self.counts[id];
+        self.counts[id] += 1;
+        let place = self.values.len() as u32;
+        let bytes = self.raw.len()..self.raw.len() + raw.len();
         self.raw.extend_from_slice(raw);
-        self.values[id].push((value, at));
-        let hash = self.hasher.hash_one(raw);
-        if let Some(first) = self.codes.insert((id, hash), code) {
-            self.codes.insert((id, hash), first);
-            self.collisions.entry((id, hash)).or_default().push(code);
+        self.values.push((id as u32, code, value, bytes));
+        let at = (id as u32, self.hasher.hash_one(raw));
+        if let Some(first) = self.places.insert(at, place) {
+            self.places.insert(at, first);
+            self.collisions.entry(at).or_default().push(place);
         }
         code
     }
@@ -311,31 +326,46 @@ impl Columns {
         self.last[id].is_some_and(|(last, _)| last as usize == row)
     }
 
-    fn finish(mut self) -> KeyColumns {
-        // Key by key, each key's rows in order (they were set in row order).
-        self.entries.sort_by_key(|&(_, key, _)| key);
-        KeyColumns {
-            keys: self.names,
-            values: self.values.into_iter().map(|v| v.into_iter().map(|(value, _)| value).collect()).collect(),
-            rows: self.entries.iter().map(|e| e.0).collect(),
-            key: self.entries.iter().map(|e| e.1).collect(),
-            code: self.entries.iter().map(|e| e.2).collect(),
+    /// Entries and values regrouped key by key, by counting (linear in the entries and values:
+    /// a sort of hundreds of thousands of entries cost more than the scan).
+    fn finish(self) -> KeyColumns {
+        let mut keys = vec![String::new(); self.counts.len()];
+        for (name, id) in self.ids {
+            keys[id as usize] = name;
         }
+        let value_starts = starts(self.counts.iter().copied());
+        let mut values: Vec<Option<Value>> = vec![None; self.values.len()];
+        for (key, code, value, _) in self.values {
+            values[(value_starts[key as usize] + code) as usize] = Some(value);
+        }
+        let mut per_key = vec![0u32; keys.len()];
+        self.entries.iter().for_each(|&(_, key, _)| per_key[key as usize] += 1);
+        let mut next = starts(per_key.into_iter());
+        let (mut rows, mut key, mut code) = (vec![0; self.entries.len()], vec![0; self.entries.len()], vec![0; self.entries.len()]);
+        for (row, k, c) in self.entries {
+            let e = next[k as usize] as usize;
+            next[k as usize] += 1;
+            (rows[e], key[e], code[e]) = (row, k, c);
+        }
+        KeyColumns { keys, values: values.into_iter().flatten().collect(), value_starts, rows, key, code }
     }
 
     /// Adds another table's `columns`, its rows numbered from `first_row` (after every row set so far).
     fn append(&mut self, columns: &KeyColumns, first_row: usize) {
         let ids: Vec<usize> = columns.keys.iter().map(|k| self.id(k)).collect();
-        let codes: Vec<Vec<u32>> = ids
-            .iter()
-            .zip(&columns.values)
-            .map(|(&id, values)| values.iter().map(|v| self.code_of(id, v)).collect())
-            .collect();
+        let codes: Vec<Vec<u32>> =
+            ids.iter().enumerate().map(|(k, &id)| columns.values_of(k).iter().map(|v| self.code_of(id, v)).collect()).collect();
         for e in 0..columns.key.len() {
             let k = columns.key[e] as usize;
             self.set(first_row + columns.rows[e] as usize, ids[k], codes[k][columns.code[e] as usize]);
         }
     }
+}
+
+/// `[0, c0, c0 + c1, ...]`: where each of the runs of these lengths starts, and the end.
+fn starts(counts: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut at = 0;
+    std::iter::once(0).chain(counts.map(|c| { at += c; at })).collect()
 }
 
 /// Flattened metadata leaves: `(column, code)`.
@@ -788,7 +818,7 @@ mod tests {
         assert_eq!(joined.extra_dim_names.values, whole.extra_dim_names.values);
         // Equal values share a code across the tables.
         let steps = joined.own.keys.iter().position(|k| k == "mars.step").expect("a step column");
-        assert_eq!(joined.own.values[steps].len(), 3);
+        assert_eq!(joined.own.values_of(steps).len(), 3);
     }
 
     /// A message of one szip-compressed float32 vector (RSI blocks of 128 values).
