@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import statistics
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -62,4 +65,52 @@ def case_open(ctx: Context) -> CaseResult:
     res.tables.append(Table("xr.open_dataset, page cache warm", ["contender", "open (min / median)",
                                                                  "time / tgm_xarray's"], rows))
     res.raw = {k: v.to_json() for k, v in s.items()}
+    res.tables.append(_own_keys_table(ctx))
     return res
+
+
+# One child per measurement, so that nothing is cached from one open to the next. The peak
+# resident memory is reset after the imports (clear_refs 5), so "added" is the open's own peak.
+_OWN_KEYS_CHILD = """
+import resource, sys, time
+import dask.array, xarray as xr, tensogram
+from xarray.backends.plugins import list_engines
+list_engines()
+def status(field):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field))
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+rss0 = status("VmRSS:")
+t0 = time.perf_counter()
+if sys.argv[2] == "ours":
+    xr.open_dataset(sys.argv[1], engine="tgm", index=False).close()
+else:
+    sum(1 for _ in tensogram.TensogramFile.open(sys.argv[1]))
+print(time.perf_counter() - t0, rss0, status("VmHWM:"))
+"""
+
+
+def _own_keys_table(ctx: Context) -> Table:
+    """Messages that each bring 100 metadata keys of their own (issue: 3,000 of them aborted the
+    open): open time and peak memory at 300 and 3,000 messages, ours against upstream iterating
+    the same file, and how the cost grows with 10x the messages."""
+    sizes = (300, 3000)
+    paths = {n: datagen.own_keys_file(ctx.data, n) for n in sizes}
+    runs: dict[tuple[int, str], list[tuple[float, int, int]]] = {}
+    for _ in range(max(3, ctx.repeats // 2)):
+        for n in sizes:
+            for who in ("ours", "upstream"):
+                out = subprocess.run([sys.executable, "-c", _OWN_KEYS_CHILD, str(paths[n]), who],
+                                     capture_output=True, text=True, check=True).stdout.split()
+                runs.setdefault((n, who), []).append((float(out[0]), int(out[1]), int(out[2])))
+    median = {k: (statistics.median(t for t, _, _ in v), statistics.median(r for _, _, r in v),
+                  statistics.median(r - r0 for _, r0, r in v)) for k, v in runs.items()}
+    rows = []
+    for n in sizes:
+        for who, label in (("ours", "tgm_xarray open_dataset"), ("upstream", "upstream TensogramFile iteration")):
+            t, peak, added = median[(n, who)]
+            growth = "" if n == sizes[0] else fmt_ratio(t / median[(sizes[0], who)][0])
+            rows.append([f"{label}, {n} messages", fmt_time(t), f"{peak / 1024:.0f} MB", f"{added / 1024:.0f} MB",
+                         fmt_ratio(t / median[(n, "upstream")][0]) if who == "ours" else "", growth])
+    return Table("100 metadata keys of their own per message (one child process per run, medians)",
+                 ["contender", "time", "peak RSS", "added by the open", "time / upstream's", "time / 300's"], rows)

@@ -226,6 +226,21 @@ def _finish(tmp: Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def own_keys_file(directory: Path, n_messages: int) -> Path:
+    """``n_messages`` one-value messages, each with 100 metadata keys no other message has."""
+    path = directory / f"own-keys-{n_messages}.tgm"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        desc = {"type": "ntensor", "shape": [1], "dtype": "float64", "byte_order": "little"}
+        tmp = _atomic(path)
+        with open(tmp, "wb") as f:
+            for i in range(n_messages):
+                base = {"name": "x", **{f"k{i}_{j}": j for j in range(100)}}
+                f.write(_core.encode_message({"base": [base]}, [(desc, np.array([float(i)]))]))
+        _finish(tmp, path)
+    return path
+
+
 def write_e2e_tgm_grib(directory: Path, name: str) -> None:
     lat, lon = coordinates()
     coords = coordinate_objects(lat, lon)
