@@ -328,6 +328,32 @@ def test_packing_with_szip(tmp_path, bits):
     assert np.abs(read - values).max() <= 1 / (2**bits - 1)
 
 
+def test_a_large_szip_field_is_written_alike_on_any_threads_and_upstream_reads_it(tmp_path, ifs_file):
+    """The 2 m temperature (721 x 1440, 24-bit packing + szip) is encoded in pieces on as many
+    threads as it is given: the stored bytes never depend on how many, and upstream decodes
+    them to the values our reader gives, within the packing bound."""
+    with xr.open_dataset(ifs_file, engine=ENGINE) as source:
+        ds = source[["2t"]].load()
+    payloads = []
+    for threads in (1, 2, 4):
+        path = tmp_path / f"threads{threads}.tgm"
+        to_tgm(ds, path, threads=threads, encoding={"2t": {"bits": 24, "compression": "szip"}})
+        table = _core.table_of_files([_core.FileHandle(os.fspath(path))])
+        start, end = table["payload_start"][0], table["payload_end"][0]
+        payloads.append(path.read_bytes()[start:end])
+        read = open_tgm(path)["2t"].values
+        np.testing.assert_array_equal(upstream_decode(path, 0, verify_hash=True)[0].reshape(read.shape), read)
+        span = float(ds["2t"].max() - ds["2t"].min())
+        assert np.abs(read - ds["2t"].values).max() <= span / (2**24 - 1)
+    assert payloads[0] == payloads[1] == payloads[2]
+
+
+def test_writer_threads_are_checked_where_they_are_taken(tmp_path):
+    with pytest.raises(ValueError, match=r"threads must be None or an integer from 1 to 1024; got 0"):
+        to_tgm(xr.Dataset({"a": ("x", [1.0])}), tmp_path / "a.tgm", threads=0)
+    assert not os.listdir(tmp_path)
+
+
 @pytest.mark.thread_unsafe(reason="counts the process-wide decoded_elements")
 def test_szip_fields_store_checked_offsets_so_the_first_window_read_decodes_only_it(tmp_path, ifs_file):
     """The land-sea mask (runs of equal values, where libaec 1.1.4's encoder stores wrong szip

@@ -112,9 +112,11 @@ fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<DataObjectDescr
     })
 }
 
-/// Encodes one message from upstream's dict forms; runs detached.
+/// Encodes one message from upstream's dict forms; runs detached. A large packed szip field is
+/// encoded on up to `threads` threads of the process-wide budget (`None`: as many as it has
+/// free), into the same bytes on any number.
 #[pyfunction]
-#[pyo3(signature = (metadata, objects, hash = true, allow_nan = false, allow_inf = false))]
+#[pyo3(signature = (metadata, objects, hash = true, allow_nan = false, allow_inf = false, threads = None))]
 pub fn encode_message<'py>(
     py: Python<'py>,
     metadata: &Bound<'py, PyDict>,
@@ -122,6 +124,7 @@ pub fn encode_message<'py>(
     hash: bool,
     allow_nan: bool,
     allow_inf: bool,
+    threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let global = global_metadata(metadata, objects.len()).raised()?;
     let mut descriptors = Vec::with_capacity(objects.len());
@@ -149,7 +152,7 @@ pub fn encode_message<'py>(
         // SAFETY: the arrays are referenced by `objects` for the whole call.
         let pairs: Vec<(&DataObjectDescriptor, &[u8])> =
             descriptors.iter().zip(&inputs).map(|(d, b)| (d, unsafe { b.as_slice() })).collect();
-        encode::encode(&global, &pairs, &options)
+        encode::encode(&global, &pairs, &options, threads)
     }).raised()?;
     Ok(PyBytes::new(py, &encoded))
 }

@@ -13,15 +13,19 @@ use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::params::int_param;
-use crate::szip;
+use crate::{packing, parallel, szip};
 
-/// Encodes one message of `objects` (descriptor and native-order values each).
+/// Encodes one message of `objects` (descriptor and native-order values each). A large packed
+/// szip field is encoded on what the process-wide budget of [`parallel::budgeted`] has free, at
+/// most `threads` (`None`: no limit but the cores), into the bytes one thread writes: encodes
+/// running at once (the writer's message threads, dask's) share the cores, never more.
 pub fn encode(
     global: &GlobalMetadata,
     objects: &[(&DataObjectDescriptor, &[u8])],
     options: &EncodeOptions,
+    threads: Option<usize>,
 ) -> CoreResult<Vec<u8>> {
-    if let Some(message) = encode_direct(global, objects, options)? {
+    if let Some(message) = encode_direct(global, objects, options, threads)? {
         return Ok(message);
     }
     take_sz3_compress_failure(); // one left by an encode that failed before asking
@@ -43,10 +47,11 @@ fn encode_direct(
     global: &GlobalMetadata,
     objects: &[(&DataObjectDescriptor, &[u8])],
     options: &EncodeOptions,
+    threads: Option<usize>,
 ) -> CoreResult<Option<Vec<u8>>> {
     let mut stored = Vec::with_capacity(objects.len());
     for &(desc, data) in objects {
-        let Some(object) = direct_object(desc, data) else {
+        let Some(object) = direct_object(desc, data, threads) else {
             return Ok(None);
         };
         stored.push(object);
@@ -59,14 +64,14 @@ fn encode_direct(
 
 /// The descriptor upstream's encode would store for `desc` and the bytes it would store, if
 /// `encode_direct` makes them.
-fn direct_object<'a>(desc: &DataObjectDescriptor, data: &'a [u8]) -> Option<(DataObjectDescriptor, Cow<'a, [u8]>)> {
+fn direct_object<'a>(desc: &DataObjectDescriptor, data: &'a [u8], threads: Option<usize>) -> Option<(DataObjectDescriptor, Cow<'a, [u8]>)> {
     if desc.filter != "none" || desc.masks.is_some() || desc.byte_order != ByteOrder::native() {
         return None;
     }
     match (desc.encoding.as_str(), desc.compression.as_str()) {
         ("none", "none") if plain_values_need_no_masks(desc.dtype, data)? => Some((desc.clone(), Cow::Borrowed(data))),
         ("simple_packing", "none" | "szip") if desc.dtype == Dtype::Float64 => {
-            packed_object(desc, as_f64s(data)?).map(|(d, bytes)| (d, Cow::Owned(bytes)))
+            packed_object(desc, as_f64s(data)?, threads).map(|(d, bytes)| (d, Cow::Owned(bytes)))
         }
         _ => None,
     }
@@ -98,7 +103,7 @@ fn as_f64s(data: &[u8]) -> Option<&[f64]> {
 /// unless the descriptor gives the reference value and binary scale factor), its packing (ours
 /// at whole-byte widths; both refuse NaN and infinity), then szip with the block offsets recorded
 /// and vouched for.
-fn packed_object(desc: &DataObjectDescriptor, values: &[f64]) -> Option<(DataObjectDescriptor, Vec<u8>)> {
+fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<usize>) -> Option<(DataObjectDescriptor, Vec<u8>)> {
     if values.is_empty() {
         return None;
     }
@@ -127,27 +132,77 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64]) -> Option<(DataObj
         }
         _ => return None,
     };
-    let packed = match crate::packing::pack_finite(values, &params) {
-        Some(packed) => packed,
-        None if !matches!(bits, 8 | 16 | 24 | 32) => simple_packing::encode(values, &params).ok()?,
-        None => return None,
+    let aec = match desc.compression.as_str() {
+        "none" => None,
+        _ => Some(AecParams {
+            bits_per_sample: bits,
+            block_size: u32::try_from(int_param(desc, "szip_block_size")?).ok()?,
+            rsi: u32::try_from(int_param(desc, "szip_rsi")?).ok()?,
+            // Simple packing writes MSB-first bit streams (upstream's pipeline ORs this in too).
+            flags: u32::try_from(int_param(desc, "szip_flags")?).ok()? | libaec_sys::AEC_DATA_MSB,
+        }),
     };
-    if desc.compression == "none" {
-        return Some((stored, packed));
-    }
-    let aec = AecParams {
-        bits_per_sample: bits,
-        block_size: u32::try_from(int_param(desc, "szip_block_size")?).ok()?,
-        rsi: u32::try_from(int_param(desc, "szip_rsi")?).ok()?,
-        // Simple packing writes MSB-first bit streams (upstream's pipeline ORs this in too).
-        flags: u32::try_from(int_param(desc, "szip_flags")?).ok()? | libaec_sys::AEC_DATA_MSB,
+    let encoded = aec.as_ref().and_then(|aec| {
+        let grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
+        packed_szip_in_pieces(values, &params, aec, grant.threads)
+    });
+    let (compressed, offsets) = match (encoded, aec) {
+        (Some(encoded), _) => encoded,
+        (None, aec) => {
+            let packed = match packing::pack_finite(values, &params) {
+                Some(packed) => packed,
+                None if !matches!(bits, 8 | 16 | 24 | 32) => simple_packing::encode(values, &params).ok()?,
+                None => return None,
+            };
+            let Some(aec) = aec else {
+                return Some((stored, packed));
+            };
+            aec_compress(&packed, &aec).ok()?
+        }
     };
-    let (compressed, offsets) = aec_compress(&packed, &aec).ok()?;
-    drop(packed);
     let offsets = offsets.into_iter().map(|o| Value::Integer(o.into())).collect();
     stored.params.insert(szip::OFFSETS_KEY.to_string(), Value::Array(offsets));
     szip::verify_offsets(&mut stored, &compressed).ok()?;
     Some((stored, compressed))
+}
+
+/// Values per piece of a large szip field (rounded to whole RSI blocks): a millisecond or two of
+/// packing and szip, and 16 pieces for a 0.25-degree global field.
+const PIECE_VALUES: usize = 1 << 16;
+
+/// Packing and szip of a field of more than [`PIECE_VALUES`] values in pieces of whole RSI
+/// blocks, on `threads` threads (the caller's and helpers), joined at the bit where each piece
+/// ends (`szip::encode_with_end`). The pieces depend only on the field, so the bytes are the same
+/// on any number of threads; and they are a valid szip stream with the block offsets and length
+/// of one encode. Not always its bytes: where two splitting options code a block in as many
+/// bits, libaec picks the one nearer the previous block's, and each piece starts afresh (the
+/// tests check that upstream decodes the same values). `None` for a field of one piece (one
+/// encode, upstream's bytes), widths packed elsewhere and non-finite values.
+fn packed_szip_in_pieces(values: &[f64], params: &SimplePackingParams, aec: &AecParams, threads: usize) -> Option<(Vec<u8>, Vec<u64>)> {
+    let width = packing::packed_width(params)?;
+    let per_block = aec.block_size as usize * aec.rsi as usize;
+    let blocks = values.len().div_ceil(per_block);
+    let per_piece = (PIECE_VALUES / per_block).max(1);
+    let pieces = blocks.div_ceil(per_piece);
+    if pieces < 2 {
+        return None;
+    }
+    let encode_piece = |i: usize| {
+        let values = &values[i * per_piece * per_block..((i + 1) * per_piece * per_block).min(values.len())];
+        let mut packed = vec![0u8; values.len() * width];
+        packing::pack_finite_into(values, params, &mut packed).then_some(())?;
+        szip::encode_with_end(&packed, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)
+    };
+    let encoded = parallel::map_pieces(pieces, threads, encode_piece);
+    let mut out = Vec::with_capacity(encoded.iter().flatten().map(|(bytes, _)| bytes.len()).sum());
+    let (mut end, mut offsets) = (0, Vec::with_capacity(blocks));
+    for piece in encoded {
+        let (bytes, ends) = piece?;
+        let (&stop, starts) = ends.split_last()?;
+        offsets.extend(starts.iter().map(|o| end + o));
+        szip::join_bits(&mut out, &mut end, &bytes, stop);
+    }
+    Some((out, offsets))
 }
 
 /// SZ3 throws C++ exceptions; the vendored shim catches them during compression and its
@@ -452,8 +507,8 @@ mod tests {
             let options = EncodeOptions { hashing, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
             for (what, desc) in &cases {
                 let objects = [(desc, bytes.as_slice()), (&lat_desc, lat_bytes.as_slice()), (&lon_desc, lon.as_slice()), (&steps_desc, steps.as_slice())];
-                assert!(encode_direct(&GlobalMetadata::default(), &objects, &options).unwrap().is_some(), "{what}");
-                let ours = super::encode(&GlobalMetadata::default(), &objects, &options).unwrap();
+                assert!(encode_direct(&GlobalMetadata::default(), &objects, &options, None).unwrap().is_some(), "{what}");
+                let ours = super::encode(&GlobalMetadata::default(), &objects, &options, None).unwrap();
                 assert_same_message(&ours, &through_upstream(&objects, &options), &format!("{what}, hashing {hashing}"));
             }
         }
@@ -480,15 +535,57 @@ mod tests {
             &[(&packed, clean.as_slice()), (&zstd, clean.as_slice())],
         ];
         for (i, objects) in messages.iter().enumerate() {
-            assert!(encode_direct(&GlobalMetadata::default(), objects, &options).unwrap().is_none(), "message {i}");
-            let ours = super::encode(&GlobalMetadata::default(), objects, &options).unwrap();
+            assert!(encode_direct(&GlobalMetadata::default(), objects, &options, None).unwrap().is_none(), "message {i}");
+            let ours = super::encode(&GlobalMetadata::default(), objects, &options, None).unwrap();
             assert_same_message(&ours, &through_upstream(objects, &options), &format!("message {i}"));
             let decoded = tensogram::decode(&ours, &DecodeOptions { verify_hash: true, ..Default::default() }).unwrap();
             assert_eq!(decoded.1.len(), objects.len());
         }
         // Without allow_nan, upstream's error is the one reported.
         let strict = EncodeOptions { allow_nan: false, allow_inf: false, ..options };
-        let error = super::encode(&GlobalMetadata::default(), &[(&packed, with_nan.as_slice())], &strict).unwrap_err();
+        let error = super::encode(&GlobalMetadata::default(), &[(&packed, with_nan.as_slice())], &strict, None).unwrap_err();
         assert!(error.message.to_lowercase().contains("nan"), "{}", error.message);
+    }
+
+    #[test]
+    fn a_field_encoded_in_pieces_has_the_same_bytes_on_any_threads_and_decodes_as_one_encode() {
+        // 2.6 x 10^5 values (4 to 128 pieces), ending in a part of an RSI block; noise (few zero
+        // blocks) and a flat band (runs of zero blocks).
+        let (ny, nx) = (403, 651);
+        let mut state = 11u64;
+        let values: Vec<f64> = (0..ny * nx)
+            .map(|i| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (y, x) = ((i / nx) as f64, (i % nx) as f64);
+                if (100.0..180.0).contains(&y) { 250.0 } else { 230.0 + 40.0 * (y / 30.0).sin() * (x / 50.0).cos() + (state >> 40) as f64 / 1e7 }
+            })
+            .collect();
+        let bytes = ne_bytes(&values);
+        let int = |v: i64| Value::Integer(v.into());
+        let options = EncodeOptions { hashing: true, threads: 1, ..Default::default() };
+        let _budget = parallel::BUDGET_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        for bits in [8, 16, 24, 32] {
+            for (rsi, block) in [(4, 8), (128, 32), (64, 16)] {
+                let what = format!("{bits} bits, RSI {rsi} x {block}");
+                let params = simple_packing::compute_params(&values, bits as u32, 0).unwrap();
+                let aec = AecParams { bits_per_sample: bits as u32, block_size: block as u32, rsi: rsi as u32, flags: 8 | libaec_sys::AEC_DATA_MSB };
+                let one = aec_compress(&packing::pack_finite(&values, &params).unwrap(), &aec).unwrap();
+                let pieces = packed_szip_in_pieces(&values, &params, &aec, 1).expect("pieces");
+                // Where a piece starts, libaec may break a tie between two equally short codings
+                // another way: the same lengths and offsets, maybe other bits.
+                assert_eq!((pieces.0.len(), &pieces.1), (one.0.len(), &one.1), "{what}");
+                for threads in [2, 3, 8] {
+                    assert!(packed_szip_in_pieces(&values, &params, &aec, threads).as_ref() == Some(&pieces), "{what}, {threads} threads");
+                }
+                let desc = with_params(&[ny as u64, nx as u64], Dtype::Float64, "simple_packing", "szip", vec![
+                    ("sp_bits_per_value", int(bits)), ("szip_rsi", int(rsi)), ("szip_block_size", int(block)), ("szip_flags", int(8))]);
+                let objects = [(&desc, bytes.as_slice())];
+                let ours = super::encode(&GlobalMetadata::default(), &objects, &options, Some(2)).unwrap();
+                assert_same_message(&ours, &super::encode(&GlobalMetadata::default(), &objects, &options, Some(1)).unwrap(), &what);
+                let decode = |message: &[u8]| tensogram::decode(message, &DecodeOptions { verify_hash: true, ..Default::default() }).unwrap().1;
+                let (a, b) = (decode(&ours), decode(&through_upstream(&objects, &options)));
+                assert!(a[0].1 == b[0].1, "{what}: upstream decodes the values of one encode");
+            }
+        }
     }
 }

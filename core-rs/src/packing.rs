@@ -209,24 +209,34 @@ fn szip_err(e: impl std::fmt::Display) -> CoreError {
 /// Upstream checks the values in a pass of their own, and rounds through a libm call where the
 /// CPU has SSE4.1's rounding instruction.
 pub fn pack_finite(values: &[f64], params: &SimplePackingParams) -> Option<Vec<u8>> {
+    let mut out = vec![0u8; values.len().checked_mul(packed_width(params)?)?];
+    pack_finite_into(values, params, &mut out).then_some(out)
+}
+
+/// Bytes per packed value, for the widths [`pack_finite`] packs (`None`: another width, or
+/// parameters upstream refuses).
+pub fn packed_width(params: &SimplePackingParams) -> Option<usize> {
     simple_packing::encode(&[], params).ok()?; // upstream's check of the parameters
-    let width = match params.bits_per_value {
-        8 => 1,
-        16 => 2,
-        24 => 3,
-        32 => 4,
-        _ => return None,
-    };
+    match params.bits_per_value {
+        8 => Some(1),
+        16 => Some(2),
+        24 => Some(3),
+        32 => Some(4),
+        _ => None,
+    }
+}
+
+/// [`pack_finite`] into `out` (`packed_width` bytes per value, checked by the caller); whether
+/// every value was finite.
+pub fn pack_finite_into(values: &[f64], params: &SimplePackingParams, out: &mut [u8]) -> bool {
     let scale = 10f64.powi(params.decimal_scale_factor) * 2f64.powi(-params.binary_scale_factor);
     let (reference, max) = (params.reference_value, (1u64 << params.bits_per_value) - 1);
-    let mut out = vec![0u8; values.len().checked_mul(width)?];
-    let finite = match width {
-        1 => pack_dispatch::<1>(values, &mut out, reference, scale, max),
-        2 => pack_dispatch::<2>(values, &mut out, reference, scale, max),
-        3 => pack_dispatch::<3>(values, &mut out, reference, scale, max),
-        _ => pack_dispatch::<4>(values, &mut out, reference, scale, max),
-    };
-    finite.then_some(out)
+    match params.bits_per_value {
+        8 => pack_dispatch::<1>(values, out, reference, scale, max),
+        16 => pack_dispatch::<2>(values, out, reference, scale, max),
+        24 => pack_dispatch::<3>(values, out, reference, scale, max),
+        _ => pack_dispatch::<4>(values, out, reference, scale, max),
+    }
 }
 
 fn pack_dispatch<const N: usize>(values: &[f64], out: &mut [u8], reference: f64, scale: f64, max: u64) -> bool {

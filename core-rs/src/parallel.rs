@@ -43,25 +43,34 @@ impl Drop for Grant {
 }
 
 /// The threads a read of `elements` contiguous elements gets: `requested` (`None`: the
-/// budget's free cores), never more than one per [`MIN_PER_THREAD`] elements. Reads too small
-/// to split leave the budget alone (a shared counter on every small read would make its cache
-/// line bounce between cores).
+/// budget's free cores), never more than one per [`MIN_PER_THREAD`] elements.
 pub fn grant(requested: Option<usize>, elements: u64) -> Grant {
-    let useful = usize::try_from(elements / MIN_PER_THREAD).unwrap_or(usize::MAX).max(1);
     match requested {
-        Some(n) => Grant { counted: 0, threads: n.clamp(1, useful) },
-        None if useful == 1 => Grant { counted: 0, threads: 1 },
-        None => {
-            let wanted = useful.min(cores());
-            BUSY.fetch_add(1, Relaxed);
-            let mut helpers = 0;
-            let _ = BUSY.fetch_update(Relaxed, Relaxed, |busy| {
-                helpers = (wanted - 1).min(cores().saturating_sub(busy));
-                Some(busy + helpers)
-            });
-            Grant { counted: 1 + helpers, threads: 1 + helpers }
-        }
+        Some(n) => Grant { counted: 0, threads: n.clamp(1, useful(elements)) },
+        None => budgeted(usize::MAX, elements),
     }
+}
+
+/// The threads work on `elements` elements gets from the budget: what it has free, at most
+/// `limit` and one per [`MIN_PER_THREAD`] elements, counted in it until the grant is dropped.
+/// Work too small to split leaves the budget alone (a shared counter on every small read would
+/// make its cache line bounce between cores).
+pub fn budgeted(limit: usize, elements: u64) -> Grant {
+    let wanted = useful(elements).min(cores()).min(limit.max(1));
+    if wanted == 1 {
+        return Grant { counted: 0, threads: 1 };
+    }
+    BUSY.fetch_add(1, Relaxed);
+    let mut helpers = 0;
+    let _ = BUSY.fetch_update(Relaxed, Relaxed, |busy| {
+        helpers = (wanted - 1).min(cores().saturating_sub(busy));
+        Some(busy + helpers)
+    });
+    Grant { counted: 1 + helpers, threads: 1 + helpers }
+}
+
+fn useful(elements: u64) -> usize {
+    usize::try_from(elements / MIN_PER_THREAD).unwrap_or(usize::MAX).max(1)
 }
 
 /// Fewest elements in a part (a few hundred microseconds of decoding) unless a block is larger.
@@ -135,6 +144,32 @@ pub fn for_each_part(
     })
 }
 
+/// `work(i)` for every `i` in `0..count`, on the caller's thread and `threads - 1` helpers that
+/// each take the next `i` when done with one; the results in the order of `i`.
+pub fn map_pieces<T: Send>(count: usize, threads: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<T>>> = (0..count).map(|_| Mutex::new(None)).collect();
+    let drain = || loop {
+        let i = next.fetch_add(1, Relaxed);
+        if i >= count {
+            return;
+        }
+        let result = work(i);
+        *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads.min(count) {
+            s.spawn(drain);
+        }
+        drain();
+    });
+    results.into_iter().map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every piece ran")).collect()
+}
+
+/// Held by the tests that use the process-wide budget: one of them checks its counts.
+#[cfg(test)]
+pub(crate) static BUDGET_TESTS: Mutex<()> = Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +205,7 @@ mod tests {
 
     #[test]
     fn the_budget_never_grants_more_than_the_cores() {
+        let _alone = BUDGET_TESTS.lock().unwrap_or_else(|p| p.into_inner());
         let big = MIN_PER_THREAD * 64;
         let grants: Vec<Grant> = (0..4).map(|_| grant(None, big)).collect();
         let total: usize = grants.iter().map(|g| g.threads).sum();

@@ -16,8 +16,9 @@
 use ciborium::Value;
 use libaec_sys::{
     aec_buffer_seek, aec_decode, aec_decode_count_offsets, aec_decode_enable_offsets, aec_decode_end,
-    aec_decode_get_offsets, aec_decode_init, aec_decode_range, aec_stream, AEC_DATA_3BYTE, AEC_DATA_MSB,
-    AEC_FLUSH, AEC_NO_FLUSH, AEC_OK,
+    aec_decode_get_offsets, aec_decode_init, aec_decode_range, aec_encode, aec_encode_count_offsets,
+    aec_encode_enable_offsets, aec_encode_end, aec_encode_get_offsets, aec_encode_init, aec_stream, AEC_DATA_3BYTE,
+    AEC_DATA_MSB, AEC_FLUSH, AEC_NO_FLUSH, AEC_OK,
 };
 use tensogram::DataObjectDescriptor;
 
@@ -226,6 +227,77 @@ fn stream_over(payload: &[u8], bits: u32, block_size: u32, rsi: u32, flags: u32)
     strm.rsi = rsi;
     strm.flags = flags;
     strm
+}
+
+/// `samples` (whole samples of `bits` bits) szip-encoded by libaec, and the bit offsets its
+/// encoder records: where each RSI block starts and, last, where the stream ends (before the
+/// zero bits that fill its last byte). `None` where libaec fails or records another count, for
+/// the caller's other path to report. Each RSI block is coded on its own (CCSDS 121: a
+/// reference sample interval), so encoding whole RSIs apart and joining their bits at these
+/// ends gives the bytes of one encode (`join_bits`).
+pub fn encode_with_end(samples: &[u8], bits: u32, block_size: u32, rsi: u32, flags: u32) -> Option<(Vec<u8>, Vec<u64>)> {
+    check_params(bits, block_size, rsi, flags).ok()?;
+    let flags = if bits > 16 && bits <= 24 { flags | AEC_DATA_3BYTE } else { flags };
+    let width = if bits > 16 && bits <= 24 { 3 } else { bits.div_ceil(8).next_power_of_two() as usize };
+    if samples.is_empty() || !samples.len().is_multiple_of(width) {
+        return None;
+    }
+    let blocks = (samples.len() / width).div_ceil(block_size as usize * rsi as usize);
+    // Room for incompressible data (upstream's bound): libaec records offsets only while it
+    // writes straight into the output.
+    let mut out = vec![0u8; samples.len() + samples.len() / 4 + 256];
+    let mut strm = Box::new(stream_over(samples, bits, block_size, rsi, flags));
+    strm.next_out = out.as_mut_ptr();
+    strm.avail_out = out.len();
+    // SAFETY: the stream reads `samples` and writes `out`, both outliving it, within the counts
+    // it was given; it is boxed (libaec keeps its address) and ended on every path.
+    let offsets = unsafe {
+        if aec_encode_init(&mut *strm) != AEC_OK as i32 {
+            return None;
+        }
+        let mut offsets = vec![0usize; blocks + 1];
+        let mut count = 0;
+        let done = aec_encode_enable_offsets(&mut *strm) == AEC_OK as i32
+            && aec_encode(&mut *strm, AEC_FLUSH as i32) == AEC_OK as i32
+            && aec_encode_count_offsets(&mut *strm, &mut count) == AEC_OK as i32
+            && count == blocks + 1
+            && aec_encode_get_offsets(&mut *strm, offsets.as_mut_ptr(), count) == AEC_OK as i32;
+        let written = out.len() - strm.avail_out;
+        aec_encode_end(&mut *strm);
+        if !done || offsets.last().map(|&end| end.div_ceil(8)) != Some(written) {
+            return None;
+        }
+        out.truncate(written);
+        offsets
+    };
+    Some((out, offsets.into_iter().map(|o| o as u64).collect()))
+}
+
+/// Appends the first `n` bits of `bits` to the bit stream `out`, which holds `*end` bits (MSB
+/// first, as szip writes them); its last byte's unused bits are zero, and stay so.
+pub fn join_bits(out: &mut Vec<u8>, end: &mut u64, bits: &[u8], n: u64) {
+    let bytes = &bits[..n.div_ceil(8) as usize];
+    let shift = (*end % 8) as u32;
+    let held = end.div_ceil(8) as usize;
+    out.truncate(held);
+    if shift == 0 || bytes.is_empty() {
+        out.extend_from_slice(bytes);
+    } else {
+        // Each byte out takes the low bits of one byte in and the high bits of the next: a
+        // loop over pairs, which the compiler vectorises.
+        out.resize(held + bytes.len(), 0);
+        let to = &mut out[held - 1..];
+        to[0] |= bytes[0] >> shift;
+        for (b, pair) in to[1..].iter_mut().zip(bytes.windows(2)) {
+            *b = (pair[0] << (8 - shift)) | (pair[1] >> shift);
+        }
+        to[bytes.len()] = bytes[bytes.len() - 1] << (8 - shift);
+    }
+    *end += n;
+    out.truncate(end.div_ceil(8) as usize);
+    if let (Some(last), used @ 1..) = (out.last_mut(), *end % 8) {
+        *last &= 0xffu8 << (8 - used);
+    }
 }
 
 /// One libaec decoder over an szip payload, set up once for any number of range decodes (the

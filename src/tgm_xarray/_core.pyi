@@ -63,6 +63,7 @@ def encode_message(
     hash: bool = True,
     allow_nan: bool = False,
     allow_inf: bool = False,
+    threads: int | None = None,
 ) -> bytes: ...
 def decode_message_into(
     buf: bytes | memoryview | np.ndarray, obj: int, selection: _Selection, out: np.ndarray,

@@ -37,6 +37,7 @@ from tgm_xarray.atomic import MODES, AtomicFile, WriteMode
 from tgm_xarray.dtypes import numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
+from tgm_xarray.threads import check_threads
 
 Layout = Literal["field", "variable"]
 
@@ -74,7 +75,9 @@ def to_tgm(
     hash
         Store an xxh3 hash of every object (checked on read by default: docs/errors.md, "Integrity").
     threads
-        Messages encoded at once (default: the number of CPUs).
+        At most this many threads: messages encoded at once, and those a large szip field is
+        encoded on (in pieces; the same bytes on any number). Default: every CPU, shared with
+        the reads and writes already running in the process.
     field_dims
         Dimensions kept inside each field (default: a variable's last two that are not
         ``number``/``time``/``step``/level dimensions).
@@ -134,11 +137,10 @@ class TgmWriter:
                  threads: int | None = None, progress: bool | None = False):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}")
         self.path = os.path.abspath(os.fspath(path))
         self.hash = hash
-        self.threads = threads or os.cpu_count() or 1
+        #: at most this many threads: messages encoded at once, and those one large field takes
+        self.threads = check_threads(threads, self.path)
         self.messages = 0  # messages written by this writer
         self._show_progress = progress
         self._progress = None  # made at the first write, when its total is known
@@ -180,12 +182,12 @@ class TgmWriter:
         elif self._show_progress is not False:
             self._progress = _progress_bar(self._show_progress, write_plan.count)
         encode = functools.partial(_encode_message, hash=self.hash, scheduler=_dask_scheduler(),
-                                   skip_nan_fields=skip_nan_fields)
+                                   skip_nan_fields=skip_nan_fields, threads=self.threads)
         jobs = (self._job(spec, encode) for spec in write_plan.messages())
         written = 0
         covered: set = set()  # what the written fields stand for (`MessageSpec.at`)
         holes: list[MessageSpec] = []  # all-NaN fields, written only if something needs them
-        for spec, data in _ordered(jobs, self.threads):
+        for spec, data in _ordered(jobs, self.threads or os.cpu_count() or 1):
             if data is not None:
                 self._out.write(data)
                 written += 1
@@ -266,9 +268,10 @@ def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
 
 
 def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
-                    skip_nan_fields: bool | None) -> bytes | None:
+                    skip_nan_fields: bool | None, threads: int | None) -> bytes | None:
     """Read and encode one message (runs on a writer thread); ``None`` for an all-NaN field
-    unless ``skip_nan_fields`` is ``False``."""
+    unless ``skip_nan_fields`` is ``False``. A large field is encoded on up to ``threads``
+    threads of what the core's budget has free: messages encoded at once share the cores."""
     objects = []
     for i, obj in enumerate(spec.objects):
         values = _values(obj.variable, scheduler)
@@ -278,7 +281,7 @@ def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
     metadata = {"base": [obj.base for obj in spec.objects], "_extra_": spec.extra}
     try:
         objects = [obj.codec.prepare(values) for obj, values in zip(spec.objects, objects)]
-        return _core.encode_message(metadata, objects, hash=hash, allow_nan=True, allow_inf=True)
+        return _core.encode_message(metadata, objects, hash=hash, allow_nan=True, allow_inf=True, threads=threads)
     except (TgmError, ValueError, TypeError) as error:
         raise TgmCodecError(f"cannot encode {spec.label}: {error}") from error
 

@@ -665,6 +665,9 @@ static int m_get_rsi_resumable(struct aec_stream *strm)
         } else {
             if (state->flush == AEC_FLUSH) {
                 if (state->i > 0) {
+                    /* The stream's last, short RSI: its end is recorded
+                       too (the end of the stream's bits). */
+                    state->ready_to_capture_rsi = 1;
                     state->blocks_avail = state->i / strm->block_size - 1;
                     if (state->i % strm->block_size)
                         state->blocks_avail++;
