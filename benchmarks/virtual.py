@@ -39,18 +39,18 @@ FUSED = {"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}
 CHUNKS = {"isobaricInhPa": -1}
 #: The recommended configuration against Icechunk serving raw chunks on the same pipeline.
 RAW_TARGET = 0.95
-
-
 SMALL_LEVELS = (1000, 925, 850, 700, 600, 500, 400, 300, 250, 200, 150, 100)
 
 
 def _smooth_field(lat: np.ndarray, lon: np.ndarray, param: str, step: int, level: int) -> np.ndarray:
+    """A synthetic field of the 73 x 144 archive (any grid)."""
     y, x = np.deg2rad(lat)[:, None], np.deg2rad(lon)[None, :]
     p, k = PARAMS.index(param), SMALL_LEVELS.index(level)
     return 250 + 30 * np.cos(y) ** 2 + 5 * np.sin(3 * x + p + k / 7 + step / 24) + 0 * x
 
 
 def _real_field(lat: np.ndarray, lon: np.ndarray, param: str, step: int, level: int) -> np.ndarray:
+    """A field of the 721 x 1440 archive, derived from the real IFS fields (``datagen.coordinates()``'s grid)."""
     return datagen.field(param, step, level)
 
 
@@ -58,8 +58,8 @@ def _real_field(lat: np.ndarray, lon: np.ndarray, param: str, step: int, level: 
 class Archive:
     """One archive of the case: ``files`` files (``quick_files`` with ``--quick``), one forecast
     step each, of ``len(PARAMS) * len(levels)`` fields on the ``lat`` x ``lon`` grid. The
-    recommended configuration's targets: ``engine_target`` x the engine's speed, or at least 0.95x
-    of Icechunk serving raw chunks (where zarr's own cost per chunk bounds it)."""
+    recommended configuration's targets: ``engine_target`` x the engine's speed, or at least
+    ``RAW_TARGET`` x Icechunk serving raw chunks (where zarr's own cost per chunk bounds it)."""
 
     files: int
     quick_files: int
