@@ -127,9 +127,9 @@ def _user_dims(var: Variable, options: Options) -> tuple[str | None, ...]:
         return (None,) * len(shape)
     if len(given) != len(shape) or len(set(given)) != len(given):
         raise ValueError(
-            f"{options.source}: dim_names {list(given)} does not fit variable {var.name!r} with "
-            f"{len(shape)} dimensions of shape {shape} ({var.first.where}); give {len(shape)} "
-            f"distinct names, or a mapping {{variable name: names}}.")
+            f"{options.source}: dim_names has {len(given)} entries {list(given)}, which does not fit "
+            f"variable {var.name!r} with {len(shape)} dimensions of shape {shape} ({var.first.where}); "
+            f"give {len(shape)} distinct names, or a mapping {{variable name: names}}.")
     return tuple(given)
 
 

@@ -240,15 +240,17 @@ class Objects:
         key = self.options.variable_key
         if key is not None and len(t) and key not in self.keys.names:
             close = vocabulary.close_matches(key, self.keys.names)
-            raise ValueError(f"{self.options.source}: variable_key={key!r} is a key of no object"
-                             + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
-                             + "; without it, variables are named by "
-                             + ", ".join(k for k in NAME_KEYS) + ", else object_<i>")
+            # upstream's fallback (a file without the key opens), told: it may be a typo
+            warnings.warn(f"{self.options.source}: variable_key={key!r} is a key of no object"
+                          + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+                          + "; variables are named by " + ", ".join(NAME_KEYS) + ", else object_<i>",
+                          UserWarning, stacklevel=2)
         if message_index is None and not merge_objects:
             message_index = 0
         wanted = np.ones(t.n_messages, dtype=bool)
         if message_index is not None:
-            if not 0 <= message_index < t.n_messages:
+            check_message_index(message_index, self.options.source)
+            if message_index >= t.n_messages:
                 raise TgmIndexError(
                     f"{self.options.source}: message_index {message_index} is out of range "
                     f"(the file has {t.n_messages} messages)")
@@ -349,6 +351,13 @@ def identity_keys(table: MetadataTable) -> frozenset[str]:
         if len(canon) and (canon != canon[0]).any():
             identity.add(key)
     return frozenset(identity)
+
+
+def check_message_index(message_index: int | None, source: str) -> None:
+    """A negative ``message_index`` is a :class:`TgmIndexError` before the file is read."""
+    if message_index is not None and message_index < 0:
+        raise TgmIndexError(f"{source}: message_index must be >= 0 (or None: every message), "
+                            f"got {message_index}")
 
 
 def _hint(shape: tuple[int, ...], own_hint, message_hint) -> tuple[str, ...] | None:
