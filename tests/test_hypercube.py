@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
+import logging
 import os
 import random
 import subprocess
@@ -545,9 +546,9 @@ def test_guide_example_5_heterogeneous_file(tmp_path):
         _message(({"name": "wind"}, np.ones((3, 4), dtype=np.float32) * 2)),
         _message(({"name": "counts"}, np.array([1, 2, 3, 4, 5], dtype=np.int32))),
     ])
-    plan = _plan(path)  # one Dataset: the generic dim_0 of another size is renamed
-    assert plan.variables["temp"].dims == plan.variables["wind"].dims == ("dim_0", "dim_1")
-    assert plan.variables["counts"].dims == ("obj_0_dim_0",)
+    plan = _plan(path)  # one Dataset: dim_0 at two sizes names neither (obj_0 taken: the variable's name)
+    assert plan.variables["temp"].dims == plan.variables["wind"].dims == ("obj_0_dim_0", "dim_1")
+    assert plan.variables["counts"].dims == ("counts_dim_0",)
     assert plan.variables["counts"].dtype == np.int32
     ds = _materialize(plan, path)
     assert ds["counts"].values.tolist() == [1, 2, 3, 4, 5]
@@ -832,7 +833,7 @@ def test_generic_key_colliding_with_a_mars_coordinate(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def test_dim_names_sources_and_priority(tmp_path):
+def test_dim_names_sources_and_priority(tmp_path, caplog):
     path = _write(tmp_path / "dims.tgm", [
         _message(({"name": "hinted", "dim_names": ["y", "x"]}, _field()),
                  ({"name": "plain"}, _field(shape=(3, 5))),
@@ -845,10 +846,11 @@ def test_dim_names_sources_and_priority(tmp_path):
     plan = _plan(path, dim_names={"plain": ["a", "b"], 4: "four"})
     assert plan.variables["plain"].dims == ("a", "b")
     assert plan.variables["hinted"].dims == ("y", "four")
-    # b is 4 in one variable and 5 in the other: upstream's fallback, with a warning
-    with pytest.warns(UserWarning, match="dimension 'b' has size 4 in variable 'hinted'.* named 'obj_1_dim_1'"):
+    # b is 4 in one variable and 5 in the other: upstream's fallback names neither, with a warning
+    with caplog.at_level(logging.WARNING, logger="tgm_xarray"):
         plan = _plan(path, dim_names=["a", "b"])
-    assert plan.variables["hinted"].dims == ("a", "b") and plan.variables["plain"].dims == ("a", "obj_1_dim_1")
+    assert plan.variables["hinted"].dims == ("a", "obj_0_dim_1") and plan.variables["plain"].dims == ("a", "obj_1_dim_1")
+    assert "dimension 'b' is given the sizes [4, 5]; its axes in the variables ['hinted', 'plain']" in caplog.text
     with pytest.raises(ValueError, match="does not fit variable"):
         _plan(path, dim_names=["a"])
     with pytest.raises(TypeError):
@@ -909,7 +911,7 @@ def test_generic_dim_conflicts_fall_back_to_variable_names(tmp_path):
         _message(({"name": "c"}, _field(shape=(5,)))),
     ])
     plan = _plan(path)
-    assert [plan.variables[n].dims for n in "abc"] == [("dim_0",), ("obj_0_dim_0",), ("c_dim_0",)]
+    assert [plan.variables[n].dims for n in "abc"] == [("obj_0_dim_0",), ("b_dim_0",), ("c_dim_0",)]
 
 
 def test_scalar_objects(tmp_path):
@@ -921,13 +923,14 @@ def test_scalar_objects(tmp_path):
     assert list(_groups(path)) == ["scalar"]
 
 
-def test_dimension_twice_in_one_variable(tmp_path):
+def test_dimension_twice_in_one_variable(tmp_path, caplog):
     path = _write(tmp_path / "twice.tgm", [
         _message(({"name": "t", "dim_names": ["step", "x"], "mars": {"step": s}}, _field()))
         for s in (0, 6)])
     # the hinted 'step' axis (size 3) collides with the stacked step (size 2): upstream's fallback
-    with pytest.warns(UserWarning, match="dimension 'step' has size 2 in coordinate 'step' but 3"):
+    with caplog.at_level(logging.WARNING, logger="tgm_xarray"):
         plan = _plan(path)
+    assert "dimension 'step' is given the sizes [2, 3]; its axes in the variables ['t']" in caplog.text
     assert plan.variables["t"].dims == ("step", "obj_0_dim_0", "x")
 
 

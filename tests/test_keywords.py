@@ -57,12 +57,14 @@ def test_filter_by_keys_of_another_type_is_a_type_error(ifs_file, bad):
     assert str(ifs_file) in str(err.value)
 
 
-def test_unknown_variable_key_is_a_value_error(ifs_file):
-    with pytest.raises(ValueError, match=r"variable_key='nokey' is a key of no object") as err:
-        xr.open_dataset(ifs_file, engine=ENGINE, variable_key="nokey")
-    assert str(ifs_file) in str(err.value)
-    with pytest.raises(ValueError, match=r"did you mean 'grib.shortName'"):
-        xr.open_dataset(ifs_file, engine=ENGINE, variable_key="grib.shortname")
+def test_unknown_variable_key_warns_and_falls_back(ifs_file):
+    """As upstream: the names of the chain, with a warning naming the file (a typo?)."""
+    with pytest.warns(UserWarning, match=r"variable_key='nokey' is a key of no object") as record:
+        ds = xr.open_dataset(ifs_file, engine=ENGINE, variable_key="nokey", index=False)
+    assert str(ifs_file) in str(record[0].message)
+    assert sorted(ds.data_vars) == sorted(xr.open_dataset(ifs_file, engine=ENGINE, index=False).data_vars)
+    with pytest.warns(UserWarning, match=r"did you mean 'grib.shortName'"):
+        xr.open_dataset(ifs_file, engine=ENGINE, variable_key="grib.shortname", index=False)
     with pytest.raises(TypeError, match=r"variable_key must be a metadata key"):
         xr.open_dataset(ifs_file, engine=ENGINE, variable_key=["mars.param"])
     with xr.open_dataset(ifs_file, engine=ENGINE, variable_key="grib.paramId") as ds:

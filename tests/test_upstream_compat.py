@@ -106,8 +106,7 @@ def test_drop_variables(shared_dir):
     require_shared(path)
     upstream, ours = _open_both(path, drop_variables=["object_1"])
     assert sorted(ours.data_vars) == ["object_0", "object_2"]
-    # generic axis names differ (docs/mapping.md section 10): ours keeps dim_0 for the first
-    _assert_same_data(upstream, ours, dims=False)
+    _assert_same_data(upstream, ours)  # generic axis names at two sizes too (obj_<i>_dim_<axis>)
 
 
 @pytest.mark.parametrize("range_threshold", [0.0, 0.5, 1.0])

@@ -5,6 +5,9 @@ xarray's "Found 2 entrypoints" and our ``EngineNameWarning`` (``make demo`` incl
 not a dependency of any extra; the tests that compare with it or check living beside it
 (``ISOLATED``) run in a subprocess whose ``PYTHONPATH`` starts with a ``pip install --target``
 directory holding it, kept (git-ignored) in ``<repo>/.venv-upstream-xarray/<version>``.
+
+Upstream's own tests come from its source distribution on PyPI (:func:`sdist`, unpacked beside
+it); tests/test_upstream_portable.py runs those that use only the engine against ours.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +28,8 @@ from conftest import REPO
 VERSION = "0.24.0"
 REQUIREMENT = f"tensogram-xarray=={VERSION}"  # pure Python; its dependency `tensogram` is in our `test` extra
 CACHE = REPO / ".venv-upstream-xarray" / VERSION
+#: Upstream's source distribution, unpacked: its package under ``src``, its tests under ``tests``.
+SDIST = CACHE.with_name(f"{VERSION}-sdist")
 #: Set (to the target directory) in the subprocess that has upstream on its path.
 ENV = "TGM_XARRAY_UPSTREAM_SITE"
 #: The tests that need upstream's package, run by tests/test_upstream_isolated.py.
@@ -38,22 +45,44 @@ def only_in_isolation() -> None:
 
 
 def site() -> Path:
-    """The target directory holding upstream's package, installed once (complete or absent: pip
-    installs into a temporary directory renamed into place)."""
-    if (CACHE / "tensogram_xarray").is_dir():
-        return CACHE
-    CACHE.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f"{VERSION}.", suffix=".partial", dir=CACHE.parent))
+    """The target directory holding upstream's package, installed once."""
+    return _once(CACHE, "tensogram_xarray", lambda partial: _pip(
+        "install", "-q", "--no-deps", "--target", str(partial), REQUIREMENT))
+
+
+def sdist() -> Path:
+    """Upstream's source distribution (package and tests), downloaded once from PyPI: its tests
+    are not in the wheel."""
+    def unpack(partial: Path) -> None:
+        _pip("download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(partial), REQUIREMENT)
+        archive = next(partial.glob("*.tar.gz"))
+        with tarfile.open(archive) as tar:
+            tar.extractall(partial, filter="data")
+        archive.unlink()
+
+    return _once(SDIST, f"tensogram_xarray-{VERSION}", unpack) / f"tensogram_xarray-{VERSION}"
+
+
+def _pip(*args: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        pytest.skip(f"could not get {REQUIREMENT} (pip {args[0]}): {result.stderr.strip()[-500:]}")
+
+
+def _once(target: Path, marker: str, fill: Callable[[Path], None]) -> Path:
+    """``target``, filled once by ``fill`` (complete or absent: filled in a temporary directory
+    renamed into place), ``target / marker`` telling that it is there."""
+    if (target / marker).is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.", suffix=".partial", dir=target.parent))
     try:
-        result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                                 str(partial), REQUIREMENT], capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
-            pytest.skip(f"could not install {REQUIREMENT} into {partial}: {result.stderr.strip()[-500:]}")
+        fill(partial)
         try:
-            partial.rename(CACHE)
-        except OSError:  # another session installed it meanwhile
-            if not (CACHE / "tensogram_xarray").is_dir():
+            partial.rename(target)
+        except OSError:  # another session filled it meanwhile
+            if not (target / marker).is_dir():
                 raise
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    return CACHE
+    return target

@@ -33,6 +33,7 @@ from tgm_xarray.errors import TgmError
 from tgm_xarray.file import TgmFile
 from tgm_xarray.handles import FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.hypercube.objects import check_message_index
 from tgm_xarray.remote import RemoteHandle, is_url
 from tgm_xarray.selection import outer
 from tgm_xarray.threads import check_threads
@@ -336,6 +337,7 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
     planned as one, without an index."""
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
+    check_message_index(options.get("message_index"), str(path))
 
     def plan(table: MetadataTable, fingerprint, source: str, locate=None) -> dict[str, HypercubePlan]:
         if groups:
@@ -543,7 +545,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
             The dotted metadata key that names variables (``"mars.param"``, ``"grib.shortName"``);
             objects without it are named by ``name``, ``mars.param``, ``mars.shortName``,
             ``shortName``, ``param``, else ``object_<i>``. Default ``None`` (that chain). A key
-            that no object has is a ``ValueError``.
+            that no object has gives a ``UserWarning`` (and that chain), as upstream falls back.
         dim_names
             Names of the data objects' own axes: a sequence for every data variable, or a mapping
             ``{variable name: names}`` and/or ``{axis size: name}``. Default ``None``: the objects'

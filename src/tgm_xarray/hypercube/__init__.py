@@ -78,7 +78,7 @@ def build_hypercube(
         only for objects whose frame has no inline hash (the hash says it without a call).
     variable_key
         Dotted metadata key naming variables (``"mars.param"``); objects without it fall back
-        to :data:`NAME_KEYS`, then ``object_<i>``. A key no object has is a ``ValueError``.
+        to :data:`NAME_KEYS`, then ``object_<i>``. A key no object has is warned about.
     dim_names
         Names of the data objects' own axes: a sequence for every data variable, or a mapping
         from variable name to sequence and/or from axis size to name. Overrides metadata hints.

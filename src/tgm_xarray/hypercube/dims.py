@@ -1,23 +1,26 @@
 """The objects' own dimensions: names for every data variable's axes, one size per name.
 
-Per axis: the user's ``dim_names``, else the metadata hint, else the first 1-D coordinate of
-that size, else ``dim_<axis>``. A data variable's axis whose name (from the user or a hint) is
-already taken at another size becomes ``obj_<i>_dim_<axis>`` with a warning, as upstream
-tensogram-xarray does (names of coordinates at two sizes stay a conflict); a ``dim_<axis>``
-already taken at another size becomes ``obj_<i>_dim_<axis>`` silently (or
-``<variable>_dim_<axis>`` if that is taken too). This works per variable and per coordinate,
-never per object.
+Per axis: the user's ``dim_names``, else the object's or the message's list hint, else the first
+1-D coordinate of that size, else the message's ``{size: name}`` hint, else ``dim_<axis>``. As
+upstream tensogram-xarray: a name that data variables give axes of different sizes (or of
+another size than the coordinate of that name) names none of them: each such axis becomes
+``obj_<i>_dim_<axis>`` (``<variable>_dim_<axis>`` if that is taken at another size), with a
+logged warning unless the name was a generic ``dim_<axis>``; axes of a coordinate's size keep
+its name. Names of coordinates at two sizes stay a conflict. This works per variable and per
+coordinate, never per object.
 """
 
 from __future__ import annotations
 
-import warnings
+import logging
 from collections import Counter
 from collections.abc import Mapping
 
 from tgm_xarray.errors import TgmConflictError
 from tgm_xarray.hypercube.objects import Options
 from tgm_xarray.hypercube.variables import Variable
+
+log = logging.getLogger(__name__)
 
 
 def resolve_inner_dims(variables, coords, index_coords, options: Options) -> None:
@@ -45,29 +48,28 @@ def resolve_inner_dims(variables, coords, index_coords, options: Options) -> Non
     for name, c in coords.items():
         for dim, size in zip(c.dims or (), c.object.shape):
             claim(dim, size, f"coordinate {name!r}")
+    # upstream's fallback: a name given at several sizes names none of those axes, but for the
+    # axes of its coordinate's size
+    coordinate_sizes = {dim: size for dim, (size, _) in sizes.items()}
+    given = {dim: {size} for dim, size in coordinate_sizes.items()}
+    for var in variables.values():
+        for (dim, _), size in zip(var.inner, var.first.shape):
+            given.setdefault(dim, set()).add(size)
+    renamed: dict[str, list[str]] = {}  # a declared name -> the variables whose axes lost it
     for var in variables.values():
         for axis, ((dim, generic), size) in enumerate(zip(var.inner, var.first.shape)):
-            if generic:
-                continue
-            if dim in sizes and sizes[dim][0] != size:
-                # upstream's fallback: the Dataset opens, the axis under a name of its own
-                var.inner[axis] = (f"obj_{var.first.obj}_dim_{axis}", True)
-                warnings.warn(
-                    f"{options.source}: dimension {dim!r} has size {sizes[dim][0]} in "
-                    f"{sizes[dim][1]} but {size} in variable {var.name!r} ({var.first.where}): that "
-                    f"axis is named {var.inner[axis][0]!r} instead (a fallback, as upstream "
-                    f"tensogram-xarray's). Name the axes with dim_names=... to choose.",
-                    UserWarning, stacklevel=2)
-                continue
+            if len(given[dim]) > 1 and coordinate_sizes.get(dim) != size:
+                if not generic:
+                    renamed.setdefault(dim, []).append(var.name)
+                own = f"obj_{var.first.obj}_dim_{axis}"
+                dim = own if sizes.get(own, (size,))[0] == size else f"{var.name}_dim_{axis}"
+                var.inner[axis] = (dim, generic)
             claim(dim, size, f"variable {var.name!r} ({var.first.where})")
-    for var in variables.values():
-        for axis, ((dim, generic), size) in enumerate(zip(var.inner, var.first.shape)):
-            if generic:
-                for candidate in (dim, f"obj_{var.first.obj}_dim_{axis}", f"{var.name}_dim_{axis}"):
-                    if sizes.get(candidate, (size,))[0] == size:
-                        break
-                var.inner[axis] = (candidate, True)
-                claim(candidate, size, f"variable {var.name!r} ({var.first.where})")
+    for dim, names in renamed.items():
+        log.warning("%s: dimension %r is given the sizes %s; its axes in the variables %s are "
+                    "named obj_<i>_dim_<axis> instead (upstream tensogram-xarray's fallback). "
+                    "Name the axes with dim_names=... to choose.",
+                    options.source, dim, sorted(given[dim]), names)
 
     # Coordinates without hints over several axes take the dims of a variable of their shape.
     for name, c in coords.items():
@@ -93,6 +95,8 @@ def _inner_dims(var: Variable, dimension_coords, options: Options) -> list[tuple
     ndim = len(first.shape)
     user = _user_dims(var, options)
     hint = first.hint or (None,) * ndim
+    # names by axis size alone rank below a coordinate of that size, as upstream
+    by_size = first.size_names or (None,) * ndim
     dims: list[tuple[str, bool] | None] = [None] * ndim
     for axis in range(ndim):
         name = user[axis] or hint[axis]
@@ -104,7 +108,8 @@ def _inner_dims(var: Variable, dimension_coords, options: Options) -> list[tuple
             match = next((c for c, n in dimension_coords if n == size and c not in used), None)
             if match:
                 used.add(match)
-            dims[axis] = (match, False) if match else (f"dim_{axis}", True)
+            name = match or by_size[axis]
+            dims[axis] = (name, False) if name else (f"dim_{axis}", True)
     return dims
 
 
@@ -122,9 +127,9 @@ def _user_dims(var: Variable, options: Options) -> tuple[str | None, ...]:
         return (None,) * len(shape)
     if len(given) != len(shape) or len(set(given)) != len(given):
         raise ValueError(
-            f"{options.source}: dim_names {list(given)} does not fit variable {var.name!r} with "
-            f"{len(shape)} dimensions of shape {shape} ({var.first.where}); give {len(shape)} "
-            f"distinct names, or a mapping {{variable name: names}}.")
+            f"{options.source}: dim_names has {len(given)} entries {list(given)}, which does not fit "
+            f"variable {var.name!r} with {len(shape)} dimensions of shape {shape} ({var.first.where}); "
+            f"give {len(shape)} distinct names, or a mapping {{variable name: names}}.")
     return tuple(given)
 
 

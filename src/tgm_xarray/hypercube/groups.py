@@ -84,7 +84,7 @@ def _group_keys(objects: Objects, rows: np.ndarray) -> tuple[np.ndarray, list[tu
     present = [k for k in ("mars.levtype", "levtype") if k in objects.keys]
     levtype_of, levtypes, _ = objects.keys.dicts(present, rows)
     combination, first = factorize(levtype_of, t.shape[rows], objects.family[rows],
-                                   objects.hint[rows], axes.structure)
+                                   objects.hint[rows], objects.size_hint[rows], axes.structure)
     index: dict[tuple, int] = {}
     of_combination = []
     for at in first.tolist():
@@ -92,6 +92,7 @@ def _group_keys(objects: Objects, rows: np.ndarray) -> tuple[np.ndarray, list[tu
         r = rows[at]
         key = (str(levtype[1]) if levtype else None, t.shapes[t.shape[r]],
                dtype_family(objects.dtypes[t.descriptor[r]]), objects.hints[objects.hint[r]],
+               objects.size_hints[objects.size_hint[r]],
                tuple(axes.structures[axes.structure[at]][0]))
         of_combination.append(index.setdefault(key, len(index)))
     return np.array(of_combination, dtype=np.int64)[combination], list(index)

@@ -99,6 +99,7 @@ class Row:
     dtype: np.dtype
     descriptor: Mapping[str, Any]
     hint: tuple[str | None, ...] | None  # axis names hinted by metadata (None: no hint)
+    size_names: tuple[str | None, ...] | None  # without a hint: the message's {axis size: name}
     coordinate: str | None  # coordinate name, None for data objects
     name_key: str | None  # the key of `own` that named a coordinate object
     own: dict[str, Any]  # flattened base[obj] (+ non-codec descriptor params)
@@ -117,7 +118,7 @@ class Objects:
         self.options = options
         self.keys = Keys(table, identity_keys(table))
         self.dtypes = [_readable_dtype(d.get("dtype")) for d in table.descriptors]
-        self.hint, self.hints = self._hints()
+        self.hint, self.hints, self.size_hint, self.size_hints = self._hints()
         self._own_name, self._own_names = self._names()
         self.coordinate, self.coordinate_names = self._classify(self._own_name)
 
@@ -129,7 +130,8 @@ class Objects:
         own = t.own.of_row(i)
         return Row(i, int(t.msg[i]), int(t.obj[i]), t.shapes[t.shape[i]],
                    self.dtypes[t.descriptor[i]], t.descriptors[t.descriptor[i]],
-                   self.hints[self.hint[i]], self.coordinate_names[c] if c >= 0 else None,
+                   self.hints[self.hint[i]], self.size_hints[self.size_hint[i]],
+                   self.coordinate_names[c] if c >= 0 else None,
                    self._own_names[self._own_name[i]][0] if c >= 0 else None, own,
                    self.where(int(t.msg[i]), int(t.obj[i])))
 
@@ -168,25 +170,27 @@ class Objects:
                                  dtype=np.int64)
         return of_descriptor[self.table.descriptor]
 
-    def _hints(self) -> tuple[np.ndarray, list]:
+    def _hints(self) -> tuple[np.ndarray, list, np.ndarray, list]:
+        """Per row, numbered: the axis names its metadata declares (:func:`_hint`), and where it
+        declares none, those the message's ``{axis size: name}`` gives (:func:`_size_names`)."""
         t = self.table
         if not len(t):
-            return np.zeros(0, dtype=np.int64), [None]
+            return np.zeros(0, dtype=np.int64), [None], np.zeros(0, dtype=np.int64), [None]
         message_hint = t.extra_dim_names.codes[t.msg]
         inverse, first = factorize(t.shape, t.own_dim_names.codes, message_hint)
-        index: dict[Any, int] = {}
-        hints: list = []
-        of_combination = []
+        declared: dict[Any, int] = {}
+        by_size: dict[Any, int] = {}
+        of_declared, of_size = [], []
         for row in first.tolist():
             own_code, msg_code = t.own_dim_names.codes[row], message_hint[row]
-            hint = _hint(t.shapes[t.shape[row]],
-                         t.own_dim_names.values[own_code] if own_code >= 0 else None,
-                         t.extra_dim_names.values[msg_code] if msg_code >= 0 else None)
-            if hint not in index:
-                index[hint] = len(hints)
-                hints.append(hint)
-            of_combination.append(index[hint])
-        return np.array(of_combination, dtype=np.int64)[inverse], hints
+            shape = t.shapes[t.shape[row]]
+            message = t.extra_dim_names.values[msg_code] if msg_code >= 0 else None
+            hint = _hint(shape, t.own_dim_names.values[own_code] if own_code >= 0 else None, message)
+            names = _size_names(shape, message) if hint is None else None
+            of_declared.append(declared.setdefault(hint, len(declared)))
+            of_size.append(by_size.setdefault(names, len(by_size)))
+        return (np.array(of_declared, dtype=np.int64)[inverse], list(declared),
+                np.array(of_size, dtype=np.int64)[inverse], list(by_size))
 
     def _names(self) -> tuple[np.ndarray, list]:
         """Each row's ``(key, name)`` from its own metadata (:func:`_own_name`), numbered."""
@@ -236,15 +240,17 @@ class Objects:
         key = self.options.variable_key
         if key is not None and len(t) and key not in self.keys:
             close = vocabulary.close_matches(key, self.keys.names)
-            raise ValueError(f"{self.options.source}: variable_key={key!r} is a key of no object"
-                             + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
-                             + "; without it, variables are named by "
-                             + ", ".join(k for k in NAME_KEYS) + ", else object_<i>")
+            # upstream's fallback (a file without the key opens), told: it may be a typo
+            warnings.warn(f"{self.options.source}: variable_key={key!r} is a key of no object"
+                          + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+                          + "; variables are named by " + ", ".join(NAME_KEYS) + ", else object_<i>",
+                          UserWarning, stacklevel=2)
         if message_index is None and not merge_objects:
             message_index = 0
         wanted = np.ones(t.n_messages, dtype=bool)
         if message_index is not None:
-            if not 0 <= message_index < t.n_messages:
+            check_message_index(message_index, self.options.source)
+            if message_index >= t.n_messages:
                 raise TgmIndexError(
                     f"{self.options.source}: message_index {message_index} is out of range "
                     f"(the file has {t.n_messages} messages)")
@@ -347,26 +353,40 @@ def identity_keys(table: MetadataTable) -> frozenset[str]:
     return frozenset(identity)
 
 
-def _hint(shape: tuple[int, ...], own_hint, message_hint) -> tuple[str | None, ...] | None:
-    """Axis names from the object's ``dim_names``, else the message's ``_extra_.dim_names``
-    (a list, or a mapping from axis size to name); malformed hints are ignored, as upstream."""
+def check_message_index(message_index: int | None, source: str) -> None:
+    """A negative ``message_index`` is a :class:`TgmIndexError` before the file is read."""
+    if message_index is not None and message_index < 0:
+        raise TgmIndexError(f"{source}: message_index must be >= 0 (or None: every message), "
+                            f"got {message_index}")
+
+
+def _hint(shape: tuple[int, ...], own_hint, message_hint) -> tuple[str, ...] | None:
+    """Axis names from the object's ``dim_names``, else the message's ``_extra_.dim_names`` list;
+    malformed hints are ignored, as upstream."""
     ndim = len(shape)
     for hint in (own_hint, message_hint):
         if isinstance(hint, (list, tuple)) and len(hint) == ndim and \
                 all(isinstance(n, str) and n for n in hint) and len(set(hint)) == ndim:
             return tuple(hint)
-    if isinstance(message_hint, Mapping):
-        by_size = {}
-        for size, name in message_hint.items():
-            try:
-                by_size[int(size)] = str(name)
-            except (TypeError, ValueError):
-                continue
-        names = [by_size.get(n) for n in shape]
-        named = [n for n in names if n]
-        if named and len(set(named)) == len(named):
-            return tuple(names)
     return None
+
+
+def _size_names(shape: tuple[int, ...], message_hint) -> tuple[str | None, ...] | None:
+    """Axis names from the message's ``_extra_.dim_names`` mapping from axis size to name, each
+    name for the first axis of its size, as upstream; ``None`` where it names no axis."""
+    if not isinstance(message_hint, Mapping):
+        return None
+    by_size = {}
+    for size, name in message_hint.items():
+        try:
+            by_size[int(size)] = str(name)
+        except (TypeError, ValueError):
+            continue
+    names: list[str | None] = []
+    for size in shape:
+        name = by_size.get(size)
+        names.append(name if name and name not in names else None)
+    return tuple(names) if any(names) else None
 
 
 def _own_name(own: Mapping[str, Any]) -> tuple[str | None, str | None]:

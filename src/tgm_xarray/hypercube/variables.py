@@ -97,6 +97,8 @@ def _check_structure(var: Variable, objects: Objects, axes: Axes) -> None:
         ("dtype kind", objects.family[rows], lambda r, a: f"dtype {r.dtype}"),
         ("dimension names", objects.hint[rows],
          lambda r, a: f"dim_names {list(r.hint) if r.hint else None}"),
+        ("dimension names by size", objects.size_hint[rows],
+         lambda r, a: f"names by size {list(r.size_names) if r.size_names else None}"),
         ("level type", _levtypes(axes)[structure],
          lambda r, a: f"levtype {axes.structures[axes.structure[a]][1]!r}"),
         ("dimensions", _dimension_sets(axes)[structure],
