@@ -53,8 +53,9 @@ test-py: setup
 	$(PY) -m pytest -q
 
 # No PYTHON_GIL=0: the suite must pass with the GIL as our imports leave it (off, tested).
-# Modules needing packages without free-threaded wheels (virtual.py: virtualizarr) cannot be
-# imported there: their docstring examples are skipped (their tests skip too).
+# Modules needing packages without free-threaded wheels (virtual.py: virtualizarr; earthkit.py:
+# earthkit-data, which needs eccodes) cannot be imported there: their docstring examples are
+# skipped (their tests skip too).
 test-ft: setup
 	FT=$$(bash scripts/free-threaded-python.sh | tail -n 1); \
 	echo "free-threaded python: $$FT"; \

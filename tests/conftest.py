@@ -80,6 +80,16 @@ def require_shared(path: Path | None = None) -> Path:
     return target
 
 
+def require_entry_point(group: str, name: str) -> None:
+    """Skips the test when the installed tgm-xarray lacks an entry point of pyproject.toml (a
+    source tree newer than the install); fails it in CI, where the install is the tree's."""
+    from importlib.metadata import entry_points
+
+    if not entry_points(group=group, name=name):
+        (pytest.fail if IN_CI else pytest.skip)(
+            f"no {group} entry point {name!r} is installed: reinstall tgm-xarray (make setup)")
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     return require_shared(SHARED)

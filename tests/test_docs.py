@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN, NETCDF, REAL, REMOTE_PARITY, REPO, require_shared
+from conftest import GOLDEN, NETCDF, REAL, REMOTE_PARITY, REPO, require_entry_point, require_shared
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^(?P<indent>\s*)```python\s*$")
@@ -159,6 +159,12 @@ def archives(s: StandIns) -> None:
     write_steps(s.workdir / "fc" / "20260404-00", range(0, 49, 6))
 
 
+def earthkit(s: StandIns) -> None:
+    pytest.importorskip("earthkit.data", reason="earthkit-data is not installed (the `earthkit` extra)")
+    require_entry_point("earthkit.data.sources", "tgm")
+    s.link(REAL / "ifs-0p25-20260404.tgm")
+
+
 def mapping(s: StandIns) -> None:
     s.link(REAL / "ifs-0p25-20260404.tgm")
     s.link(GOLDEN / "multi_message.tgm")
@@ -205,7 +211,7 @@ def zarr(s: StandIns) -> None:
 
 
 PAGES: dict[str, Callable[[StandIns], None]] = {
-    "README.md": readme, "docs/archives.md": archives, "docs/mapping.md": mapping,
+    "README.md": readme, "docs/archives.md": archives, "docs/earthkit.md": earthkit, "docs/mapping.md": mapping,
     "docs/remote.md": remote, "docs/tutorial.md": tutorial, "docs/virtual.md": virtual,
     "docs/writer.md": writer, "docs/zarr.md": zarr,
 }

@@ -31,7 +31,8 @@ class EngineNameWarning(RuntimeWarning):
 #: writers a Dataset meets (NetCDF, GRIB), and upstream's packages.
 PACKAGES = ("numpy", "xarray", "packaging", "dask", "distributed", "zarr", "numcodecs", "fsspec",
             "aiohttp", "s3fs", "pooch", "tqdm", "virtualizarr", "icechunk", "obstore", "netCDF4",
-            "h5netcdf", "h5py", "cfgrib", "eccodes", "matplotlib", "tensogram", "tensogram-xarray")
+            "h5netcdf", "h5py", "cfgrib", "eccodes", "matplotlib", "earthkit-data", "tensogram",
+            "tensogram-xarray")
 
 
 def versions() -> dict[str, str]:
