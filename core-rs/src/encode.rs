@@ -113,6 +113,7 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
         Some(_) => i32::try_from(int_param(desc, "sp_decimal_scale_factor")?).ok()?,
     };
     let mut stored = desc.clone();
+    let grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
     let params = match (desc.params.get("sp_reference_value"), desc.params.get("sp_binary_scale_factor")) {
         (Some(&Value::Float(reference_value)), Some(_)) => {
             let binary_scale_factor = i32::try_from(int_param(desc, "sp_binary_scale_factor")?).ok()?;
@@ -120,7 +121,7 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
             SimplePackingParams { reference_value, binary_scale_factor, decimal_scale_factor: decimal, bits_per_value: bits }
         }
         (None, None) => {
-            let params = simple_packing::compute_params(values, bits, decimal).ok()?;
+            let params = packing_params(values, bits, decimal, grant.threads)?;
             let keys = [
                 ("sp_reference_value", Value::Float(params.reference_value)),
                 ("sp_binary_scale_factor", Value::Integer(params.binary_scale_factor.into())),
@@ -142,10 +143,7 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
             flags: u32::try_from(int_param(desc, "szip_flags")?).ok()? | libaec_sys::AEC_DATA_MSB,
         }),
     };
-    let encoded = aec.as_ref().and_then(|aec| {
-        let grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
-        packed_szip_in_pieces(values, &params, aec, grant.threads)
-    });
+    let encoded = aec.as_ref().and_then(|aec| packed_szip_in_pieces(values, &params, aec, grant.threads));
     let (compressed, offsets) = match (encoded, aec) {
         (Some(encoded), _) => encoded,
         (None, aec) => {
@@ -164,6 +162,25 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
     stored.params.insert(szip::OFFSETS_KEY.to_string(), Value::Array(offsets));
     szip::verify_offsets(&mut stored, &compressed).ok()?;
     Some((stored, compressed))
+}
+
+/// The packing parameters upstream's `compute_params` finds in `values`, which depend only on
+/// their least and greatest: found on `threads` threads in pieces of [`PIECE_VALUES`], and by
+/// upstream's own scan where a value is not finite (its error then says which).
+fn packing_params(values: &[f64], bits: u32, decimal: i32, threads: usize) -> Option<SimplePackingParams> {
+    let pieces = values.len().div_ceil(PIECE_VALUES);
+    if threads > 1 && pieces > 1 && bits > 0 {
+        let range_of = |i: usize| {
+            let piece = &values[i * PIECE_VALUES..((i + 1) * PIECE_VALUES).min(values.len())];
+            piece.iter().try_fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| v.is_finite().then(|| (lo.min(v), hi.max(v))))
+        };
+        let ranges = parallel::map_pieces(pieces, threads, range_of).into_iter().collect::<Option<Vec<_>>>();
+        if let Some(ranges) = ranges {
+            let (lo, hi) = ranges.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (lo, hi)| (a.min(lo), b.max(hi)));
+            return simple_packing::compute_params(&[lo, hi], bits, decimal).ok();
+        }
+    }
+    simple_packing::compute_params(values, bits, decimal).ok()
 }
 
 /// Values per piece of a large szip field (rounded to whole RSI blocks): a millisecond or two of
@@ -569,6 +586,10 @@ mod tests {
                 let what = format!("{bits} bits, RSI {rsi} x {block}");
                 let params = simple_packing::compute_params(&values, bits as u32, 0).unwrap();
                 let aec = AecParams { bits_per_sample: bits as u32, block_size: block as u32, rsi: rsi as u32, flags: 8 | libaec_sys::AEC_DATA_MSB };
+                for threads in [2, 3] {
+                    let found = packing_params(&values, bits as u32, 0, threads).unwrap();
+                    assert_eq!(format!("{found:?}"), format!("{params:?}"), "{what}: parameters");
+                }
                 let one = aec_compress(&packing::pack_finite(&values, &params).unwrap(), &aec).unwrap();
                 let pieces = packed_szip_in_pieces(&values, &params, &aec, 1).expect("pieces");
                 // Where a piece starts, libaec may break a tie between two equally short codings
