@@ -111,3 +111,13 @@ def test_height_of_a_mars_surface_parameter(mars_surface_file, tmp_path):
     ds.tgm.to_file(path, skip_nan_fields=True)
     with xr.open_dataset(path, engine=ENGINE) as back:
         xr.testing.assert_identical(back.load(), ds)
+
+
+def test_each_variable_names_its_own_level(ifs_file):
+    """One Dataset holds both scalar levels; each variable names its own in CF's ``coordinates``
+    (as cfgrib's ``t2m`` names ``heightAboveGround``), which the writer keys it with."""
+    with xr.open_dataset(require_shared(ifs_file), engine=ENGINE) as ds:
+        assert float(ds["heightAboveGround"]) == 2.0 and int(ds["surface"]) == 0
+        named = {name: set(ds[name].encoding["coordinates"].split()) & {"heightAboveGround", "surface"}
+                 for name in ds.data_vars}
+    assert named == {"2t": {"heightAboveGround"}, "lsm": {"surface"}, "q": set(), "t": set()}

@@ -295,7 +295,13 @@ class TensogramDataStore(AbstractDataStore):
                                and (variables[c].dims or c not in mars.LEVEL_NAMES or c in declared))
                 if extra:
                     var.attrs["coordinates"] = " ".join(sorted(set(extra) | set(declared)))
-        return variables, self.get_attrs()
+        # The Dataset's `coordinates` (xarray reads it as CF's) keeps every scalar level a
+        # coordinate, also when the variables naming it are dropped (drop_variables).
+        attrs = self.get_attrs()
+        levels = {c for c in self.plan.index_coords if c in mars.LEVEL_NAMES and not variables[c].dims}
+        if levels:
+            attrs["coordinates"] = " ".join(sorted(levels | set(str(attrs.get("coordinates", "")).split())))
+        return variables, attrs
 
     def close(self) -> None:
         self.ref.close()

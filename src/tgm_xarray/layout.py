@@ -382,8 +382,9 @@ class _KeyedCoordinates:
     """Which coordinates become per-message keys, and the keys of each of their values.
 
     ``stacked``: dimension -> keys of each position; ``scalars``: scalar coordinate -> keys;
-    ``levels``: the stacked dimensions and the scalar coordinate keyed as MARS levels (a field
-    has one ``levtype``: a variable with a level dimension does not take the scalar level);
+    ``levels``: the stacked dimensions and the scalar coordinates keyed as MARS levels (a field
+    has one level: a variable with a level dimension takes no scalar level, a variable without
+    one takes one scalar level, its own);
     ``derived``: coordinates the reader rebuilds itself (``valid_time = time + step``).
     """
 
@@ -432,8 +433,7 @@ class _KeyedCoordinates:
         for level in scalar_levels:
             if level in self._own_level.values():
                 self.scalars[level] = scalars[level]
-        self.levels.update(self._own_level.values())
-        self.levels.discard(None)
+        self.levels.update(level for level in self._own_level.values() if level is not None)
         keyed = set(self.stacked) | set(self.scalars)
         if {"time", "step"} <= keyed and "valid_time" in ds.coords:
             self.derived.add("valid_time")

@@ -138,7 +138,8 @@ def find_axes(keys: Mapping[str, Any]) -> dict[str, Axis]:
     """Find the cfgrib-like dimensions of one field from its flattened metadata keys.
 
     The level is ``heightAboveGround`` where :func:`height_axis` finds one, else named after the
-    level type (:func:`level_dim`). Returns raw values; :func:`decode_axes` decodes them for a whole set of fields.
+    level type (:func:`level_dim`). Returns raw values; :func:`decode_axes` decodes them for a
+    whole set of fields.
     """
     axes: dict[str, Axis] = {}
     number = lookup(keys, "number")
@@ -178,9 +179,9 @@ def height_axis(keys: Mapping[str, Any]) -> Axis | None:
     """The ``heightAboveGround`` axis of a surface field (``levtype`` ``sfc`` or none, no
     ``levelist``) at a height above the ground, as ecCodes encodes it in GRIB2 and cfgrib reads
     it: where the stored ecCodes keys say so (``grib.typeOfLevel: heightAboveGround``,
-    ``grib.level: 2``); where they name no level type, a MARS ``sfc`` parameter defined at a
-    height (``2t`` at 2 m: ``params.HEIGHTS``). Metres as float, as cfgrib gives them; ``None``
-    for any other field.
+    ``grib.level: 2``); where no ``grib.typeOfLevel`` is stored, a MARS ``sfc`` parameter
+    ecCodes encodes at a height (``2t`` at 2 m: ``params.HEIGHTS``). Metres as float, as cfgrib
+    gives them; ``None`` for any other field.
 
     >>> height_axis({"mars.levtype": "sfc", "mars.param": "10u"})
     Axis(keys=('mars.levtype',), value=10.0, levtype='sfc')
