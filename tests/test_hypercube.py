@@ -312,12 +312,15 @@ def test_ifs_single_level_becomes_scalar_coordinate():
 @needs
 def test_ifs_split_groups():
     groups = _groups(IFS)
-    assert list(groups) == ["sfc_721x1440", "pl_721x1440"]
-    sfc, pl = groups["sfc_721x1440"], groups["pl_721x1440"]
-    assert [n for n in sfc.variables if n not in sfc.coord_names] == ["2t", "lsm"]
+    # 2t (heightAboveGround) and lsm (surface), both MARS `sfc`, have other cfgrib dimensions
+    assert list(groups) == ["sfc_721x1440", "sfc_721x1440_2", "pl_721x1440"]
+    height, sfc, pl = groups["sfc_721x1440"], groups["sfc_721x1440_2"], groups["pl_721x1440"]
+    assert [n for n in height.variables if n not in height.coord_names] == ["2t"]
+    assert [n for n in sfc.variables if n not in sfc.coord_names] == ["lsm"]
     assert [n for n in pl.variables if n not in pl.coord_names] == ["q", "t"]
-    assert sfc.coord_names == pl.coord_names == {"latitude", "longitude"}
+    assert height.coord_names == sfc.coord_names == pl.coord_names == {"latitude", "longitude"}
     assert "isobaricInhPa" not in sfc.index_coords and "surface" in sfc.index_coords
+    assert height.index_coords["heightAboveGround"][:2] == ((), 2.0) and "surface" not in height.index_coords
     assert pl.index_coords["isobaricInhPa"][1].tolist() == [600, 150]
 
 
@@ -515,8 +518,12 @@ def test_guide_example_3_variable_key(tmp_path):
         assert list(plan.variables) == ["2t", "10u"]
         assert plan.attrs == {"mars.class": "od", "mars.type": "fc"}
         assert plan.index_coords["time"][1] == np.datetime64("2026-04-01", "ns")
-        assert plan.index_coords["surface"][0] == ()
-        # mars.param named the variable, mars.levtype names `surface`
+        # 2t at 2 m and 10u at 10 m (ecCodes' heights of these surface parameters) share
+        # cfgrib's `heightAboveGround`, each with a hole where the other is
+        dims, values, _ = plan.index_coords["heightAboveGround"]
+        assert dims == ("heightAboveGround",) and values.tolist() == [2.0, 10.0]
+        assert plan.variables["2t"].fields.tolist() == [0, -1] and plan.variables["10u"].fields.tolist() == [-1, 0]
+        # mars.param named the variable, mars.levtype (with the param) names `heightAboveGround`
         assert plan.variables["2t"].attrs == {}
         _assert_no_dict_coordinates(_materialize(plan, path))
 

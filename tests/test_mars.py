@@ -56,6 +56,47 @@ def test_surface_without_levelist():
     assert mars.find_axes({"levtype": "ml"}) == {}  # a level type without a level is no axis
 
 
+def test_height_above_ground_from_the_ecCodes_keys():
+    """A field the stored ecCodes keys put at a height above the ground is on cfgrib's
+    ``heightAboveGround`` (metres, float), whatever its parameter; those keys are consumed with
+    ``mars.levtype``. Another stored level type wins over the parameter's height."""
+    keys = {"mars.levtype": "sfc", "mars.param": "t", "grib.typeOfLevel": "heightAboveGround", "grib.level": 50}
+    assert mars.find_axes(keys) == {"heightAboveGround": mars.Axis(
+        ("mars.levtype", "grib.typeOfLevel", "grib.level"), 50.0, "sfc")}
+    surface = {"mars.levtype": "sfc", "mars.param": "2t", "grib.typeOfLevel": "surface", "grib.level": 0}
+    assert list(mars.find_axes(surface)) == ["surface"]
+    no_level = {"mars.levtype": "sfc", "grib.typeOfLevel": "heightAboveGround"}
+    assert list(mars.find_axes(no_level)) == ["surface"]
+
+
+@pytest.mark.parametrize(("param", "height"), [
+    ("2t", 2.0), ("2d", 2.0), ("10u", 10.0), ("10v", 10.0), ("100u", 100.0),
+    ("167", 2.0), ("165.128", 10.0), (166, 10.0),  # paramIds, as MARS also writes them
+])
+def test_height_above_ground_from_a_surface_parameter(param, height):
+    """A MARS surface parameter defined at a height (ecCodes encodes ``2t`` at 2 m in GRIB 2)."""
+    axes = mars.find_axes({"mars.levtype": "sfc", "mars.param": param})
+    assert axes == {"heightAboveGround": mars.Axis(("mars.levtype",), height, "sfc")}
+
+
+@pytest.mark.parametrize("keys", [
+    {"mars.levtype": "sfc", "mars.param": "lsm"},  # on the surface
+    {"mars.levtype": "sfc", "mars.param": "10fg6"},  # on the surface in ecCodes 2.50
+    {"mars.param": "2t"},  # no level type: no level
+    {"mars.levtype": "pl", "mars.levelist": 2, "mars.param": "2t"},  # the level the keys say
+])
+def test_no_height_where_the_keys_do_not_say_one(keys):
+    assert "heightAboveGround" not in mars.find_axes(keys)
+
+
+@pytest.mark.parametrize("height", [2.0, 10.0, 0.5])
+def test_height_keys_read_back_as_their_height(height):
+    """The writer's keys for a height give that height back, for any parameter."""
+    keys = attrs.flatten({**mars.height_keys(height), "mars": {"levtype": "sfc", "param": "2t"}})
+    (decoded,) = mars.decode_axes([mars.find_axes(keys)])
+    assert decoded["heightAboveGround"].value == height
+
+
 def test_number_time_and_step_axes_and_their_keys():
     axes = mars.find_axes({"mars.number": 3, "mars.date": 20260404, "mars.step": "6h", "param": "t"})
     assert list(axes) == ["number", "time", "step"]
@@ -149,12 +190,15 @@ def test_axes_of_the_real_ifs_file():
     fields = _ifs_fields()
     assert [f["mars.param"] for f in fields] == ["2t", "lsm", "q", "t"]
     decoded = mars.decode_axes([mars.find_axes(f) for f in fields])
-    assert [sorted(axes) for axes in decoded] == [["step", "surface", "time"]] * 2 + [["isobaricInhPa", "step", "time"]] * 2
+    assert [sorted(axes) for axes in decoded] == [["heightAboveGround", "step", "time"], ["step", "surface", "time"]] \
+        + [["isobaricInhPa", "step", "time"]] * 2
     for axes in decoded:
         assert axes["time"].value == np.datetime64("2026-04-04T00:00", "ns")
         assert axes["time"].keys == ("mars.date", "mars.time")
         assert axes["step"].value == np.timedelta64(0, "ns")
-    assert [axes["surface"].value for axes in decoded[:2]] == [0, 0]
+    # 2t: levtype sfc, grib.typeOfLevel heightAboveGround, grib.level 2 (as cfgrib reads its GRIB)
+    assert decoded[0]["heightAboveGround"] == mars.Axis(("mars.levtype", "grib.typeOfLevel", "grib.level"), 2.0, "sfc")
+    assert decoded[1]["surface"].value == 0
     assert [axes["isobaricInhPa"].value for axes in decoded[2:]] == [150, 600]
 
 
@@ -165,10 +209,11 @@ def test_coordinates_match_cfgrib_on_the_source_grib():
     pytest.importorskip("cfgrib")  # no free-threaded wheel of eccodes
     fields = _ifs_fields()
     decoded = mars.decode_axes([mars.find_axes(f) for f in fields])
-    for grib, axes in (("t_600.grib2", decoded[3]), ("q_150.grib2", decoded[2])):
+    for grib, axes, level in (("t_600.grib2", decoded[3], "isobaricInhPa"), ("q_150.grib2", decoded[2], "isobaricInhPa"),
+                              ("2t.grib2", decoded[0], "heightAboveGround"), ("lsm.grib2", decoded[1], "surface")):
         with xr.open_dataset(require_shared(GRIB / grib), engine="cfgrib",
                              backend_kwargs={"indexpath": ""}) as ds:
-            for dim in ("time", "step", "isobaricInhPa"):
+            for dim in ("time", "step", level):
                 assert ds[dim].values == axes[dim].value, (grib, dim)
                 assert ds[dim].attrs == mars.COORD_ATTRS[dim], (grib, dim)
             assert ds["valid_time"].attrs == mars.COORD_ATTRS["valid_time"]

@@ -1,7 +1,8 @@
 """cfgrib's vocabulary on our engine: ``filter_by_keys`` with ecCodes keys, a warning with close
 matches when a filter matches nothing, and ``decode_times=False`` / ``decode_timedelta=False``
 giving cfgrib's raw values with their units. On the shared IFS file (written by upstream's GRIB
-converter: MARS keys and ``grib.*`` ecCodes keys) and on our writer's output (MARS keys only)."""
+converter: MARS keys and ``grib.*`` ecCodes keys) and on our writer's output (MARS keys, and the level of
+2t as ecCodes keys)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ def _data_vars(path, **kwargs):
 
 @pytest.fixture(scope="module")
 def mars_only_file(tmp_path_factory, ifs_file):
-    """Our writer's copy of the IFS file without its ``grib.*`` attributes: MARS keys only."""
+    """Our writer's copy of the IFS file without its ``grib.*`` attributes: MARS keys only, but
+    for 2t's level, which our writer writes as ecCodes' ``typeOfLevel``/``level`` (cfgrib's
+    ``heightAboveGround`` coordinate)."""
     require_shared(ifs_file)
     path = tmp_path_factory.mktemp("vocab") / "ifs-written.tgm"
     with xr.open_dataset(ifs_file, engine=ENGINE) as ds:
@@ -58,7 +61,8 @@ def test_cfgrib_keys_on_converted_grib(ifs_file, filter_by_keys, expected):
 @pytest.mark.parametrize(("filter_by_keys", "expected"), [
     ({"shortName": "2t"}, ["2t"]),
     ({"typeOfLevel": "isobaricInhPa"}, ["q", "t"]),
-    ({"typeOfLevel": "surface"}, ["2t", "lsm"]),  # MARS says sfc for both
+    ({"typeOfLevel": "surface"}, ["lsm"]),  # MARS says sfc for both; 2t is at 2 m
+    ({"typeOfLevel": "heightAboveGround", "level": 2}, ["2t"]),
     ({"level": 150, "shortName": "q"}, ["q"]),
     ({"dataType": "fc", "shortName": "q"}, ["q"]),
     ({"stepType": "instant", "shortName": "lsm"}, ["lsm"]),
@@ -109,6 +113,11 @@ def test_vocabulary_prefers_the_ecCodes_key_over_the_mars_translation():
     keys = {"grib.typeOfLevel": "heightAboveGround", "mars.levtype": "sfc"}
     assert vocabulary.values(keys, "typeOfLevel") == ["heightAboveGround"]
     assert vocabulary.values({"mars.levtype": "sfc"}, "typeOfLevel") == ["surface"]
+    # a MARS surface parameter at a height is on that level, as the engine reads it
+    two_metres = {"mars.levtype": "sfc", "mars.param": "2t"}
+    assert vocabulary.values(two_metres, "typeOfLevel") == ["heightAboveGround"]
+    assert vocabulary.values(two_metres, "level") == [2.0]
+    assert vocabulary.values({"mars.levtype": "sfc", "mars.param": "lsm"}, "level") == []
     assert vocabulary.values({"mars.step": "0-6"}, "stepType") == [None]
     assert vocabulary.values({"mars.step": "0-6"}, "endStep") == ["6"]
     assert vocabulary.values({"mars.time": "1200"}, "dataTime") == [1200]

@@ -17,7 +17,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, upstream_decode
+from conftest import ENGINE, FIXTURES, require_shared, upstream_decode
 from tgm_xarray import _core, index, mars
 from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
 from tgm_xarray.pipeline import SZIP_PACKED_BITS
@@ -253,8 +253,8 @@ def test_round_trip_auxiliary_coordinates(tmp_path, layout):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_round_trip_scalar_coordinates_and_variables(tmp_path, layout):
-    """cfgrib's scalar coordinates: time/step/surface become keys, heightAboveGround a 0-d
-    object; a 0-d data variable."""
+    """cfgrib's scalar coordinates: time/step/heightAboveGround become keys (0-d objects in the
+    variable layout), its attributes other than cfgrib's kept; a 0-d data variable."""
     ds = with_mars_attrs(xr.Dataset(
         {"t2m": (("latitude", "longitude"), np.ones((2, 3), "float32")), "mean": ((), 3.5)},
         coords={"latitude": [10.0, 0.0], "longitude": [0.0, 1.0, 2.0],
@@ -263,6 +263,48 @@ def test_round_trip_scalar_coordinates_and_variables(tmp_path, layout):
     path = tmp_path / "scalars.tgm"
     to_tgm(ds, path, layout=layout)
     assert_round_trip(open_tgm(path), ds)
+
+
+def test_round_trip_height_levels(tmp_path):
+    """cfgrib's ``heightAboveGround``, a dimension or scalar, is written as ecCodes encodes a
+    field at a height (MARS ``levtype: sfc``, ``typeOfLevel: heightAboveGround``, ``level``):
+    upstream reads those keys, we read the level back. Of two scalar levels, each variable keys
+    the one its CF ``coordinates`` names (``2t`` at 2 m, ``lsm`` on the surface)."""
+    import tensogram
+
+    rng = np.random.default_rng(7)
+    height_attrs = mars.COORD_ATTRS["heightAboveGround"]
+    profile = with_mars_attrs(xr.Dataset(
+        {"t": (("heightAboveGround", "y", "x"), rng.random((3, 2, 3)))},
+        coords={"heightAboveGround": ("heightAboveGround", [10.0, 50.0, 100.0], height_attrs),
+                "time": np.datetime64("2026-04-04", "ns"), "step": np.timedelta64(6, "h").astype("m8[ns]")}))
+    surface = xr.Dataset({"2t": (("y", "x"), rng.random((2, 3))), "lsm": (("y", "x"), rng.random((2, 3)))},
+                         coords={"heightAboveGround": ((), 2.0, height_attrs),
+                                 "surface": ((), mars.SURFACE_VALUE, mars.COORD_ATTRS["surface"])})
+    surface["2t"].encoding["coordinates"] = "heightAboveGround"
+    surface["lsm"].encoding["coordinates"] = "surface"
+    for ds, levels in ((profile, [10.0, 50.0, 100.0]), (surface, [2.0, None])):
+        path = tmp_path / "heights.tgm"
+        to_tgm(ds, path)
+        assert_round_trip(open_tgm(path), ds)
+        with tensogram.TensogramFile.open(str(path)) as f:
+            written = [tensogram.decode_metadata(f.read_message(i)).base[0] for i in range(len(f))]
+        assert [b["mars"]["levtype"] for b in written] == ["sfc"] * len(levels)
+        assert [b.get("grib") for b in written] == [
+            {"typeOfLevel": "heightAboveGround", "level": h} if h is not None else None for h in levels]
+
+
+def test_round_trip_cfgrib_height_level(tmp_path):
+    """cfgrib's own Dataset of the 2 m temperature (``heightAboveGround = 2.0``) comes back
+    identical from our file."""
+    pytest.importorskip("cfgrib")  # no free-threaded wheel of eccodes
+    grib = require_shared(FIXTURES / "upstream" / "grib" / "2t.grib2")
+    with xr.open_dataset(grib, engine="cfgrib", backend_kwargs={"indexpath": ""}) as source:
+        source = source.load()
+    assert float(source["heightAboveGround"]) == 2.0
+    path = tmp_path / "t2m.tgm"
+    to_tgm(source, path)
+    assert_round_trip(open_tgm(path), source)
 
 
 def test_round_trip_real_ifs_file(tmp_path, ifs_file):

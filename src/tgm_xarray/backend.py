@@ -27,7 +27,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 from xarray.core.variable import Variable
 
-from tgm_xarray import _core
+from tgm_xarray import _core, mars
 from tgm_xarray import index as tgm_index
 from tgm_xarray.errors import TgmError
 from tgm_xarray.file import TgmFile
@@ -287,13 +287,22 @@ class TensogramDataStore(AbstractDataStore):
         variables = self.get_variables()
         coord_names = set(self.plan.coord_names) | set(self.plan.index_coords)
         # CF's "coordinates" attribute tells StoreBackendEntrypoint which variables are coordinates.
+        # A scalar level coordinate is named by the variables the planner declared it for (those
+        # on that level), so that the writer keys each variable's own level.
         for name, var in variables.items():
             if name not in coord_names:
-                extra = sorted(c for c in coord_names if c not in var.dims and set(variables[c].dims) <= set(var.dims))
                 declared = var.attrs.get("coordinates", "").split()
+                extra = sorted(c for c in coord_names if c not in var.dims and set(variables[c].dims) <= set(var.dims)
+                               and (variables[c].dims or c not in mars.LEVEL_NAMES or c in declared))
                 if extra:
                     var.attrs["coordinates"] = " ".join(sorted(set(extra) | set(declared)))
-        return variables, self.get_attrs()
+        # The Dataset's `coordinates` (xarray reads it as CF's) keeps every scalar level a
+        # coordinate, also when the variables naming it are dropped (drop_variables).
+        attrs = self.get_attrs()
+        levels = {c for c in self.plan.index_coords if c in mars.LEVEL_NAMES and not variables[c].dims}
+        if levels:
+            attrs["coordinates"] = " ".join(sorted(levels | set(str(attrs.get("coordinates", "")).split())))
+        return variables, attrs
 
     def close(self) -> None:
         self.ref.close()

@@ -51,7 +51,9 @@ from tgm_xarray.hypercube.table import Column, KeyColumns
 from tgm_xarray.remote import is_url
 
 FORMAT = "tgm-xarray-index"
-VERSION = 3
+#: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that
+#: no index keeps a plan this version would not make.
+VERSION = 4
 #: What an index beside its data file is called: ``<file name><SUFFIX>``.
 SUFFIX = ".tgmidx"
 #: Bytes hashed at each end of the data file for its fingerprint.

@@ -54,7 +54,7 @@ LAYOUTS = ("field", "variable")
 #: whose coordinate the reader always sets to 0).
 LEVTYPES = {dim: levtype for levtype, dim in mars.LEVEL_DIMS.items() if levtype != "sfc"}
 #: Dimensions that are never field dimensions by default.
-MARS_DIMS = frozenset({"number", "time", "step", mars.DEFAULT_LEVEL_DIM, *mars.LEVEL_DIMS.values()})
+MARS_DIMS = frozenset({*mars.AXIS_ORDER, *mars.LEVEL_NAMES})
 #: Metadata keys the reader gives a meaning of their own: a dimension of one of these names is
 #: stacked only through its MARS rule, never under a plain key of its name (except ``time``
 #: holding numbers, which the reader takes as a plain key).
@@ -190,7 +190,7 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
         own = sorted(c for c in attached if set(ds[c].dims) <= set(var.dims))
         if own:
             base["coordinates"] = " ".join(own)
-        for keys in keyed.scalar_keys(var.dims):
+        for keys in keyed.scalar_keys(name):
             base = merge(base, keys)
         variables.append(VariableLayout(
             name, encoded, stacked, inner, codec, base,
@@ -382,8 +382,9 @@ class _KeyedCoordinates:
     """Which coordinates become per-message keys, and the keys of each of their values.
 
     ``stacked``: dimension -> keys of each position; ``scalars``: scalar coordinate -> keys;
-    ``levels``: the stacked dimensions and the scalar coordinate keyed as MARS levels (a field
-    has one ``levtype``: a variable with a level dimension does not take the scalar level);
+    ``levels``: the stacked dimensions and the scalar coordinates keyed as MARS levels (a field
+    has one level: a variable with a level dimension takes no scalar level, a variable without
+    one takes one scalar level, its own);
     ``derived``: coordinates the reader rebuilds itself (``valid_time = time + step``).
     """
 
@@ -392,6 +393,7 @@ class _KeyedCoordinates:
         self.scalars: dict[str, Keys] = {}
         self.levels: set[str] = set()
         self.derived: set[str] = set()
+        self._own_level: dict[str, str | None] = {}  # data variable -> its scalar level
         self._attrs: dict[str, dict] = {}
         if ds is None:
             return
@@ -416,15 +418,22 @@ class _KeyedCoordinates:
             self.stacked[dim] = keys
             if _is_level(dim) and level_free:
                 self.levels.add(dim)
-        scalar_level = False
-        for name in ds.coords:
-            if ds[name].ndim == 0 and name not in ds.dims:
-                keys = _scalar_keys(name, ds[name].values[()], not scalar_level)
-                if keys is not None:
-                    self.scalars[name] = keys
-                    if _is_level(name):
-                        self.levels.add(name)
-                        scalar_level = True
+        scalars = {name: _scalar_keys(name, ds[name].values[()]) for name in ds.coords
+                   if ds[name].ndim == 0 and name not in ds.dims}
+        self.scalars = {name: keys for name, keys in scalars.items() if keys is not None and not _is_level(name)}
+        # A field has one level: each variable without a stacked one takes a scalar level, the
+        # one its CF `coordinates` names (a Dataset may hold `heightAboveGround` for `2t` and
+        # `surface` for `lsm`), else the first. A level no variable takes stays a coordinate.
+        scalar_levels = [name for name, keys in scalars.items() if keys is not None and _is_level(name)]
+        for name, dims in dims_of.items():
+            if not self.levels & set(dims):
+                named = _cf_coordinates(ds[name])
+                own = [level for level in scalar_levels if named is None or level in named][:1]
+                self._own_level[name] = own[0] if own else None
+        for level in scalar_levels:
+            if level in self._own_level.values():
+                self.scalars[level] = scalars[level]
+        self.levels.update(level for level in self._own_level.values() if level is not None)
         keyed = set(self.stacked) | set(self.scalars)
         if {"time", "step"} <= keyed and "valid_time" in ds.coords:
             self.derived.add("valid_time")
@@ -445,15 +454,21 @@ class _KeyedCoordinates:
         return [name for name in (*self.stacked, *self.scalars) if self._attrs[name] and (
             name in generic or self._attrs[name] != mars.COORD_ATTRS.get(name))]
 
-    def scalar_keys(self, dims: Sequence[str]) -> list[Keys]:
-        """The keys of the scalar coordinates, for a variable with dimensions ``dims``."""
-        has_level = bool(self.levels & set(dims))
+    def scalar_keys(self, variable: Hashable) -> list[Keys]:
+        """The keys of the scalar coordinates of a data variable: its own level's, no other."""
         return [keys for name, keys in self.scalars.items()
-                if not (has_level and name in self.levels)]
+                if not _is_level(name) or self._own_level.get(variable) == name]
 
 
-def _is_level(name: str) -> bool:
-    return name in LEVTYPES or name in ("surface", mars.DEFAULT_LEVEL_DIM)
+def _is_level(name: Hashable) -> bool:
+    return name in mars.LEVEL_NAMES
+
+
+def _cf_coordinates(var: xr.DataArray) -> set[str] | None:
+    """The coordinates a variable names in CF's ``coordinates`` (kept in its encoding by xarray's
+    decoding, or still an attribute), ``None`` where it names none."""
+    named = var.encoding.get("coordinates", var.attrs.get("coordinates"))
+    return set(str(named).split()) if named is not None else None
 
 
 def _data_dims(ds: xr.Dataset) -> list[str]:
@@ -499,10 +514,10 @@ def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> t
     return tuple({dim: to_metadata(v)} for v in values)
 
 
-def _scalar_keys(name: str, value: Any, level_free: bool) -> Keys | None:
-    if name == "surface" and level_free and np.ndim(value) == 0 and value == mars.SURFACE_VALUE:
+def _scalar_keys(name: Hashable, value: Any) -> Keys | None:
+    if name == "surface" and np.ndim(value) == 0 and value == mars.SURFACE_VALUE:
         return {"mars": {"levtype": "sfc"}}
-    to_keys = _key_maker(name, np.asarray(value).dtype, level_free)
+    to_keys = _key_maker(str(name), np.asarray(value).dtype, level_free=True)
     return to_keys(value) if to_keys else None
 
 
@@ -519,6 +534,8 @@ def _key_maker(dim: str, dtype: np.dtype, level_free: bool) -> Callable[[Any], K
             return lambda v: _if_finite(v, {"mars": {"levtype": LEVTYPES[dim], "levelist": to_metadata(v)}})
         if dim == mars.DEFAULT_LEVEL_DIM:
             return lambda v: _if_finite(v, {"level": to_metadata(v)})
+        if dim == mars.HEIGHT_DIM:
+            return lambda v: _if_finite(v, mars.height_keys(to_metadata(v)))
     return None
 
 

@@ -2,7 +2,8 @@
 
 Operational ``.tgm`` files carry the MARS request of each field (``mars.date``, ``mars.time``,
 ``mars.step``, ``mars.levtype``, ``mars.levelist``, ``mars.number``). cfgrib users expect them as
-the dimensions ``number``, ``time``, ``step`` and a level named after the level type; this module
+the dimensions ``number``, ``time``, ``step`` and a level named after the level type (a surface
+field at a height above the ground, such as ``2t``, on cfgrib's ``heightAboveGround``); this module
 knows those conventions and nothing about xarray or files. Every key is looked up in the ``mars``
 namespace first and then as a plain key (``date``, ``step``, ...), so generic producers work too.
 
@@ -23,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from tgm_xarray import params
+
 #: Level dimension named after ``levtype``, as cfgrib names it after ``typeOfLevel``.
 LEVEL_DIMS: dict[str, str] = {
     "pl": "isobaricInhPa",
@@ -34,6 +37,14 @@ LEVEL_DIMS: dict[str, str] = {
 }
 #: Level dimension of an unknown or missing ``levtype``.
 DEFAULT_LEVEL_DIM = "level"
+#: Level dimension of a surface field at a height above the ground (``2t`` at 2 m), as cfgrib
+#: names it after ecCodes' ``typeOfLevel`` (see :func:`find_axes`).
+HEIGHT_DIM = "heightAboveGround"
+#: The keys :func:`find_axes` reads a level from.
+LEVEL_KEYS = ("mars.levtype", "levtype", "mars.levelist", "levelist", "level", "grib.typeOfLevel", "grib.level",
+              "mars.param", "param")
+#: Every level dimension :func:`find_axes` names.
+LEVEL_NAMES = frozenset({*LEVEL_DIMS.values(), DEFAULT_LEVEL_DIM, HEIGHT_DIM})
 #: Dimensions in the order cfgrib stacks them; the level dimension comes last.
 AXIS_ORDER = ("number", "time", "step")
 
@@ -77,6 +88,7 @@ COORD_ATTRS: dict[str, dict[str, str]] = {
     "potentialVorticity": {"units": "K m2 kg-1 s-1", "long_name": "potential vorticity"},
     "soilLayer": {"units": "1", "long_name": "soil layer"},
     "surface": {"units": "1", "long_name": "original GRIB coordinate for key: level(surface)"},
+    HEIGHT_DIM: {"units": "m", "positive": "up", "standard_name": "height", "long_name": "height above the surface"},
     "level": {"long_name": "level"},
 }
 
@@ -125,7 +137,9 @@ def level_dim(levtype: Any) -> str:
 def find_axes(keys: Mapping[str, Any]) -> dict[str, Axis]:
     """Find the cfgrib-like dimensions of one field from its flattened metadata keys.
 
-    Returns raw values; :func:`decode_axes` decodes them for a whole set of fields.
+    The level is ``heightAboveGround`` where :func:`height_axis` finds one, else named after the
+    level type (:func:`level_dim`). Returns raw values; :func:`decode_axes` decodes them for a
+    whole set of fields.
     """
     axes: dict[str, Axis] = {}
     number = lookup(keys, "number")
@@ -141,6 +155,10 @@ def find_axes(keys: Mapping[str, Any]) -> dict[str, Axis]:
     step = lookup(keys, "step")
     if step is not None:
         axes["step"] = Axis((step[0],), step[1])
+    height = height_axis(keys)
+    if height is not None:
+        axes[HEIGHT_DIM] = height
+        return axes
     levtype = lookup(keys, "levtype")
     level = lookup(keys, "levelist")
     if level is None and keys.get("level") is not None:
@@ -155,6 +173,43 @@ def find_axes(keys: Mapping[str, Any]) -> dict[str, Axis]:
     elif kind == "sfc":
         axes[LEVEL_DIMS["sfc"]] = Axis(named, SURFACE_VALUE, "sfc")
     return axes
+
+
+def height_axis(keys: Mapping[str, Any]) -> Axis | None:
+    """The ``heightAboveGround`` axis of a surface field (``levtype`` ``sfc`` or none, no
+    ``levelist``) at a height above the ground, as ecCodes encodes it in GRIB2 and cfgrib reads
+    it: where the stored ecCodes keys say so (``grib.typeOfLevel: heightAboveGround``,
+    ``grib.level: 2``); where no ``grib.typeOfLevel`` is stored, a MARS ``sfc`` parameter
+    ecCodes encodes at a height (``2t`` at 2 m: ``params.HEIGHTS``). Metres as float, as cfgrib
+    gives them; ``None`` for any other field.
+
+    >>> height_axis({"mars.levtype": "sfc", "mars.param": "10u"})
+    Axis(keys=('mars.levtype',), value=10.0, levtype='sfc')
+    """
+    levtype = lookup(keys, "levtype")
+    if (levtype and levtype[1] != "sfc") or lookup(keys, "levelist") is not None or keys.get("level") is not None:
+        return None
+    named = (levtype[0],) if levtype else ()
+    if "grib.typeOfLevel" in keys:
+        level = keys.get("grib.level")
+        if keys["grib.typeOfLevel"] != HEIGHT_DIM or isinstance(level, bool) \
+                or not isinstance(level, (int, float)):
+            return None
+        return Axis(named + ("grib.typeOfLevel", "grib.level"), float(level), "sfc")
+    param = lookup(keys, "param")
+    height = params.height(param[1]) if levtype and param else None
+    return Axis(named, height, "sfc") if height is not None else None
+
+
+def height_keys(height: Any) -> dict[str, Any]:
+    """The keys :func:`find_axes` reads ``heightAboveGround = height`` from, for any parameter:
+    MARS ``levtype: sfc`` and ecCodes' ``typeOfLevel``/``level``, as ecCodes encodes a field at a
+    height above the ground (the writer's inverse of :func:`height_axis`).
+
+    >>> height_keys(2.0)
+    {'mars': {'levtype': 'sfc'}, 'grib': {'typeOfLevel': 'heightAboveGround', 'level': 2.0}}
+    """
+    return {"mars": {"levtype": "sfc"}, "grib": {"typeOfLevel": HEIGHT_DIM, "level": height}}
 
 
 def decode_axes(fields: Sequence[Mapping[str, Axis]]) -> list[dict[str, Axis]]:

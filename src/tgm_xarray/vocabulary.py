@@ -13,6 +13,8 @@ one object in cfgrib's spelling (``mars.levtype: pl`` is ``typeOfLevel: isobaric
 ['heightAboveGround']
 >>> values({"mars.levelist": 500}, "level")
 [500]
+>>> values({"mars.levtype": "sfc", "mars.param": "2t"}, "typeOfLevel")  # as the engine reads it
+['heightAboveGround']
 >>> values({"mars.param": "2t"}, "cfVarName"), values({"mars.param": "167"}, "cfName")
 (['t2m'], ['air_temperature'])
 """
@@ -23,7 +25,8 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from tgm_xarray.mars import LEVEL_DIMS
+from tgm_xarray import mars
+from tgm_xarray.params import PARAMETERS, short_name
 
 #: Namespaces a plain filter key is also looked up in: the MARS request, and the ecCodes keys
 #: that upstream's GRIB converter stores.
@@ -47,47 +50,16 @@ def _hhmm(time_of_day: Any) -> Any:
     return int(text) * 100 if len(text) <= 2 else int(text)
 
 
-_TYPE_OF_LEVEL: dict[str, str] = dict(LEVEL_DIMS)
-
-#: ecCodes' parameter database (2.50) for common ECMWF parameters: shortName -> (paramId,
-#: cfVarName, cfName). cfgrib names variables by cfVarName (``2t`` is ``t2m``); a parameter
-#: not listed has its shortName as cfVarName and cfName ``unknown``, as in ecCodes.
-PARAMETERS: dict[str, tuple[int, str, str]] = {
-    "2t": (167, "t2m", "air_temperature"), "2d": (168, "d2m", "unknown"),
-    "10u": (165, "u10", "eastward_wind"), "10v": (166, "v10", "northward_wind"),
-    "100u": (228246, "u100", "eastward_wind"), "100v": (228247, "v100", "northward_wind"),
-    "200u": (228239, "u200", "eastward_wind"), "200v": (228240, "v200", "northward_wind"),
-    "10si": (207, "si10", "unknown"), "100si": (228249, "si100", "unknown"), "200si": (228241, "si200", "unknown"),
-    "10fg": (49, "fg10", "unknown"), "10fg3": (228028, "fg10_3", "unknown"), "10fg6": (123, "fg10_6", "unknown"),
-    "10wdir": (260260, "wdir10", "unknown"), "2r": (260242, "r2", "relative_humidity"),
-    "2sh": (174096, "sh2", "specific_humidity"), "ci": (31, "siconc", "sea_ice_area_fraction"),
-    "z": (129, "z", "geopotential"), "t": (130, "t", "air_temperature"), "u": (131, "u", "eastward_wind"),
-    "v": (132, "v", "northward_wind"), "q": (133, "q", "specific_humidity"),
-    "sp": (134, "sp", "surface_air_pressure"), "w": (135, "w", "lagrangian_tendency_of_air_pressure"),
-    "vo": (138, "vo", "atmosphere_relative_vorticity"), "d": (155, "d", "divergence_of_wind"),
-    "gh": (156, "gh", "geopotential_height"), "r": (157, "r", "relative_humidity"),
-    "msl": (151, "msl", "air_pressure_at_mean_sea_level"), "tcc": (164, "tcc", "cloud_area_fraction"),
-    "lsm": (172, "lsm", "land_binary_mask"), "stl1": (139, "stl1", "surface_temperature"),
-    "sd": (141, "sd", "lwe_thickness_of_surface_snow_amount"), "orog": (228002, "orog", "geopotential_height"),
-    "mx2t": (201, "mx2t", "air_temperature"), "mn2t": (202, "mn2t", "air_temperature"),
-}
-_SHORT_NAMES: dict[int, str] = {pid: short for short, (pid, _, _) in PARAMETERS.items()}
-
-
-def _short_name(param: Any) -> str:
-    # MARS's param is a shortName (`2t`) or a paramId (`167`, `167.128`: table 128).
-    text = str(param)
-    number = text.split(".", 1)[0]
-    return _SHORT_NAMES.get(int(number), text) if number.isdigit() else text
+_TYPE_OF_LEVEL: dict[str, str] = dict(mars.LEVEL_DIMS)
 
 
 def _cf_var_name(param: Any) -> str:
-    short = _short_name(param)
+    short = short_name(param)
     return PARAMETERS[short][1] if short in PARAMETERS else short
 
 
 def _cf_name(param: Any) -> str:
-    short = _short_name(param)
+    short = short_name(param)
     return PARAMETERS[short][2] if short in PARAMETERS else "unknown"
 
 
@@ -118,6 +90,11 @@ CFGRIB_KEYS: dict[str, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {
 }
 
 
+#: cfgrib keys that, for a field at a height above the ground, are its level's (``typeOfLevel:
+#: heightAboveGround``, ``level: 2`` for ``2t``), as the engine reads it (``mars.height_axis``).
+HEIGHT_KEYS = ("typeOfLevel", "level")
+
+
 def spellings(key: str) -> tuple[str, ...]:
     """The stored keys that are ``key`` itself: a dotted key is exact; a plain one is also
     looked up in :data:`NAMESPACES`."""
@@ -126,7 +103,8 @@ def spellings(key: str) -> tuple[str, ...]:
 
 def stored_keys(key: str) -> tuple[str, ...]:
     """Every stored key :func:`values` may read for a filter key."""
-    return spellings(key) + tuple(k for k, _ in CFGRIB_KEYS.get(key, ()))
+    height = mars.LEVEL_KEYS if key in HEIGHT_KEYS else ()
+    return spellings(key) + tuple(k for k, _ in CFGRIB_KEYS.get(key, ())) + height
 
 
 def values(keys: Mapping[str, Any], key: str) -> list[Any]:
@@ -135,6 +113,9 @@ def values(keys: Mapping[str, Any], key: str) -> list[Any]:
     found = [keys[k] for k in spellings(key) if k in keys]
     if found or "." in key:
         return found
+    height = mars.height_axis(keys) if key in HEIGHT_KEYS else None
+    if height is not None:
+        return [mars.HEIGHT_DIM if key == "typeOfLevel" else height.value]
     for stored, convert in CFGRIB_KEYS.get(key, ()):
         if stored in keys:
             return [convert(keys[stored]) if convert else keys[stored]]

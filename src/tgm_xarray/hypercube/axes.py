@@ -1,7 +1,8 @@
 """cfgrib dimensions of the data objects, and coordinates built from metadata values.
 
 :func:`tgm_xarray.mars.find_axes` reads each dimension from its own few keys (``number``;
-``date``/``time``; ``step``; ``levtype``/``levelist``/``level``), so it runs once per distinct
+``date``/``time``; ``step``; ``levtype``/``levelist``/``level``, and for a height above the ground
+``grib.typeOfLevel``/``grib.level`` or ``param``), so it runs once per distinct
 combination of those keys, one dimension at a time, and :func:`tgm_xarray.mars.decode_axes`
 decides over those combinations what it would decide over every field.
 """
@@ -24,7 +25,7 @@ _AXIS_KEYS = (
     ("mars.number", "number"),
     ("mars.date", "date", "mars.time", "time"),
     ("mars.step", "step"),
-    ("mars.levtype", "levtype", "mars.levelist", "levelist", "level"),
+    mars.LEVEL_KEYS,
 )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tgm_xarray import mars
 from tgm_xarray.attrs import to_attrs
 from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
 from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
@@ -144,7 +145,7 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
     _check_size(shape, dtype.itemsize, where, options.source)
     return VariablePlan(
         name=var.name, dims=dims, shape=shape, dtype=dtype, fields=grid, refs=refs,
-        attrs=_variable_attrs(var, objects, axes, common_extra),
+        attrs=_with_scalar_levels(_variable_attrs(var, objects, axes, common_extra), var, axes, index_coords),
         encoding=_encoding(objects, kept, dims, shape, len(outer_shape)),
     )
 
@@ -168,6 +169,17 @@ def _variable_attrs(var: Variable, objects: Objects, axes: Axes, common_extra) -
         if agreed:
             attrs[key] = value
     return to_attrs(attrs)
+
+
+def _with_scalar_levels(attrs: dict, var: Variable, axes: Axes, index_coords) -> dict:
+    """``attrs`` naming, in CF's ``coordinates``, the scalar level coordinate of the variable's
+    fields: a Dataset may hold several (``heightAboveGround`` of ``2t``, ``surface`` of ``lsm``),
+    and only this tells whose each is (the writer keys each variable's own)."""
+    levels = [dim for dim, (dims, _, _) in index_coords.items()
+              if dim in mars.LEVEL_NAMES and dims == () and axes.has(dim, var.at[0])]
+    if not levels:
+        return attrs
+    return {**attrs, "coordinates": " ".join(sorted({*str(attrs.get("coordinates", "")).split(), *levels}))}
 
 
 def _dataset_attrs(objects: Objects, selection: Selection, axes: Axes, variables,
