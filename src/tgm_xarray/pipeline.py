@@ -391,8 +391,8 @@ def _binary_scale(low: float, high: float, bits: int, decimal_scale_factor: int)
 def _finite_range(values: np.ndarray) -> tuple[float, float]:
     if values.size == 0:
         return 0.0, 0.0
-    with np.errstate(invalid="ignore"):
-        low, high = float(np.nanmin(values)), float(np.nanmax(values))
+    # fmin/fmax skip NaN without nanmin's "All-NaN slice" warning for an all-NaN field.
+    low, high = float(np.fmin.reduce(values, axis=None)), float(np.fmax.reduce(values, axis=None))
     if math.isfinite(low) and math.isfinite(high):
         return low, high
     finite = values[np.isfinite(values)]  # infinities (or only NaN): rarely taken, copies
