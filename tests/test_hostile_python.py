@@ -223,7 +223,12 @@ def _python(script: str, *args, **popen) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
 
-def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
+# Generous: children import xarray and dask first, which on a machine whose cores are busy (and
+# on free-threaded builds) takes far longer than the work itself; waits end as soon as it is done.
+CHILD_TIMEOUT = 600.0
+
+
+def _wait_for(predicate, what: str, timeout: float = CHILD_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -260,7 +265,7 @@ def test_concurrent_appends_take_turns(tmp_path):
     holder = _python(HOLDING_APPEND, path, tmp_path / "ready", "held")
     _wait_for(lambda: (tmp_path / "ready").exists(), "the first append to start")
     other = _python(APPEND, path, "other", 1)
-    held_out, other_out = holder.communicate(timeout=60)[0], other.communicate(timeout=60)[0]
+    held_out, other_out = holder.communicate(timeout=CHILD_TIMEOUT)[0], other.communicate(timeout=CHILD_TIMEOUT)[0]
     assert holder.returncode == 0 and other.returncode == 0, held_out + other_out
     assert _names(path) == ["first", "held", "other0"]
     # the second append waited for the first to commit
@@ -272,7 +277,7 @@ def test_many_concurrent_appends_lose_nothing(tmp_path):
     path = tmp_path / "many.tgm"
     to_tgm(xr.Dataset({"first": (("y", "x"), np.ones((2, 3)))}), path)
     writers = [_python(APPEND, path, name, 6) for name in ("a", "b", "c")]
-    outputs = [w.communicate(timeout=120)[0] for w in writers]
+    outputs = [w.communicate(timeout=CHILD_TIMEOUT)[0] for w in writers]
     assert all(w.returncode == 0 for w in writers), outputs
     assert _names(path) == sorted(["first"] + [f"{n}{i}" for n in "abc" for i in range(6)])
     assert os.listdir(tmp_path) == ["many.tgm"]
@@ -288,7 +293,7 @@ def test_a_second_writer_of_a_file_in_the_same_thread_fails_instead_of_waiting(t
     assert os.listdir(tmp_path) == ["nested.tgm"]
 
 
-# A write of 12 fields that takes a few seconds (each field sleeps while dask computes it).
+# A write of 12 fields that takes ~12 s (each field sleeps while dask computes it).
 SLOW_WRITE = """
     import signal, sys, time, numpy as np, xarray as xr, dask.array as da
     from tgm_xarray.writer import to_tgm
@@ -302,7 +307,7 @@ SLOW_WRITE = """
         signal.signal(signal.SIGTERM, lambda signum, frame: print("flagged", flush=True))
 
     def slow(block):
-        time.sleep(0.3)
+        time.sleep(2.0)  # the write lasts ~12 s: the signal comes long before its end, however busy the machine
         return block
 
     data = da.full((12, 4, 6), 5.0, chunks=(1, 4, 6)).map_blocks(slow)
@@ -330,7 +335,7 @@ def _start_slow_write(tmp_path, handler: str) -> tuple[subprocess.Popen, os.Path
 def test_sigterm_while_writing_removes_the_temporary_file(tmp_path):
     writer, path = _start_slow_write(tmp_path, "none")
     writer.send_signal(signal.SIGTERM)
-    output = writer.communicate(timeout=60)[0]
+    output = writer.communicate(timeout=CHILD_TIMEOUT)[0]
     assert writer.returncode == -signal.SIGTERM, output  # still ended by SIGTERM
     assert _temporaries(tmp_path) == []
     np.testing.assert_array_equal(_read(path), np.full((2, 6), 1.0))  # the target is untouched
@@ -339,7 +344,7 @@ def test_sigterm_while_writing_removes_the_temporary_file(tmp_path):
 def test_sigterm_goes_to_the_programs_own_handler(tmp_path):
     writer, path = _start_slow_write(tmp_path, "exits")
     writer.send_signal(signal.SIGTERM)
-    output = writer.communicate(timeout=60)[0]
+    output = writer.communicate(timeout=CHILD_TIMEOUT)[0]
     assert writer.returncode == 3 and "the program's handler ran" in output, output
     assert _temporaries(tmp_path) == []  # sys.exit aborted the write, as Ctrl-C does
     np.testing.assert_array_equal(_read(path), np.full((2, 6), 1.0))
@@ -348,7 +353,7 @@ def test_sigterm_goes_to_the_programs_own_handler(tmp_path):
 def test_sigterm_handled_by_the_program_lets_the_write_finish(tmp_path):
     writer, path = _start_slow_write(tmp_path, "flags")
     writer.send_signal(signal.SIGTERM)
-    output = writer.communicate(timeout=60)[0]
+    output = writer.communicate(timeout=CHILD_TIMEOUT)[0]
     assert writer.returncode == 0 and "flagged" in output and "written" in output, output
     assert _temporaries(tmp_path) == []
     with xr.open_dataset(path, engine=ENGINE) as ds:
@@ -358,7 +363,7 @@ def test_sigterm_handled_by_the_program_lets_the_write_finish(tmp_path):
 def test_temporary_files_of_killed_writers_are_swept_by_the_next_write(tmp_path):
     writer, path = _start_slow_write(tmp_path, "none")
     writer.kill()  # SIGKILL: nothing runs, the temporary file stays
-    writer.communicate(timeout=60)
+    writer.communicate(timeout=CHILD_TIMEOUT)
     (left,) = _temporaries(tmp_path)
     # A temporary file of a process still running, and one of another target, are not ours to sweep.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -148,10 +148,16 @@ def test_an_index_larger_than_the_cap_is_refused_before_its_body(range_server, s
     assert range_server.count(INDEX_PATH) == 1
 
 
+# The idle timeout of the stall tests: far below the 120 s deadline, and long enough that the
+# loopback server's real answers never pause that long on a machine whose cores are busy
+# (0.2 s failed there: a stall costs these tests 2 x IDLE).
+IDLE = "5"
+
+
 def test_a_stalled_index_answer_is_a_warning_within_the_idle_timeout(range_server, served, built, monkeypatch):
-    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, "0.2")  # the deadline stays at its default 120 s
+    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, IDLE)  # the deadline stays at its default 120 s
     range_server.faults[INDEX_PATH] = Fault(hang=True)
-    why = rf"failed after {remote.STALL_RETRIES + 1} tries: the server stalled: no byte for 0.2 s"
+    why = rf"failed after {remote.STALL_RETRIES + 1} tries: the server stalled: no byte for {IDLE} s"
     xr.testing.assert_identical(open_warning(served, why), built[1])
     assert range_server.count(INDEX_PATH) == remote.STALL_RETRIES + 1  # a stall is retried once
 
@@ -206,18 +212,18 @@ def test_a_local_index_path_that_is_not_a_regular_file(tmp_path, built, unblocke
 
 
 def test_a_stalled_data_server_is_reported_early_as_stalled(range_server, served, monkeypatch):
-    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, "0.2")  # the deadline stays at its default 120 s
+    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, IDLE)  # the deadline stays at its default 120 s
     range_server.faults[f"/{NAME}"] = Fault(hang=True)
     with pytest.raises(RemoteTimeoutError, match=rf"{served}: reading bytes 0-\d+ failed after "
                                                  rf"{remote.STALL_RETRIES + 1} tries: the server stalled: "
-                                                 r"no byte for 0.2 s") as err:
+                                                 rf"no byte for {IDLE} s") as err:
         tgm_xarray.open_file(served)
     assert "deadline" not in str(err.value)
     assert range_server.count(f"/{NAME}") == remote.STALL_RETRIES + 1  # a stall is retried once
 
 
 def test_a_stalled_read_after_opening_is_reported_as_stalled(range_server, served, monkeypatch):
-    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, IDLE)
     f = tgm_xarray.open_file(served)
     range_server.faults[f"/{NAME}"] = Fault(hang=True)
     with pytest.raises(RemoteTimeoutError, match=rf"{served}: reading bytes .* the server stalled"):
