@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import json
 import math
 import os
 import re
 import sys
+import threading
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ from tgm_xarray.file import open_file
 from tgm_xarray.handles import absolute
 from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canonical
 from tgm_xarray.remote import is_url
+from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import EngineNameWarning
 
 GRIB_SUFFIXES = (".grib", ".grib1", ".grib2", ".grb", ".grb1", ".grb2")
@@ -254,38 +257,207 @@ def _convert(args: argparse.Namespace) -> int:
     fmt = output_format(args.output)
     if fmt is not None:
         return _convert_from_tgm(args, fmt)
-    from tgm_xarray.layout import plan
     from tgm_xarray.writer import TgmWriter
 
     inputs = expand_inputs(args.inputs, args.engine)
+    if names_a_directory(args.output):
+        return _convert_each(args, inputs)
     check_output(args.output, inputs, force=args.force, append=bool(args.append))
-    # The pipeline's advice on --bits, in the command's words, once (not for every variable).
-    compression = args.compression or OPTIONS["compression"].default
-    advice = bits_advice(args.bits_per_value, compression)
-    if advice:
-        warnings.warn(bits_advice(args.bits_per_value, compression, spelling="--bits "), stacklevel=1)
+    planner = Planner.of(args)
     progress = _progress(args.progress)
-    options = _options(args.option)
     chunks = _chunks(args.chunks)
     datasets = _selected(args, [ds for path in inputs
                                 for ds in open_inputs(path, args.engine, chunks, args.storage_options)])
-    # Plan everything first: a bad option fails before the output is touched.
-    with warnings.catch_warnings():
-        if advice:
-            warnings.filterwarnings("ignore", message=re.escape(advice))
-        plans = Plans([plan(ds, encoding=cli_encoding(ds, args.bits_per_value, args.compression, options),
-                            layout=args.layout or "field") for ds in datasets])
+    plans = planner.plans(datasets)  # everything first: a bad option fails before OUTPUT is touched
     mode = "a" if args.append else "w"
     with TgmWriter(args.output, mode, hash=args.hash is not False, threads=args.threads,
                    progress=progress) as writer:
         writer.write_plan(plans)
-    size = os.path.getsize(args.output)
-    print(f"{args.output}: wrote {plural(writer.messages, 'message')} from "
-          f"{plural(len(inputs), 'input')}; file size {size:,} bytes")
-    why = why_not_one_dataset(args.output)
-    if why:
-        warnings.warn(f"{args.output} will not open as one Dataset: {why}", stacklevel=1)
+    _report_written(args.output, writer.messages, plural(len(inputs), "input"))
     return 0
+
+
+def _report_written(output: str, messages: int, source: str) -> None:
+    """The line saying what ``output`` got, and a warning when it is not one Dataset."""
+    size = os.path.getsize(output)
+    print(f"{output}: wrote {plural(messages, 'message')} from {source}; file size {size:,} bytes",
+          flush=True)
+    why = why_not_one_dataset(output)
+    if why:
+        warnings.warn(f"{output} will not open as one Dataset: {why}", stacklevel=1)
+
+
+@dataclass(frozen=True)
+class Planner:
+    """The encoding options of the command, checked once, turned into the plans of Datasets."""
+
+    bits: int | None
+    compression: str | None
+    options: dict
+    layout: str
+    advice: str | None  # the pipeline's advice on --bits, given once in the command's words
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Planner:
+        compression = args.compression or OPTIONS["compression"].default
+        advice = bits_advice(args.bits_per_value, compression)
+        if advice:
+            warnings.warn(bits_advice(args.bits_per_value, compression, spelling="--bits "), stacklevel=1)
+        return cls(args.bits_per_value, args.compression, _options(args.option), args.layout or "field",
+                   advice)
+
+    def plans(self, datasets: Sequence) -> Plans:
+        """Plans of ``datasets`` (on the main thread: warning filters are process-wide)."""
+        from tgm_xarray.layout import plan
+
+        with warnings.catch_warnings():
+            if self.advice:  # said once already, not for every variable
+                warnings.filterwarnings("ignore", message=re.escape(self.advice))
+            return Plans([plan(ds, encoding=cli_encoding(ds, self.bits, self.compression, self.options),
+                               layout=self.layout) for ds in datasets])
+
+
+def names_a_directory(output: str) -> bool:
+    """Whether OUTPUT stands for a directory to write one ``.tgm`` per input into: an existing
+    directory, or a name ending in a path separator (created)."""
+    return os.path.isdir(output) or output.endswith(tuple(filter(None, (os.sep, os.altsep))))
+
+
+def outputs_in(directory: str, inputs: Sequence[str]) -> list[str]:
+    """``directory/<stem>.tgm`` for each input (its name less its last suffix). Two inputs of
+    one stem would write one file: refused.
+
+    >>> outputs_in("out", ["grib/2t.grib2", "https://host/data/lsm.nc", "store.zarr/"])
+    ['out/2t.tgm', 'out/lsm.tgm', 'out/store.tgm']
+    >>> outputs_in("out", ["a/2t.grib2", "b/2t.grib2"])  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    ValueError: inputs 'a/2t.grib2' and 'b/2t.grib2' would both be written to 'out/2t.tgm':
+    convert them into different directories, or into one OUTPUT.tgm
+    """
+    from urllib.parse import urlsplit
+
+    outputs: dict[str, str] = {}
+    for path in inputs:
+        name = os.path.basename((urlsplit(path).path if is_url(path) else path).rstrip("/"))
+        output = os.path.join(directory, os.path.splitext(name)[0] + ".tgm")
+        if output in outputs:
+            raise ValueError(f"inputs {outputs[output]!r} and {path!r} would both be written to "
+                             f"{output!r}: convert them into different directories, or into one "
+                             f"OUTPUT.tgm")
+        outputs[output] = path
+    return list(outputs)
+
+
+def _convert_each(args: argparse.Namespace, inputs: list[str]) -> int:
+    """``convert INPUT... DIRECTORY``: one ``DIRECTORY/<stem>.tgm`` per input, the inputs
+    converted at once on ``--threads`` worker threads in all (each writer on its share), with
+    one progress bar over every input's fields. An input that fails gets no output (the
+    writes are atomic) and is named on stderr; the others are written; the status is then 1.
+
+    Threads, not processes: the time goes to ecCodes decoding the values and to our encoding,
+    which run with the interpreter released, and each GRIB input has a lock of its own
+    (``grib_lock``), so threads convert on every core, with nothing to start and the
+    Datasets, the bar and the errors shared as they are. Processes measured slower on 2 cores:
+    each must import xarray and cfgrib first (docs/benchmarks.md, ``convert``).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    outputs = dict(zip(inputs, outputs_in(args.output, inputs)))
+    for path, output in outputs.items():
+        check_output(output, [path], force=args.force, append=bool(args.append))
+    budget = check_threads(args.threads, "--threads") or os.cpu_count() or 1
+    planner = Planner.of(args)
+    progress = _progress(args.progress)
+    chunks = _chunks(args.chunks)
+    os.makedirs(args.output, exist_ok=True)
+    workers = min(budget, len(inputs))
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="tgm-convert")
+    stop = threading.Event()  # set on Ctrl-C: the writes in progress stop at their next message
+    try:
+        opened = dict(zip(inputs, pool.map(functools.partial(
+            _attempt, open_inputs, engine=args.engine, chunks=chunks, storage_options=args.storage_options),
+            inputs)))
+        failed = {path: result for path, result in opened.items() if isinstance(result, BaseException)}
+        # --variables and --drop-variables name what some input has, as for one OUTPUT.tgm
+        check_selection(args, [ds for result in opened.values() if isinstance(result, list) for ds in result])
+        jobs = {}
+        for path in inputs:
+            if path in failed:
+                continue
+            datasets = _select(args, opened[path])
+            if not datasets:
+                warnings.warn(f"input {path!r} has none of --variables: no output written", stacklevel=1)
+                continue
+            try:
+                jobs[path] = planner.plans(datasets)
+            except Exception as error:
+                failed[path] = error
+        written = _write_each(pool, {outputs[path]: plans for path, plans in jobs.items()}, args,
+                              max(1, budget // workers), progress, stop)
+    except BaseException:
+        stop.set()
+        pool.shutdown(cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown()
+    for path in jobs:
+        result = written[outputs[path]]
+        if isinstance(result, BaseException):
+            failed[path] = result
+        else:
+            _report_written(outputs[path], result, path)
+    failures = [path for path in inputs if path in failed]
+    for path in failures:
+        print(f"tgm-xarray: error: {_naming_input(path, failed[path])}; no output written", file=sys.stderr)
+    if failures:
+        print(f"tgm-xarray: error: {plural(len(failures), 'input')} of {len(inputs)} failed: "
+              f"{', '.join(failures)}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _write_each(pool, jobs: dict, args: argparse.Namespace, threads: int, progress: bool | None,
+                stop: threading.Event) -> dict:
+    """Writes each ``output: plans`` of ``jobs`` on ``pool``, each writer on ``threads``
+    threads, under one bar; returns the messages written to each output, or the exception."""
+    from tgm_xarray.writer import TgmWriter, progress_bar
+
+    bar = progress_bar(progress, sum(p.count for p in jobs.values())) if progress is not False else None
+    ticking = threading.Lock()
+
+    def tick(count: int) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        if bar is not None:
+            with ticking:
+                bar.update(count)
+
+    def write(output: str, plans: Plans) -> int:
+        with TgmWriter(output, "a" if args.append else "w", hash=args.hash is not False,
+                       threads=threads, progress=tick) as writer:
+            writer.write_plan(plans)
+        return writer.messages
+
+    try:
+        futures = {output: pool.submit(_attempt, write, output, plans) for output, plans in jobs.items()}
+        return {output: future.result() for output, future in futures.items()}
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _attempt(function: Callable, *args, **kwargs) -> Any:
+    """``function``'s result, or the exception it raised (one input's failure is not the others')."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as error:
+        return error
+
+
+def _naming_input(path: str, error: BaseException) -> str:
+    """``error_line(error)``, starting with the input it is about."""
+    text, prefix = error_line(error), f"input {path!r}: "
+    return text if text.startswith(prefix) else prefix + text
 
 
 def why_not_one_dataset(path: str, storage_options: dict | None = None) -> str | None:
@@ -341,17 +513,30 @@ def refuse_existing(output: str, alternative: str = "") -> None:
 
 def _selected(args: argparse.Namespace, datasets: list) -> list:
     """``datasets`` with ``--drop-variables`` left out and only ``--variables`` kept."""
-    wanted = [v for v in args.variables.split(",") if v] if args.variables else None
+    check_selection(args, datasets)
+    return _select(args, datasets)
+
+
+def check_selection(args: argparse.Namespace, datasets: list) -> None:
+    """Refuse a ``--drop-variables`` or ``--variables`` name that none of ``datasets`` has
+    (a dropped variable counts as absent)."""
+    dropped = [v for v in args.drop_variables.split(",") if v] if args.drop_variables else []
+    missing = sorted(set(dropped) - {str(v) for ds in datasets for v in ds.variables})
+    if missing:
+        raise ValueError(f"--drop-variables: no input has {missing}")
+    wanted = [v for v in args.variables.split(",") if v] if args.variables else []
+    kept = {str(v) for ds in datasets for v in ds.data_vars} - set(dropped)
+    missing = sorted(set(wanted) - kept)
+    if missing:
+        raise ValueError(f"--variables: no input has {missing}")
+
+
+def _select(args: argparse.Namespace, datasets: list) -> list:
     if args.drop_variables:
-        dropped = [v for v in args.drop_variables.split(",") if v]
-        missing = sorted(set(dropped) - {str(v) for ds in datasets for v in ds.variables})
-        if missing:
-            raise ValueError(f"--drop-variables: no input has {missing}")
-        datasets = [ds.drop_vars(dropped, errors="ignore") for ds in datasets]
-    if wanted:
-        missing = sorted(set(wanted) - {str(v) for ds in datasets for v in ds.data_vars})
-        if missing:
-            raise ValueError(f"--variables: no input has {missing}")
+        datasets = [ds.drop_vars([v for v in args.drop_variables.split(",") if v], errors="ignore")
+                    for ds in datasets]
+    if args.variables:
+        wanted = [v for v in args.variables.split(",") if v]
         datasets = [ds[[v for v in wanted if v in ds.data_vars]] for ds in datasets]
         datasets = [ds for ds in datasets if ds.data_vars]
     return datasets
@@ -496,12 +681,30 @@ def open_inputs(path: str, engine: str | None, chunks: Any, storage_options: dic
                                   "(pip install cfgrib eccodes)") from None
             # No index files next to inputs (they may be read-only); errors="raise": cfgrib
             # would otherwise log a corrupt message or variable and leave it out.
-            return cfgrib.open_datasets(path, backend_kwargs={"indexpath": "", "errors": "raise"},
-                                        chunks=chunks)
+            return cfgrib.open_datasets(path, backend_kwargs={"indexpath": "", "errors": "raise",
+                                                              "lock": grib_lock()}, chunks=chunks)
         remote = {"storage_options": storage_options} if storage_options is not None else {}
         return [xr.open_dataset(path, engine=engine, chunks=chunks, **remote)]
     except Exception as error:
         raise ValueError(f"input {path!r}: {error_line(error)}") from error
+
+
+def grib_lock() -> Any:
+    """The lock of one GRIB input's reads. cfgrib's default is one lock for every file of the
+    process, so fields of different files never decode at once; an ecCodes built with thread
+    support (as its wheels are) decodes them on several threads: each input gets its own lock.
+    None (cfgrib's lock) for an ecCodes without."""
+    return threading.Lock() if _eccodes_threaded() else None
+
+
+@functools.cache
+def _eccodes_threaded() -> bool:
+    import eccodes
+
+    try:
+        return "ECCODES_THREADS" in eccodes.codes_get_features().split()
+    except Exception:  # an ecCodes too old to say (no such function, or an error of its own)
+        return False
 
 
 def cli_encoding(ds, bits: int | None, compression: str | None, options: dict) -> dict:

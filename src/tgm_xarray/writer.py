@@ -134,7 +134,7 @@ class TgmWriter:
     """
 
     def __init__(self, path: str | os.PathLike, mode: WriteMode = "w", *, hash: bool = True,
-                 threads: int | None = None, progress: bool | None = False):
+                 threads: int | None = None, progress: bool | None | Callable[[int], object] = False):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.path = os.path.abspath(os.fspath(path))
@@ -176,11 +176,7 @@ class TgmWriter:
         :func:`to_tgm`)."""
         if self._out.closed:
             raise ValueError(f"{self.path}: the writer is already closed")
-        if self._progress is not None:
-            self._progress.total += write_plan.count
-            self._progress.refresh()
-        elif self._show_progress is not False:
-            self._progress = _progress_bar(self._show_progress, write_plan.count)
+        advance = self._advance(write_plan.count)
         encode = functools.partial(_encode_message, hash=self.hash, scheduler=_dask_scheduler(),
                                    skip_nan_fields=skip_nan_fields, threads=self.threads)
         jobs = (self._job(spec, encode) for spec in write_plan.messages())
@@ -194,8 +190,8 @@ class TgmWriter:
                 covered.update(spec.at)
             elif spec.field and skip_nan_fields is None:
                 holes.append(spec)
-            if self._progress is not None:
-                self._progress.update(1)
+            if advance is not None:
+                advance(1)
         keep = functools.partial(encode, skip_nan_fields=False)
         for spec in holes:
             if not covered.issuperset(spec.at):  # the field's variable or a coordinate value
@@ -204,6 +200,18 @@ class TgmWriter:
                 covered.update(spec.at)
         self.messages += written
         return written
+
+    def _advance(self, count: int) -> Callable[[int], object] | None:
+        """What moves the progress on by the messages written: the caller's function (a bar over
+        several writers), or our bar, made at the first write and grown by ``count`` at the next."""
+        if callable(self._show_progress):
+            return self._show_progress
+        if self._progress is not None:
+            self._progress.total += count
+            self._progress.refresh()
+        elif self._show_progress is not False:
+            self._progress = progress_bar(self._show_progress, count)
+        return None if self._progress is None else self._progress.update
 
     def _job(self, spec: MessageSpec, encode: Callable[[MessageSpec], bytes | None]):
         """The work of one message, giving ``(spec, bytes or None)``; auxiliary coordinates the
@@ -353,7 +361,8 @@ def _same(base: dict, values: np.ndarray, other_base: dict, other: np.ndarray) -
         np.array_equal(values, other, equal_nan=values.dtype.kind in "fc")
 
 
-def _progress_bar(progress: bool | None, total: int):
+def progress_bar(progress: bool | None, total: int):
+    """The bar of messages written (``progress``: True, or None for only on a terminal)."""
     from tqdm.auto import tqdm
 
     # tqdm's `disable=None` turns the bar off when its stream (stderr) is not a terminal.
