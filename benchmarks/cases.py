@@ -22,6 +22,7 @@ _MODULES = {
     **dict.fromkeys(("split", "split-e2e", "async", "window-default"), "cases_parallel"),
     "verify": "case_verify",
     "write": "case_write",
+    "convert": "case_convert",
 }
 
 
