@@ -54,7 +54,7 @@ def to_tgm(
     threads: int | None = None,
     field_dims: Sequence[str] | None = None,
     skip_nan_fields: bool | None = None,
-    progress: bool | None = False,
+    progress: bool | None | Callable[[int], object] = False,
 ):
     """Write ``ds`` to the Tensogram file ``path``, readable by ``xr.open_dataset(path,
     engine="tgm")``.
@@ -88,7 +88,8 @@ def to_tgm(
         so the file reads back as the same Dataset. ``True``: all of them (a coordinate value
         whose fields are all left out disappears). ``False``: none.
     progress
-        Show a progress bar (``None``: only when stderr is a terminal).
+        Show a progress bar (``None``: only when stderr is a terminal), or call this function
+        with 1 after each message written (one bar of the caller's over several writes).
 
     Raises
     ------
