@@ -273,16 +273,15 @@ def _convert(args: argparse.Namespace) -> int:
     with TgmWriter(args.output, mode, hash=args.hash is not False, threads=args.threads,
                    progress=progress) as writer:
         writer.write_plan(plans)
-    _report_written(args.output, writer.messages, plural(len(inputs), "input"))
+    _report_written(args.output, writer.messages, plural(len(inputs), "input"), why_not_one_dataset(args.output))
     return 0
 
 
-def _report_written(output: str, messages: int, source: str) -> None:
-    """The line saying what ``output`` got, and a warning when it is not one Dataset."""
+def _report_written(output: str, messages: int, source: str, why: str | None) -> None:
+    """The line saying what ``output`` got, and a warning when it is not one Dataset (``why``)."""
     size = os.path.getsize(output)
     print(f"{output}: wrote {plural(messages, 'message')} from {source}; file size {size:,} bytes",
           flush=True)
-    why = why_not_one_dataset(output)
     if why:
         warnings.warn(f"{output} will not open as one Dataset: {why}", stacklevel=1)
 
@@ -355,11 +354,12 @@ def _convert_each(args: argparse.Namespace, inputs: list[str]) -> int:
     one progress bar over every input's fields. An input that fails gets no output (the
     writes are atomic) and is named on stderr; the others are written; the status is then 1.
 
-    Threads, not processes: the time goes to ecCodes decoding the values and to our encoding,
-    which run with the interpreter released, and each GRIB input has a lock of its own
-    (``grib_lock``), so threads convert on every core, with nothing to start and the
-    Datasets, the bar and the errors shared as they are. Processes measured slower on 2 cores:
-    each must import xarray and cfgrib first (docs/benchmarks.md, ``convert``).
+    Threads, not processes: ecCodes' decoding and our encoding run with the interpreter
+    released, and each GRIB input has a lock of its own (``grib_lock``). On 2 cores, 200 GRIB
+    inputs went 1.3x faster on 2 threads than on 1; processes did no better (1.2x with
+    forkserver, which must import xarray and cfgrib in each: ``fork`` is unsafe in a process
+    running threads, numpy's included), and threads share the Datasets, the bar and the errors
+    as they are (the ``convert`` benchmark measures both).
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -406,7 +406,8 @@ def _convert_each(args: argparse.Namespace, inputs: list[str]) -> int:
         if isinstance(result, BaseException):
             failed[path] = result
         else:
-            _report_written(outputs[path], result, path)
+            messages, why = result
+            _report_written(outputs[path], messages, path, why)
     failures = [path for path in inputs if path in failed]
     for path in failures:
         print(f"tgm-xarray: error: {_naming_input(path, failed[path])}; no output written", file=sys.stderr)
@@ -419,7 +420,8 @@ def _convert_each(args: argparse.Namespace, inputs: list[str]) -> int:
 def _write_each(pool, jobs: dict, args: argparse.Namespace, threads: int, progress: bool | None,
                 stop: threading.Event) -> dict:
     """Writes each ``output: plans`` of ``jobs`` on ``pool``, each writer on ``threads``
-    threads, under one bar; returns the messages written to each output, or the exception."""
+    threads, under one bar; returns, for each output, the messages written and why it is not
+    one Dataset (``why_not_one_dataset``), or the exception."""
     from tgm_xarray.writer import TgmWriter, progress_bar
 
     bar = progress_bar(progress, sum(p.count for p in jobs.values())) if progress is not False else None
@@ -432,11 +434,11 @@ def _write_each(pool, jobs: dict, args: argparse.Namespace, threads: int, progre
             with ticking:
                 bar.update(count)
 
-    def write(output: str, plans: Plans) -> int:
+    def write(output: str, plans: Plans) -> tuple[int, str | None]:
         with TgmWriter(output, "a" if args.append else "w", hash=args.hash is not False,
                        threads=threads, progress=tick) as writer:
             writer.write_plan(plans)
-        return writer.messages
+        return writer.messages, why_not_one_dataset(output)  # here: it overlaps the other writes
 
     try:
         futures = {output: pool.submit(_attempt, write, output, plans) for output, plans in jobs.items()}
