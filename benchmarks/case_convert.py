@@ -36,7 +36,7 @@ def case_convert(ctx: Context) -> CaseResult:
 def _case_convert(ctx: Context, tmp: Path) -> CaseResult:
     if optional("cfgrib") is None:
         raise Skip("cfgrib is not installed in this interpreter")
-    count = 8 if ctx.quick else 200
+    count, rounds = (8, 3) if ctx.quick else (200, ctx.repeats)
     cores = os.cpu_count() or 1
     res = CaseResult("convert", f"Converting an archive of {count} GRIB2 files (one field each)",
                      f"The shared GRIB2 fields ({', '.join(FIELDS)}; 721 x 1440) copied into {count} "
@@ -47,8 +47,8 @@ def _case_convert(ctx: Context, tmp: Path) -> CaseResult:
                      f"split among {cores} processes (`ProcessPoolExecutor`, forkserver, their start "
                      "included) each converting its share with `--threads 1`; against a loop of "
                      "cfgrib opening each file and `to_netcdf` writing it (netCDF4, default encoding "
-                     "and zlib level 4). One call per round, rounds interleaved; speed vs cfgrib + "
-                     "to_netcdf (>= 1: faster).")
+                     f"and zlib level 4). One call per round, {rounds} rounds interleaved; speed vs "
+                     "cfgrib + to_netcdf (>= 1: faster).")
     source = tmp / "grib"
     source.mkdir()
     inputs = []
@@ -70,7 +70,7 @@ def _case_convert(ctx: Context, tmp: Path) -> CaseResult:
         "cfgrib + to_netcdf (zlib level 4), one .nc per input": lambda: to_netcdf(inputs, netcdf_zlib, zlib=True),
     }
     _warm(inputs[0], tmp / "warm")
-    m = once_each(contenders, 3 if ctx.quick else ctx.repeats, warmup=0)
+    m = once_each(contenders, rounds, warmup=0)
     rows = []
     for name, samples in m.items():
         rows.append([name, fmt_time(samples.median()), fmt_time(samples.median() / count),
