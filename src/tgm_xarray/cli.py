@@ -356,10 +356,10 @@ def _convert_each(args: argparse.Namespace, inputs: list[str]) -> int:
 
     Threads, not processes: ecCodes' decoding and our encoding run with the interpreter
     released, and each GRIB input has a lock of its own (``grib_lock``). On 2 cores, 200 GRIB
-    inputs went 1.3x faster on 2 threads than on 1; processes did no better (1.2x with
-    forkserver, which must import xarray and cfgrib in each: ``fork`` is unsafe in a process
-    running threads, numpy's included), and threads share the Datasets, the bar and the errors
-    as they are (the ``convert`` benchmark measures both).
+    inputs went 1.3x faster on 2 threads than on 1, and on 2 processes 1.2x with forkserver
+    (each imports xarray and cfgrib first) or 1.4x with fork, which is unsafe in a process
+    running threads (numpy's included); threads share the Datasets, the bar and the errors as
+    they are. The ``convert`` benchmark measures both.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -380,7 +380,9 @@ def _convert_each(args: argparse.Namespace, inputs: list[str]) -> int:
             inputs)))
         failed = {path: result for path, result in opened.items() if isinstance(result, BaseException)}
         # --variables and --drop-variables name what some input has, as for one OUTPUT.tgm
-        check_selection(args, [ds for result in opened.values() if isinstance(result, list) for ds in result])
+        # (unless an input failed to open: the names may be its, and its error says more)
+        if not failed:
+            check_selection(args, [ds for datasets in opened.values() for ds in datasets])
         jobs = {}
         for path in inputs:
             if path in failed:
