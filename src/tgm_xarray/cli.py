@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tgm_xarray.dtypes import decoded_bytes
+from tgm_xarray._core import decoded_bytes
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.file import open_file
 from tgm_xarray.handles import absolute

@@ -34,7 +34,6 @@ import xarray as xr
 
 from tgm_xarray import _core, index
 from tgm_xarray.atomic import MODES, AtomicFile, WriteMode
-from tgm_xarray.dtypes import numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 from tgm_xarray.threads import check_threads
@@ -340,7 +339,7 @@ class _AuxiliaryCoordinates:
                 if base.get("name") not in names:
                     continue
                 try:
-                    dtype = numpy_dtype(descriptor["dtype"])
+                    dtype = _core.numpy_dtype(descriptor["dtype"])
                 except TgmCodecError:  # an object no Dataset holds (a bitmask): nothing to repeat
                     continue
                 out = np.empty(descriptor["shape"], dtype)

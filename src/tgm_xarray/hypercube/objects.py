@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray import dtypes, vocabulary
+from tgm_xarray import _core, vocabulary
 from tgm_xarray.attrs import freeze, is_scalar
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
 from tgm_xarray.hypercube.columns import KeyColumn, Keys, factorize
@@ -276,7 +276,7 @@ class Objects:
         if unreadable.any():
             t, r = self.table, int(rows[np.argmax(unreadable)])
             try:
-                dtypes.numpy_dtype(t.descriptors[t.descriptor[r]].get("dtype"))
+                _core.numpy_dtype(t.descriptors[t.descriptor[r]].get("dtype"))
             except TgmCodecError as err:
                 raise TgmCodecError(f"{self.options.source}: {self.where(int(t.msg[r]), int(t.obj[r]))}: {err}") from None
 
@@ -448,9 +448,9 @@ def _spans(shape, hint, field_shape, field_hint) -> bool:
 
 def _readable_dtype(name: Any) -> np.dtype | None:
     """The numpy dtype a descriptor's objects are read as, ``None`` where they cannot be read
-    (:func:`tgm_xarray.dtypes.numpy_dtype` says why)."""
+    (:func:`tgm_xarray._core.numpy_dtype` says why)."""
     try:
-        return dtypes.numpy_dtype(str(name))
+        return _core.numpy_dtype(str(name))
     except TgmCodecError:
         return None
 
