@@ -33,7 +33,7 @@ import numpy as np
 import xarray as xr
 
 from tgm_xarray import _core, index
-from tgm_xarray.atomic import MODES, AtomicFile, WriteMode
+from tgm_xarray.atomic import MODES, AtomicFile, CommitsOnSuccess, WriteMode
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 from tgm_xarray.threads import check_threads
@@ -116,7 +116,7 @@ def _write(write_plan: DatasetPlan, path: str, **options) -> None:
         writer.write_plan(write_plan, skip_nan_fields=skip)
 
 
-class TgmWriter:
+class TgmWriter(CommitsOnSuccess):
     """Writes any number of Datasets into one Tensogram file, atomically.
 
     Messages go to a temporary file in the target's directory; leaving the ``with`` block
@@ -154,15 +154,6 @@ class TgmWriter:
         except BaseException:
             self._out.abort()
             raise
-
-    def __enter__(self) -> TgmWriter:
-        return self
-
-    def __exit__(self, kind, value, traceback) -> None:
-        if kind is None:
-            self.commit()
-        else:
-            self.abort()
 
     def write(self, ds: xr.Dataset, *, encoding: Mapping | None = None, layout: Layout = "field",
               field_dims: Sequence[str] | None = None, skip_nan_fields: bool | None = None) -> int:
