@@ -22,13 +22,14 @@ _MODULES = {
     **dict.fromkeys(("split", "split-e2e", "async", "window-default"), "cases_parallel"),
     "verify": "case_verify",
     "write": "case_write",
+    "write-stream": "case_write_stream",
 }
 
 
 def _case(name: str, module: str) -> Callable[[Any], Any]:
     def run(ctx):
         found = importlib.import_module(module)
-        case = found.CASES[name] if hasattr(found, "CASES") else getattr(found, f"case_{name}")
+        case = found.CASES[name] if hasattr(found, "CASES") else getattr(found, f"case_{name.replace('-', '_')}")
         return case(ctx)
 
     return run
