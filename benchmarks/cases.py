@@ -1,6 +1,7 @@
 """The benchmark cases of ``run.py``, by name, in the order they run: each is a function of the
 run's ``Context`` returning a ``CaseResult`` (``common.py``), in a module of its own
-(``case_<name>.py``, and ``virtual.py``, ``archive.py``, ``cases_parallel.py``).
+(``case_<name>.py``, a dash of the name an underscore, and ``virtual.py``, ``archive.py``,
+``cases_parallel.py``).
 
 Importing this module imports no case (nor numpy, nor the extension): a case's module is
 imported when the case runs, so ``run.py --help`` and ``--report`` stay light.
