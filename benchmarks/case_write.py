@@ -1,9 +1,11 @@
 """The ``write`` case of ``run.py``: one write of the real 2 m temperature field, 24-bit simple
-packing + szip, against ecCodes (GRIB2 CCSDS, same bits) and upstream ``tensogram.encode``."""
+packing + szip, against ecCodes (GRIB2 CCSDS, same bits), upstream ``tensogram.encode`` and
+xarray's netCDF4 and zarr writers; one large field on 1 and 2 threads; N and 10 N fields."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +15,8 @@ import numpy as np
 import xarray as xr
 
 import datagen
-from common import CaseResult, Context, Table, Target, check, optional
-from harness import fmt_ratio, fmt_time, paired_ratio, timed_calls
+from common import CaseResult, Context, Table, Target, check, optional, time_ratio
+from harness import fmt_ratio, fmt_time, once_each, paired_ratio, timed_calls
 from tgm_xarray import _core, to_tgm
 
 ECCODES = "ecCodes GRIB2 CCSDS 24-bit (codes_set_values + codes_get_message)"
@@ -38,8 +40,11 @@ def _case_write(ctx: Context, disk: Path, tmpfs: Path | None) -> CaseResult:
                      "and the file write, made durable: the file and its directory are fsynced), the "
                      "same to tmpfs (`/dev/shm`, where fsync costs nothing), `_core.encode_message` "
                      "(the message alone), upstream `tensogram.encode`, and ecCodes setting the "
-                     "values of a 24-bit GRIB2 handle and taking its message. Ratios are speed vs "
-                     "ecCodes (>= 1: faster).")
+                     "values of a 24-bit GRIB2 handle and taking its message; beside them xarray "
+                     "writing the same Dataset losslessly (float64, one chunk, not fsynced) to netCDF4 "
+                     "with zlib and to zarr v3 with zstd. Ratios are speed vs ecCodes (>= 1: faster). "
+                     "Then one 1442 x 2880 field on 1 and 2 threads, and how the time grows with 10x "
+                     "the fields.")
     values = np.ascontiguousarray(datagen.grib_values("2t"))
     desc = {"type": "ntensor", "shape": list(values.shape), "dtype": "float64", "byte_order": "little",
             **datagen.PACKING}
@@ -84,6 +89,13 @@ def _case_write(ctx: Context, disk: Path, tmpfs: Path | None) -> CaseResult:
     else:
         res.notes.append("ecCodes is not installed in this interpreter: its row and target are skipped")
 
+    sizes["tgm_xarray to_tgm file (with latitude/longitude)"] = out.stat().st_size
+    for name, (write, where) in _peers(ds, disk).items():
+        contenders[name] = write
+        write()
+        sizes[f"{name} (lossless float64, with latitude/longitude)"] = _size(where)
+        res.notes.append(check(np.array_equal(_read_peer(name, where), values), f"{name} reads back the same values"))
+
     m = timed_calls(contenders, ctx.repeats, ctx.target_s)
     rows = []
     for name, samples in m.items():
@@ -96,7 +108,100 @@ def _case_write(ctx: Context, disk: Path, tmpfs: Path | None) -> CaseResult:
                                   paired_ratio(m[OURS], m[ECCODES]), 1.0, ">="))
     res.raw = {name: s.to_json() for name, s in m.items()}
     res.tables.append(_large_field_table(ctx, disk, encoding))
+    growth, ratios = _growth_table(ctx, tmpfs or disk, encoding, values)
+    res.tables.append(growth)
+    res.targets.append(Target(f"write: {OURS}, time of 10x the fields / time of the fields",
+                              ratios[OURS], 10.0, "<="))
     return res
+
+
+NETCDF = "netCDF4 zlib (level 4, shuffle)"
+ZARR = "zarr v3 zstd (level 3)"
+
+
+def _peers(ds: xr.Dataset, disk: Path) -> dict[str, tuple[Callable[[], Any], Path]]:
+    """The same Dataset (float64, one chunk) written by xarray's netCDF4 (else h5netcdf) and zarr
+    backends, each with its usual lossless compression: name -> (write, where it lands)."""
+    peers = {}
+    engine = "netcdf4" if optional("netCDF4") is not None else "h5netcdf" if optional("h5netcdf") else None
+    if engine is not None:
+        nc = disk / "2t.nc"
+        nc_encoding = {"t2m": {"zlib": True, "complevel": 4, "shuffle": True}}
+        name = NETCDF if engine == "netcdf4" else NETCDF.replace("netCDF4", "h5netcdf")
+        peers[name] = (lambda: ds.to_netcdf(nc, engine=engine, encoding=nc_encoding), nc)
+    zarr = optional("zarr")
+    if zarr is not None:
+        store = disk / "2t.zarr"
+        z_encoding = {"t2m": {"compressors": [zarr.codecs.ZstdCodec(level=3)], "chunks": ds["t2m"].shape}}
+        peers[ZARR] = (lambda: ds.to_zarr(store, mode="w", encoding=z_encoding, zarr_format=3,
+                                          consolidated=False), store)
+    return peers
+
+
+def _read_peer(name: str, where: Path) -> np.ndarray:
+    if name == ZARR:
+        with xr.open_zarr(where, consolidated=False) as back:
+            return back["t2m"].values
+    with xr.open_dataset(where) as back:
+        return back["t2m"].values
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def _growth_table(ctx: Context, where: Path, encoding: dict, values: np.ndarray) -> tuple[Table, dict[str, float]]:
+    """N and 10 N distinct fields (the 2t field plus 0.01 x its index) written into one file, one
+    thread: the time of 10 N over the time of N, per writer (10.00x: a constant cost per field).
+    Ours from numpy and from dask (one chunk per field, as a lazily opened archive is)."""
+    import dask.array as da
+
+    n = 2 if ctx.quick else 4
+    fields = values[None] + 0.01 * np.arange(10 * n)[:, None, None]
+    lat, lon = datagen.coordinates()
+
+    def dataset(count: int, lazy: bool) -> xr.Dataset:
+        data = da.from_array(fields[:count], chunks=(1, *values.shape)) if lazy else fields[:count]
+        return xr.Dataset({"t2m": (("number", "latitude", "longitude"), data)},
+                          coords={"number": np.arange(count), "latitude": lat, "longitude": lon})
+
+    contenders: dict[str, Callable[[], Any]] = {}
+    writers: dict[str, Callable[[int], Callable[[], Any]]] = {
+        OURS: lambda count: functools.partial(to_tgm, dataset(count, False), where / f"grow{count}.tgm",
+                                              encoding=encoding, threads=1),
+        f"{OURS}, dask (a chunk per field)": lambda count: functools.partial(
+            to_tgm, dataset(count, True), where / f"grow{count}-dask.tgm", encoding=encoding, threads=1),
+    }
+    eccodes = optional("eccodes")
+    if eccodes is not None:
+        def grib_writer(count: int) -> Callable[[], Any]:
+            def write():
+                with open(datagen.GRIB_2T, "rb") as f:
+                    handle = eccodes.codes_new_from_message(f.read())
+                try:
+                    eccodes.codes_set(handle, "bitsPerValue", 24)
+                    with open(where / f"grow{count}.grib2", "wb") as out:
+                        for field in fields[:count]:
+                            eccodes.codes_set_values(handle, field.ravel())
+                            out.write(eccodes.codes_get_message(handle))
+                finally:
+                    eccodes.codes_release(handle)
+            return write
+
+        writers[ECCODES] = grib_writer
+    for name, make in writers.items():
+        for count in (n, 10 * n):
+            contenders[f"{name}, {count} fields"] = make(count)
+    m = once_each(contenders, ctx.repeats)
+    rows, ratios = [], {}
+    for name in writers:
+        small, large = m[f"{name}, {n} fields"], m[f"{name}, {10 * n} fields"]
+        ratios[name] = time_ratio(large, small)
+        rows.append([name, fmt_time(small.median()), fmt_time(small.median() / n), fmt_time(large.median()),
+                     fmt_time(large.median() / (10 * n)), fmt_ratio(ratios[name])])
+    on = " on tmpfs" if where.is_relative_to("/dev/shm") else ""
+    columns = ["writer", f"{n} fields", "per field", f"{10 * n} fields", "per field", "time ratio 10N / N"]
+    return Table(f"growth: {n} and {10 * n} fields of 721 x 1440 into one file{on}, median time", columns, rows), ratios
 
 
 def _large_field_table(ctx: Context, disk: Path, encoding: dict) -> Table:

@@ -1,6 +1,7 @@
 """The benchmark cases of ``run.py``, by name, in the order they run: each is a function of the
 run's ``Context`` returning a ``CaseResult`` (``common.py``), in a module of its own
-(``case_<name>.py``, and ``virtual.py``, ``archive.py``, ``cases_parallel.py``).
+(``case_<name>.py``, a dash of the name an underscore, and ``virtual.py``, ``archive.py``,
+``cases_parallel.py``).
 
 Importing this module imports no case (nor numpy, nor the extension): a case's module is
 imported when the case runs, so ``run.py --help`` and ``--report`` stay light.
@@ -22,6 +23,7 @@ _MODULES = {
     **dict.fromkeys(("split", "split-e2e", "async", "window-default"), "cases_parallel"),
     "verify": "case_verify",
     "write": "case_write",
+    "write-stream": "case_write_stream",
     "convert": "case_convert",
 }
 
@@ -29,7 +31,7 @@ _MODULES = {
 def _case(name: str, module: str) -> Callable[[Any], Any]:
     def run(ctx):
         found = importlib.import_module(module)
-        case = found.CASES[name] if hasattr(found, "CASES") else getattr(found, f"case_{name}")
+        case = found.CASES[name] if hasattr(found, "CASES") else getattr(found, f"case_{name.replace('-', '_')}")
         return case(ctx)
 
     return run

@@ -9,7 +9,7 @@ and zarr, measured side by side in one run.
     bash benchmarks/run_all.sh [--quick]                   # both interpreters, then the doc
 
 Cases: decode, range, sizes, packed, window, e2e, open, contention, zarr, virtual, split, split-e2e,
-async, window-default, archive, verify, write, convert (see docs/benchmarks.md).
+async, window-default, archive, verify, write, write-stream, convert (see docs/benchmarks.md).
 Contenders run interleaved (A B C, C B A, ...); every number is a median over rounds, and every
 ratio the median of per-round ratios. Results merge into ``benchmarks/results/<python-tag>/
 results.json`` (``<python-tag>-quick`` for ``--quick``) with a plot ``throughput.png``; the first
@@ -36,7 +36,8 @@ import report  # noqa: E402
 report.use_checkout()  # measure this checkout's tgm_xarray, whatever the venv's editable install points at
 
 CASE_NAMES = ("decode", "range", "sizes", "packed", "window", "e2e", "open", "contention", "zarr", "virtual",
-              "split", "split-e2e", "async", "window-default", "archive", "verify", "write", "convert")
+              "split", "split-e2e", "async", "window-default", "archive", "verify", "write",
+              "write-stream")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -163,9 +163,10 @@ def check_dataset_against_upstream(path, expected: list[list[np.ndarray]], chunk
 
     import tgm_xarray
     from tgm_xarray.backend import TensogramDataStore
+    from tgm_xarray.hypercube import PlanOptions
 
     with xr.open_dataset(path, engine=ENGINE, chunks=chunks, **open_kwargs) as ds:
-        plan = TensogramDataStore.open(os.fspath(path), **open_kwargs).plan
+        plan = TensogramDataStore.open(os.fspath(path), options=PlanOptions(**open_kwargs)).plan
         assert set(plan.variables) <= set(ds.variables)
         covered = {}
         for name, vplan in plan.variables.items():

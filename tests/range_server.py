@@ -54,10 +54,24 @@ class RangeServer:
     faults: dict[str, Fault] = field(default_factory=dict)
     #: Seconds every request waits before answering (to make concurrency observable).
     latency: float = 0.0
+    #: The first answers wait until this many requests are in flight together, then it drops to 0
+    #: (or after ``GATHER_WAIT`` seconds): a client that overlaps its requests reaches
+    #: ``max_in_flight >= gather`` whatever the machine's load; one that sends a request at a time
+    #: does not, and waits once.
+    gather: int = 0
+    #: Requests answered as they come before the gathering starts (those a client must have
+    #: answered before it can ask for more, such as the first block that gives a file's size).
+    gather_after: int = 0
     max_in_flight: int = 0
     _in_flight: int = 0
     _stopping: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _gathered: threading.Condition = field(init=False)
+
+    GATHER_WAIT = 30.0
+
+    def __post_init__(self) -> None:
+        self._gathered = threading.Condition(self._lock)
 
     def url(self, name: str = "") -> str:
         return f"http://127.0.0.1:{self.port}/{name}"
@@ -100,6 +114,12 @@ class RangeServer:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             self.requests.append(request)
+            self._gathered.notify_all()
+
+    def _wait_for_company(self) -> None:
+        with self._lock:
+            self._gathered.wait_for(lambda: self._in_flight >= self.gather, self.GATHER_WAIT)
+            self.gather = 0  # gathered once (or given up): the rest answer as they come
 
     def _leave(self) -> None:
         with self._lock:
@@ -152,6 +172,8 @@ class RangeServer:
                     record.sent += len(block)
 
             def _serve(self, record: Request, head: bool):
+                if server.gather and len(server.requests) > server.gather_after:
+                    server._wait_for_company()
                 if server.latency:
                     time.sleep(server.latency)
                 fault = server._take_fault(record.path)

@@ -1,4 +1,4 @@
-"""tgm_xarray.dtypes: the one table of Tensogram dtype names, and what a bitmask object becomes."""
+"""The one table of Tensogram dtype names (the core's, ``_core.DTYPES``), and what a bitmask object becomes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import xarray as xr
 
 import tgm_xarray
 from conftest import ENGINE
-from tgm_xarray import dtypes
+from tgm_xarray import _core
 from tgm_xarray.cli import describe
 from tgm_xarray.errors import TgmCodecError
 
@@ -36,7 +36,7 @@ def test_every_dtype_upstream_writes_is_in_the_table(tmp_path):
     """The names in the table are the ones upstream writes: each reads back as its numpy dtype."""
     import tensogram
 
-    for name in sorted(set(dtypes.BITS) - {"bitmask", "bfloat16"}):
+    for name in sorted(set(_core.DTYPES) - {"bitmask", "bfloat16"}):
         values = np.arange(6).astype(name)
         path = tmp_path / f"{name}.tgm"
         path.write_bytes(tensogram.encode({"base": [{"name": "v"}]}, [(_descriptor(name, [6]), values.tobytes())]))
@@ -49,7 +49,7 @@ def test_every_dtype_upstream_writes_is_in_the_table(tmp_path):
 
 def test_unknown_names_are_refused():
     with pytest.raises(TgmCodecError, match="unknown dtype 'float128'"):
-        dtypes.numpy_dtype("float128")
+        _core.numpy_dtype("float128")
 
 
 def test_a_bitmask_object_fails_the_dataset_at_open(bitmask_file):

@@ -35,6 +35,7 @@ from tgm_xarray.errors import (  # noqa: E402
 from tgm_xarray.hypercube import (  # noqa: E402  # noqa: E402
     HypercubePlan,
     MetadataTable,
+    PlanOptions,
     build_hypercube,
     extra,
     objects,
@@ -98,13 +99,13 @@ class _Fingerprint:
 
 
 def _plan(path, **options) -> HypercubePlan:
-    return build_hypercube(_infos_from_upstream(path), source=str(path),
-                           fingerprint=_Fingerprint(path), **options)
+    return build_hypercube(_infos_from_upstream(path), PlanOptions(**options, source=str(path)), source=str(path),
+                           fingerprint=_Fingerprint(path))
 
 
 def _groups(path, **options) -> dict[str, HypercubePlan]:
-    return split_groups(_infos_from_upstream(path), source=str(path),
-                        fingerprint=_Fingerprint(path), **options)
+    return split_groups(_infos_from_upstream(path), PlanOptions(**options, source=str(path)), source=str(path),
+                        fingerprint=_Fingerprint(path))
 
 
 def _desc(array: np.ndarray, **codec) -> dict:

@@ -18,6 +18,7 @@ import xarray as xr
 from conftest import ENGINE
 from tgm_xarray import _core, handles, index
 from tgm_xarray.errors import TgmIndexWarning
+from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.hypercube.table import MetadataTable
 
 CLI = [sys.executable, "-m", "tgm_xarray.cli"]
@@ -116,6 +117,38 @@ def test_each_set_of_keywords_gets_its_plan(archive, tmp_path):
     with assert_warm(archive, filter_by_keys={"param": "t"}) as ds, assert_warm(archive) as default:
         xr.testing.assert_identical(ds.load(), cold)
         assert set(default.data_vars) > {"t"}
+
+
+def test_equal_keywords_share_one_plan(archive, tmp_path):
+    """Plans are keyed by ``PlanOptions``: keywords given at their defaults, numpy's integers
+    and a list of names for a tuple find the plan stored for the other spelling."""
+    open_quietly(archive, duplicates="error", squeeze=True).close()
+    open_quietly(archive, message_index=np.int64(3)).close()
+    handles.CACHE.clear()
+    assert len(index.Index(index.cached(str(archive)), index.user_key()).keys) == 2
+    with assert_warm(archive) as default, assert_warm(archive, message_index=3) as one:
+        xr.testing.assert_identical(default.load(), open_cold(archive))
+        xr.testing.assert_identical(one.load(), open_cold(archive, message_index=3))
+    assert index.plan_key(PlanOptions(dim_names=["y", "x"]), False) == index.plan_key(
+        PlanOptions(dim_names=("y", "x")), False) != index.plan_key(PlanOptions(dim_names=("y", "x")), True)
+
+
+def test_an_index_of_another_version_is_replaced_without_a_word(archive, tmp_path, monkeypatch):
+    """After an upgrade that changes the format (the plans, or their keys) an older index is
+    not read: the open is cold, says nothing, and writes this version's index in its place."""
+    with monkeypatch.context() as patched:
+        patched.setattr(index, "VERSION", index.VERSION - 1)
+        open_quietly(archive).close()
+    (name,) = cache_files(tmp_path)
+    handles.CACHE.clear()
+    opens = handles.CACHE.opens
+    with open_quietly(archive) as ds:
+        assert handles.CACHE.opens > opens, "an index of another version was used"
+        xr.testing.assert_identical(ds.load(), open_cold(archive))
+    assert cache_files(tmp_path) == [name]
+    handles.CACHE.clear()
+    with assert_warm(archive) as ds:
+        xr.testing.assert_identical(ds.load(), open_cold(archive))
 
 
 def test_datatree_opens_warm_as_cold(tmp_path, ifs_file):

@@ -23,17 +23,18 @@ from tgm_xarray import handles, index
 from tgm_xarray.backend import _dimension_coords, metadata_table, planned
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.file import open_file
+from tgm_xarray.hypercube import PlanOptions
 
 
 def forge(path: Path, target: Path, change, key: bytes | None = None) -> None:
     """Writes to ``target`` an index of ``path`` whose plan ``change(plans, values)`` altered,
     with the data file's true identity, signed with ``key`` (default: not this user's)."""
-    ref, plans, _, _ = planned(str(path), None, False, {}, groups=False)
+    ref, plans, _, _ = planned(str(path), None, False, PlanOptions(), groups=False)
     with open_file(path) as f:
         plans, values = change(dict(plans), {name: _dimension_coords(p, f, {}) for name, p in plans.items()})
         table = metadata_table(f)
         prints = index.fingerprints(table, f.handle)
-    plan_key = index.plan_key({"groups": False})
+    plan_key = index.plan_key(PlanOptions(), False)
     target.write_bytes(index.encode(key or os.urandom(index.KEY_SIZE), index.Identity.of_file(str(path)), table,
                                     prints, {plan_key: plans}, {plan_key: values}))
 
@@ -237,7 +238,7 @@ def test_two_processes_adding_plans_at_once_leave_a_valid_index(archive, tmp_pat
         warnings.simplefilter("error", TgmIndexWarning)
         stored, _ = index.load(index.cached(str(archive)), index.Identity.of_file(str(archive)))
     assert stored is not None and len(stored.keys) >= 2
-    held = [o for o in OPTIONS if index.plan_key({**o, "groups": False}) in stored.keys]
+    held = [o for o in OPTIONS if index.plan_key(PlanOptions(**o), False) in stored.keys]
     assert held
     for options in held:
         handles.CACHE.clear()

@@ -4,6 +4,7 @@ the extras; NetCDF output without a NetCDF library."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import io
 import re
@@ -19,7 +20,8 @@ import tgm_xarray
 from conftest import ENGINE, REPO
 from tgm_xarray import export
 from tgm_xarray.backend import TensogramBackendEntrypoint
-from tgm_xarray.errors import TgmConflictError
+from tgm_xarray.errors import TgmConflictError, TgmIndexError
+from tgm_xarray.hypercube import PlanOptions
 
 
 def documented_parameters(doc: str) -> dict[str, str]:
@@ -69,6 +71,44 @@ def test_unknown_variable_key_warns_and_falls_back(ifs_file):
         xr.open_dataset(ifs_file, engine=ENGINE, variable_key=["mars.param"])
     with xr.open_dataset(ifs_file, engine=ENGINE, variable_key="grib.paramId") as ds:
         assert sorted(ds.data_vars) == ["130", "133", "167", "172"]
+
+
+def test_the_engines_planner_keywords_are_plan_options():
+    """``PlanOptions`` holds the planner's keywords: each one is ``open_dataset``'s with the same
+    default, and ``open_datatree``'s are some of them with their defaults."""
+    defaults = {f.name: f.default for f in dataclasses.fields(PlanOptions)}
+    for method in (TensogramBackendEntrypoint.open_dataset, TensogramBackendEntrypoint.open_groups_as_dict):
+        given = {name: p.default for name, p in inspect.signature(method).parameters.items() if name in defaults}
+        assert given == {name: defaults[name] for name in given}, method.__name__
+    assert set(inspect.signature(TensogramBackendEntrypoint.open_dataset).parameters) >= set(defaults)
+
+
+@pytest.mark.parametrize("keyword, bad, error", [
+    ("variable_key", 3, TypeError), ("dim_names", "xy", TypeError), ("dim_names", 2, TypeError),
+    ("filter_by_keys", {1: "t"}, TypeError), ("duplicates", "any", ValueError), ("merge_objects", "no", TypeError),
+    ("message_index", 1.5, TypeError), ("message_index", -1, TgmIndexError), ("squeeze", None, TypeError),
+])
+def test_a_bad_planner_keyword_fails_before_the_file_is_read(tmp_path, keyword, bad, error):
+    """Checked once, in ``PlanOptions``: the error names the keyword and the file, which is not
+    even opened (it does not exist here)."""
+    missing = tmp_path / "missing.tgm"
+    with pytest.raises(error, match=keyword) as err:
+        xr.open_dataset(missing, engine=ENGINE, **{keyword: bad})
+    assert str(missing) in str(err.value)
+
+
+def test_plan_options_are_one_frozen_value():
+    """A sequence of names is kept as a tuple and numpy's integers as ints, so that equal
+    options are equal values (and one plan in an index); ``as_dict`` rebuilds them."""
+    options = PlanOptions(variable_key="mars.param", dim_names=["y", "x"], filter_by_keys={"levtype": "pl"},
+                          message_index=np.int64(2), squeeze=False)
+    assert options == PlanOptions(variable_key="mars.param", dim_names=("y", "x"), filter_by_keys={"levtype": "pl"},
+                                  message_index=2, squeeze=False)
+    assert type(options.message_index) is int
+    assert PlanOptions(**options.as_dict()) == options
+    assert PlanOptions().as_dict() == {} == PlanOptions(duplicates="error", squeeze=True).as_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.squeeze = True  # type: ignore[misc]
 
 
 def test_errors_of_a_list_open_name_the_file(tmp_path):

@@ -98,7 +98,9 @@ def assert_same_file(url, local_path):
 def test_opening_many_small_messages_reads_them_in_blocks(range_server):
     url, path = serve(range_server, REMOTE_PARITY / "thousand-msg.tgm")
     size = path.stat().st_size
-    range_server.latency = 0.05  # requests in flight at once overlap
+    # After the first block (which gives the size), answers wait for a second request in flight:
+    # the read-ahead overlaps by construction, not by the luck of a quiet machine.
+    range_server.gather, range_server.gather_after = 2, 1
     f = tgm_xarray.open_file(url)
     assert len(f) == 1000
     f.handle.parse_all()  # what open_dataset does: nothing left to fetch
@@ -469,8 +471,8 @@ def test_bad_indices_name_the_url(range_server, ifs_file):
 def test_concurrent_chunk_reads_fetch_concurrently(range_server, ifs_file):
     url, path = serve(range_server, ifs_file)
     with xr.open_dataset(url, engine=ENGINE, chunks={}) as ds:
-        range_server.latency = 0.2  # every request takes a while: serialised fetches never overlap
         range_server.reset()
+        range_server.gather = 2  # the first answers wait for a second request: overlap, not luck
         means = {name: float(v) for name, v in ds.mean().compute(scheduler="threads", num_workers=4).items()}
     assert range_server.max_in_flight >= 2
     with xr.open_dataset(path, engine=ENGINE) as local:
@@ -664,7 +666,8 @@ def test_a_server_that_never_answers_gives_up_at_the_deadline(range_server, ifs_
     began = time.monotonic()
     with pytest.raises(RemoteTimeoutError, match=rf"{url}: reading bytes .*1.5 s deadline"):
         f.read(0, 2)
-    assert time.monotonic() - began < 5
+    # Far from the client's 30 s: what ended the wait was the deadline (slack for a busy machine).
+    assert time.monotonic() - began < 20
 
 
 def test_short_client_timeouts_are_retried_within_the_deadline(range_server, ifs_file, quick_retries, monkeypatch):
@@ -681,7 +684,8 @@ def test_short_client_timeouts_are_retried_within_the_deadline(range_server, ifs
     with pytest.raises(RemoteTimeoutError, match=rf"{url}: reading bytes .* failed after {remote.RETRIES} tries: "
                                                  "no answer in time"):
         f.read(0, 2)
-    assert time.monotonic() - began < 5
+    # Far from the default deadline (remote.DEADLINE_ENV): the short client timeouts ended each try.
+    assert time.monotonic() - began < 60
     assert range_server.count() == remote.RETRIES
 
 

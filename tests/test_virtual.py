@@ -6,7 +6,9 @@ repositories on disk, a real HTTP server on loopback."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
 import os
 import shutil
 import sys
@@ -36,6 +38,7 @@ from conftest import ENGINE, FIXTURES, Spec, require_shared, shared_files, write
 from tgm_xarray import _core, handles  # noqa: E402
 from tgm_xarray.backend import metadata_table  # noqa: E402
 from tgm_xarray.errors import TgmError  # noqa: E402
+from tgm_xarray.hypercube import PlanOptions  # noqa: E402
 from tgm_xarray.virtual import TensogramParser, local_repository, no_credentials  # noqa: E402
 from tgm_xarray.zarr_codec import TensogramCodec  # noqa: E402
 
@@ -171,6 +174,13 @@ def test_our_writer_reads_back_identical(tmp_path, ifs_file):
                                      {"variable_key": "mars.param"}])
 def test_engine_options_apply_to_the_references(ifs_file, options):
     assert_parity(ifs_file, **options)
+
+
+def test_the_parsers_planner_keywords_are_plan_options():
+    """The parser takes the engine's planner keywords, with ``PlanOptions``' defaults."""
+    defaults = {f.name: f.default for f in dataclasses.fields(PlanOptions)}
+    given = {name: p.default for name, p in inspect.signature(TensogramParser).parameters.items() if name in defaults}
+    assert len(given) >= 6 and given == {name: defaults[name] for name in given}
 
 
 def test_a_group_of_the_datatree(ifs_file):

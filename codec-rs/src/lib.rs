@@ -47,6 +47,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
         wrap_pyfunction!(frames::read_payload_ranges, m)?,
         wrap_pyfunction!(table::table_of_files, m)?,
+        wrap_pyfunction!(pyarray::py_numpy_dtype, m)?,
+        wrap_pyfunction!(pyarray::decoded_bytes, m)?,
         wrap_pyfunction!(decoded_elements, m)?,
         wrap_pyfunction!(take_max_concurrent_reads, m)?,
     ] {
@@ -54,6 +56,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
     m.add("TENSOGRAM_VERSION", "0.24.0")?;
+    m.add("DTYPES", pyo3::types::PyTuple::new(m.py(), dtypes::names())?)?;
     // Raw reads below this much work keep the interpreter (read::worth_releasing).
     m.add("RELEASE_MIN_BYTES", read::RELEASE_MIN_BYTES)?;
     m.add("BYTES_PER_PIECE", read::BYTES_PER_PIECE)?;

@@ -341,7 +341,8 @@ fn builtin_dtype(py: Python<'_>, dtype: Dtype) -> Option<&Bound<'_, PyArrayDescr
     table.iter().find(|(d, _)| *d == dtype).map(|(_, descr)| descr.bind(py))
 }
 
-/// The numpy dtype of a Tensogram dtype: numpy's own, or for bfloat16 ml_dtypes'.
+/// The numpy dtype of a Tensogram dtype: numpy's own, or for bfloat16 ml_dtypes'. A bitmask
+/// (packed bits, whose shape counts bits, not bytes) has none: a Dataset never plans them.
 fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> CoreResult<Bound<'py, PyArrayDescr>> {
     if let Some(descr) = builtin_dtype(py, dtype) {
         return Ok(descr.clone());
@@ -351,8 +352,31 @@ fn numpy_dtype<'py>(py: Python<'py>, dtype: Dtype) -> CoreResult<Bound<'py, PyAr
             .import("ml_dtypes")
             .and_then(|m| PyArrayDescr::new(py, m.getattr("bfloat16")?))
             .map_err(|_| CoreError::new(Kind::Codec, "bfloat16 objects need the ml_dtypes package")),
-        other => Err(CoreError::new(Kind::Codec, format!("{other} objects cannot be read as arrays"))),
+        other => Err(CoreError::new(
+            Kind::Codec,
+            format!("{other} objects (packed bits) have no array form here; leave them out with filter_by_keys"),
+        )),
     }
+}
+
+fn parse_dtype(name: &str) -> CoreResult<Dtype> {
+    dtypes::parse(name).ok_or_else(|| CoreError::new(Kind::Codec, format!("unknown dtype '{name}'")))
+}
+
+/// The numpy dtype objects of Tensogram dtype `name` are read as (`TgmCodecError` for bitmask,
+/// bfloat16 without ml_dtypes, and names Tensogram does not define).
+#[pyfunction(name = "numpy_dtype")]
+pub fn py_numpy_dtype<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArrayDescr>> {
+    parse_dtype(name).and_then(|d| numpy_dtype(py, d)).raised()
+}
+
+/// Bytes `count` elements of dtype `name` take decoded (bitmasks: whole bytes of bits).
+#[pyfunction]
+pub fn decoded_bytes(name: &str, count: u64) -> PyResult<u64> {
+    let dtype = parse_dtype(name).raised()?;
+    dtypes::decoded_bytes(dtype, count)
+        .ok_or_else(|| CoreError::new(Kind::Value, format!("{count} {name} elements overflow 64-bit sizes")))
+        .raised()
 }
 
 /// Reads `index` of object `entry` (stored in `bytes`) into `out`, or into a new array when

@@ -28,6 +28,25 @@ pub fn parse(name: &str) -> Option<Dtype> {
     DTYPES.iter().map(|&(d, _)| d).find(|d| d.to_string() == name)
 }
 
+/// Every dtype's wire name, in the table's order.
+pub fn names() -> impl ExactSizeIterator<Item = String> {
+    DTYPES.iter().map(|(d, _)| d.to_string())
+}
+
+/// Bits one element of `dtype` takes (a bitmask element is one bit).
+pub fn bits(dtype: Dtype) -> u64 {
+    match dtype {
+        Dtype::Bitmask => 1,
+        d => 8 * d.byte_width() as u64,
+    }
+}
+
+/// Bytes `count` elements of `dtype` take decoded (bitmasks: whole bytes of bits); `None` where
+/// that overflows.
+pub fn decoded_bytes(dtype: Dtype, count: u64) -> Option<u64> {
+    Some(count.checked_mul(bits(dtype))?.div_ceil(8))
+}
+
 /// The dtypes numpy has a builtin type for, with its type string.
 pub fn numpy_typestrs() -> impl Iterator<Item = (Dtype, &'static str)> {
     DTYPES.iter().filter_map(|&(d, t)| Some((d, t?)))
@@ -48,5 +67,9 @@ mod tests {
         }
         assert_eq!(parse("float"), None);
         assert_eq!(numpy_typestrs().count(), 13);
+        assert_eq!(names().count(), DTYPES.len());
+        assert_eq!(decoded_bytes(Dtype::Bitmask, 65), Some(9));
+        assert_eq!(decoded_bytes(Dtype::Bfloat16, 10), Some(20));
+        assert_eq!(decoded_bytes(Dtype::Float64, u64::MAX / 4), None);
     }
 }

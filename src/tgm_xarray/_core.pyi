@@ -12,10 +12,13 @@ __all__ = [
     "PooledBuffer", "RemoteMessages", "scan_remote", "empty", "buffer_pool", "encode_message",
     "decode_message_into", "frame_footer", "parse_message", "read_frame", "frame_fingerprint",
     "read_payload_ranges", "table_of_files", "decoded_elements", "take_max_concurrent_reads",
-    "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "RELEASE_MIN_BYTES", "BYTES_PER_PIECE",
+    "numpy_dtype", "decoded_bytes", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
+    "RELEASE_MIN_BYTES", "BYTES_PER_PIECE",
 ]
 
 TENSOGRAM_VERSION: str
+# Every Tensogram dtype name: the one table (core-rs/src/dtypes.rs).
+DTYPES: tuple[str, ...]
 # Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.
 RELEASE_MIN_BYTES: int
 BYTES_PER_PIECE: int
@@ -71,6 +74,11 @@ def decode_message_into(
     threads: int | None = None, expect: tuple[tuple[int, ...], str] | None = None,
 ) -> None: ...
 def decoded_elements() -> int: ...
+def numpy_dtype(name: str) -> np.dtype[Any]:
+    """The numpy dtype objects of Tensogram dtype ``name`` are read as; ``TgmCodecError`` for a
+    bitmask (packed bits), bfloat16 without ml_dtypes, and names Tensogram does not define."""
+def decoded_bytes(name: str, count: int) -> int:
+    """Bytes ``count`` elements of dtype ``name`` take decoded (bitmasks: whole bytes of bits)."""
 
 @final
 class PooledBuffer:

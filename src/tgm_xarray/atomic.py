@@ -35,7 +35,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Self, get_args
 
 from tgm_xarray.handles import not_a_file
 
@@ -49,7 +49,26 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         out.write(data)
 
 
-class AtomicFile:
+class CommitsOnSuccess:
+    """A ``with`` block that commits when it ends normally and aborts when it raises."""
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class AtomicFile(CommitsOnSuccess):
     """A new version of ``path``, written to a temporary file: :meth:`commit` puts it in place,
     :meth:`abort` drops it; as a context manager, leaving normally commits and an exception aborts.
 
@@ -86,15 +105,6 @@ class AtomicFile:
         except BaseException:
             self.abort()
             raise
-
-    def __enter__(self) -> AtomicFile:
-        return self
-
-    def __exit__(self, kind, value, traceback) -> None:
-        if kind is None:
-            self.commit()
-        else:
-            self.abort()
 
     def write(self, data: bytes) -> None:
         with self._naming_target():

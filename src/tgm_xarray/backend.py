@@ -32,8 +32,7 @@ from tgm_xarray import index as tgm_index
 from tgm_xarray.errors import TgmError
 from tgm_xarray.file import TgmFile
 from tgm_xarray.handles import FileVersion, absolute
-from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan, build_hypercube, split_groups
-from tgm_xarray.hypercube.objects import check_message_index
+from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.remote import RemoteHandle, is_url
 from tgm_xarray.selection import outer
 from tgm_xarray.threads import check_threads
@@ -249,11 +248,11 @@ class TensogramDataStore(AbstractDataStore):
     @classmethod
     def open(cls, path: str | list[str], *, lock=None, verify_hash: bool | None = None,
              storage_options: dict | None = None, threads: int | None = None, index: str | bool = "auto",
-             **mapping_options) -> TensogramDataStore:
+             options: PlanOptions = PlanOptions()) -> TensogramDataStore:
         """The store of one file (through its index where there is one), or of several planned as
-        one (a list of paths)."""
+        one (a list of paths), planned with ``options``."""
         threads = check_threads(threads, str(path))  # before planning, not at the first read
-        ref, plans, values, recorded = planned(path, storage_options, index, mapping_options, groups=False)
+        ref, plans, values, recorded = planned(path, storage_options, index, options, groups=False)
         return cls(ref, plans[""], lock, verify_hash, threads, values[""], recorded.get(""))
 
     def __getstate__(self) -> dict:
@@ -331,11 +330,11 @@ def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
         frames=[h.frame_spans(i) if isinstance(h, RemoteHandle) else None for h, i in messages])
 
 
-def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: Mapping, *,
+def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: PlanOptions, *,
             groups: bool, identify: bool = False, must_write: bool = False,
             ) -> tuple[FileRef | FileSetRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]],
                        dict[str, dict[str, tgm_index.Recorded]]]:
-    """The file's reference, its plans (``split_groups``'s with ``groups``, else one under
+    """The file's reference, its plans with ``options`` (``split_groups``'s with ``groups``, else one under
     ``""``), the values of their dimension coordinates where an index holds them and, for plans
     from an index, what it recorded of their variables' objects (checked at each one's first
     read), from a fresh index where there is one (docs/archives.md): then the data file is
@@ -346,12 +345,11 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
     planned as one, without an index."""
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
-    check_message_index(options.get("message_index"), str(path))
 
     def plan(table: MetadataTable, fingerprint, source: str, locate=None) -> dict[str, HypercubePlan]:
         if groups:
-            return split_groups(table, source=source, fingerprint=fingerprint, locate=locate, **options)
-        return {"": build_hypercube(table, source=source, fingerprint=fingerprint, locate=locate, **options)}
+            return split_groups(table, options, source=source, fingerprint=fingerprint, locate=locate)
+        return {"": build_hypercube(table, options, source=source, fingerprint=fingerprint, locate=locate)}
 
     if not isinstance(path, str) or index is False:
         ref = _ref(path, storage_options)
@@ -360,7 +358,7 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
                      files.locate if isinstance(files, FileSet) else None)
         return ref, plans, {name: {} for name in plans}, {}
     found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
-    key = tgm_index.plan_key({**options, "groups": groups})
+    key = tgm_index.plan_key(options, groups)
     stored = table = prints = None
     if found.index is not None:
         try:
@@ -617,12 +615,12 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
                                  time_dims=time_dims, errors=errors, extra_coords=extra_coords,
                                  coords_as_attributes=coords_as_attributes,
                                  cache_geo_coords=cache_geo_coords, values_dtype=values_dtype)
-        store = TensogramDataStore.open(
-            _paths(filename_or_obj), lock=lock, verify_hash=verify_hash, storage_options=storage_options,
-            threads=threads, index=index, variable_key=variable_key,
-            dim_names=dim_names, filter_by_keys=filter_by_keys, duplicates=duplicates,
-            merge_objects=merge_objects, message_index=message_index, squeeze=squeeze,
-        )
+        paths = _paths(filename_or_obj)
+        options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
+                              duplicates=duplicates, merge_objects=merge_objects, message_index=message_index,
+                              squeeze=squeeze, source=str(paths))
+        store = TensogramDataStore.open(paths, lock=lock, verify_hash=verify_hash, storage_options=storage_options,
+                                        threads=threads, index=index, options=options)
         return _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords,
                        drop_variables, use_cftime, decode_timedelta)
 
@@ -650,11 +648,10 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
     ):
         """One Dataset per consistent group of messages (by level type and grid)."""
         paths = _paths(filename_or_obj)
+        options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
+                              duplicates=duplicates, merge_objects=merge_objects, source=str(paths))
         threads = check_threads(threads, str(paths))
-        ref, groups, values, recorded = planned(paths, storage_options, index,
-                                      {"variable_key": variable_key, "dim_names": dim_names,
-                                       "filter_by_keys": filter_by_keys, "duplicates": duplicates,
-                                       "merge_objects": merge_objects}, groups=True)
+        ref, groups, values, recorded = planned(paths, storage_options, index, options, groups=True)
         result = {}
         for name, plan in groups.items():
             store = TensogramDataStore(ref, plan, lock, verify_hash, threads, values[name], recorded.get(name))

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tgm_xarray.dtypes import decoded_bytes
+from tgm_xarray._core import decoded_bytes
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.file import open_file
 from tgm_xarray.handles import absolute
@@ -469,9 +469,10 @@ def why_not_one_dataset(path: str, storage_options: dict | None = None) -> str |
     conflict's message, which names the keyword that opens it), or None when it does. Reads the
     metadata only, and writes no index."""
     from tgm_xarray.backend import planned
+    from tgm_xarray.hypercube import PlanOptions
 
     try:
-        planned(path, storage_options, False, {}, groups=False)
+        planned(path, storage_options, False, PlanOptions(), groups=False)
     except TgmConflictError as error:
         return str(error)
     return None
@@ -947,6 +948,7 @@ def jsonable(value: Any) -> Any:
 def _index(args: argparse.Namespace) -> int:
     from tgm_xarray import index
     from tgm_xarray.backend import planned
+    from tgm_xarray.hypercube import PlanOptions
 
     paths = [p if is_url(p) else os.path.abspath(os.path.expanduser(p)) for p in args.paths]
     if args.beside and any(is_url(p) for p in paths):
@@ -964,9 +966,9 @@ def _index(args: argparse.Namespace) -> int:
             # The plan open_dataset's defaults give, or, for a file that needs groups,
             # open_datatree's: the table alone serves any other keywords.
             try:
-                planned(path, args.storage_options, mode, {}, groups=False, identify=True, must_write=True)
+                planned(path, args.storage_options, mode, PlanOptions(), groups=False, identify=True, must_write=True)
             except TgmConflictError:
-                planned(path, args.storage_options, mode, {}, groups=True, identify=True, must_write=True)
+                planned(path, args.storage_options, mode, PlanOptions(), groups=True, identify=True, must_write=True)
             where = index.beside(path) if args.beside else index.cached(path)
             print(f"{path}: indexed in {where}")
             if bar is not None:

@@ -48,7 +48,8 @@ from tgm_xarray import mars
 from tgm_xarray.attrs import STRUCTURAL_KEYS
 from tgm_xarray.backend import metadata_table
 from tgm_xarray.file import TgmFile
-from tgm_xarray.hypercube.objects import HORIZONTAL_NAMES, Objects, Options, Row
+from tgm_xarray.hypercube import PlanOptions
+from tgm_xarray.hypercube.objects import HORIZONTAL_NAMES, Objects, Row
 from tgm_xarray.hypercube.variables import variable_name
 
 
@@ -123,7 +124,7 @@ class TgmValues(DataFieldComponentHandler):
 def fields(file: TgmFile) -> list[Field]:
     """The earthkit fields of ``file``: one per data object, in file order."""
     table = metadata_table(file)
-    objects = Objects(table, Options.make(file.path, file.handle.fingerprint, None, None, "error"))
+    objects = Objects(table, PlanOptions(), source=file.path, fingerprint=file.handle.fingerprint)
     rows = np.flatnonzero(objects.coordinate < 0).tolist()
     keys = [objects.view(row) for row in rows]
     # Decided for all fields at once, as the engine decides its dimensions.

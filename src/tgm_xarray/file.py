@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from tgm_xarray import handles
-from tgm_xarray.dtypes import numpy_dtype
+from tgm_xarray._core import numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
 from tgm_xarray.threads import check_threads
 

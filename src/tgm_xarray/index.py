@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import inspect
 import json
 import os
 import tempfile
@@ -46,14 +45,15 @@ from tgm_xarray import _core
 from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.handles import FileKey, FileVersion, absolute
-from tgm_xarray.hypercube import HypercubePlan, MetadataTable, VariablePlan
+from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan
 from tgm_xarray.hypercube.table import Column, KeyColumns
 from tgm_xarray.remote import is_url
 
 FORMAT = "tgm-xarray-index"
 #: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that
-#: no index keeps a plan this version would not make.
-VERSION = 4
+#: no index keeps a plan this version would not make, or their keys would (5: ``PlanOptions``,
+#: ``dim_names`` as a tuple).
+VERSION = 5
 #: What an index beside its data file is called: ``<file name><SUFFIX>``.
 SUFFIX = ".tgmidx"
 #: Bytes hashed at each end of the data file for its fingerprint.
@@ -333,23 +333,11 @@ def unpack(value: Any, read: Callable[[int], np.ndarray]) -> Any:
     raise ValueError(f"unknown tag {tag!r}")
 
 
-def _planner_defaults() -> dict:
-    from tgm_xarray.hypercube import build_hypercube
-
-    return {name: p.default for name, p in inspect.signature(build_hypercube).parameters.items()
-            if p.default is not inspect.Parameter.empty}
-
-
-def plan_key(options: Mapping) -> str:
-    """The canonical form of the planner's keywords (those left at their defaults dropped):
-    which stored plans an open may use."""
-    defaults = _planner_defaults()
-    given = {k: v for k, v in sorted(options.items()) if not (k in defaults and _same(v, defaults[k]))}
-    return json.dumps(Packer().pack(given), sort_keys=True)
-
-
-def _same(a, b) -> bool:
-    return type(a) is type(b) and a == b
+def plan_key(options: PlanOptions, groups: bool) -> str:
+    """The canonical form of the planner's keywords (:meth:`PlanOptions.as_dict`: those left at
+    their defaults dropped) and of ``groups`` (``split_groups``' plans, or one Dataset's): which
+    stored plans an open may use."""
+    return json.dumps(Packer().pack(dict(sorted({**options.as_dict(), "groups": groups}.items()))), sort_keys=True)
 
 
 def _pack_table(table: MetadataTable, packer: Packer) -> dict:

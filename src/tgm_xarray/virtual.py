@@ -38,7 +38,7 @@ from zarr.core.metadata import ArrayV3Metadata
 
 from tgm_xarray.backend import FileRef, TensogramDataStore, _fill_value, metadata_table
 from tgm_xarray.file import TgmFile
-from tgm_xarray.hypercube import HypercubePlan, VariablePlan, build_hypercube, split_groups
+from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.zarr_codec import TensogramCodec
@@ -86,10 +86,10 @@ class TensogramParser:
             raise ValueError("group picks one group, groups=True takes them all: pass one of them")
         self.group, self.groups = group, groups
         self.hash = hash
-        self.mapping_options = {
-            "variable_key": variable_key, "dim_names": dim_names, "filter_by_keys": filter_by_keys,
-            "duplicates": duplicates, "merge_objects": merge_objects, "message_index": message_index,
-        }
+        # Groups are planned as the engine's open_datatree plans them: from every message.
+        self.options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
+                                   duplicates=duplicates, merge_objects=merge_objects,
+                                   message_index=None if groups or group is not None else message_index)
 
     def __call__(self, url: str, registry) -> TensogramManifestStore:
         url = _reference_url(url)
@@ -97,11 +97,10 @@ class TensogramParser:
         infos = metadata_table(_Infos(handle))
         frames = _FrameRanges(infos)
         if self.group is None and not self.groups:
-            plan = build_hypercube(infos, source=url, fingerprint=handle.fingerprint, **self.mapping_options)
+            plan = build_hypercube(infos, self.options, source=url, fingerprint=handle.fingerprint)
             return _manifest_store(url, frames, {"": plan}, registry, self.hash)
-        options = {k: v for k, v in self.mapping_options.items() if k != "message_index"}
         groups = {name.strip("/"): plan for name, plan in
-                  split_groups(infos, source=url, fingerprint=handle.fingerprint, **options).items()}
+                  split_groups(infos, self.options, source=url, fingerprint=handle.fingerprint).items()}
         if self.groups:
             return _manifest_store(url, frames, groups, registry, self.hash)
         if self.group.strip("/") not in groups:

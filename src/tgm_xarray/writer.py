@@ -33,8 +33,7 @@ import numpy as np
 import xarray as xr
 
 from tgm_xarray import _core, index
-from tgm_xarray.atomic import MODES, AtomicFile, WriteMode
-from tgm_xarray.dtypes import numpy_dtype
+from tgm_xarray.atomic import MODES, AtomicFile, CommitsOnSuccess, WriteMode
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 from tgm_xarray.threads import check_threads
@@ -118,7 +117,7 @@ def _write(write_plan: DatasetPlan, path: str, **options) -> None:
         writer.write_plan(write_plan, skip_nan_fields=skip)
 
 
-class TgmWriter:
+class TgmWriter(CommitsOnSuccess):
     """Writes any number of Datasets into one Tensogram file, atomically.
 
     Messages go to a temporary file in the target's directory; leaving the ``with`` block
@@ -156,15 +155,6 @@ class TgmWriter:
         except BaseException:
             self._out.abort()
             raise
-
-    def __enter__(self) -> TgmWriter:
-        return self
-
-    def __exit__(self, kind, value, traceback) -> None:
-        if kind is None:
-            self.commit()
-        else:
-            self.abort()
 
     def write(self, ds: xr.Dataset, *, encoding: Mapping | None = None, layout: Layout = "field",
               field_dims: Sequence[str] | None = None, skip_nan_fields: bool | None = None) -> int:
@@ -349,7 +339,7 @@ class _AuxiliaryCoordinates:
                 if base.get("name") not in names:
                     continue
                 try:
-                    dtype = numpy_dtype(descriptor["dtype"])
+                    dtype = _core.numpy_dtype(descriptor["dtype"])
                 except TgmCodecError:  # an object no Dataset holds (a bitmask): nothing to repeat
                     continue
                 out = np.empty(descriptor["shape"], dtype)

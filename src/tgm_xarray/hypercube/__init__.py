@@ -7,7 +7,7 @@ metadata (never a payload) and decides, the way cfgrib does for GRIB:
 - which objects are coordinates (1-D objects labelling their own dimension, and
   ``latitude``/``longitude`` of the fields next to them) and which are data; coordinates
   identical in every message are shared once (:mod:`.objects`, :mod:`.coords`);
-- which data objects form one variable (same name: ``variable_key``, ``name``,
+- which data objects form one variable (same name: ``PlanOptions.variable_key``, ``name``,
   ``mars.param``, ``mars.shortName``, ``shortName``, ``param``, else ``object_<i>``;
   :mod:`.variables`);
 - along which dimensions each variable's fields stack: cfgrib's ``number``, ``time``, ``step``
@@ -30,39 +30,33 @@ value, key, variable or message layout, never once per message.
 >>> table = MetadataTable.from_messages(
 ...     [({"base": [{"mars": {"param": "2t", "step": step}}], "_extra_": {}}, [field])
 ...      for step in [12, 0]])
->>> plan = build_hypercube(table, source="demo.tgm", fingerprint=lambda msg, obj: b"")
+>>> plan = build_hypercube(table, PlanOptions(variable_key="mars.param"), source="demo.tgm",
+...                        fingerprint=lambda msg, obj: b"")
 >>> plan.variables["2t"].dims, plan.variables["2t"].refs
 (('step', 'dim_0'), ((1, 0), (0, 0)))
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from tgm_xarray.hypercube.coords import Fingerprints
 from tgm_xarray.hypercube.extra import MESSAGE_DIM
 from tgm_xarray.hypercube.groups import groups
-from tgm_xarray.hypercube.objects import NAME_KEYS, Fingerprint, Locate, Objects, Options
+from tgm_xarray.hypercube.objects import NAME_KEYS, Fingerprint, Locate, Objects, Selection
+from tgm_xarray.hypercube.options import PlanOptions
 from tgm_xarray.hypercube.plan import HypercubePlan, VariablePlan, plan
 from tgm_xarray.hypercube.table import MetadataTable
 
-__all__ = ["MESSAGE_DIM", "NAME_KEYS", "HypercubePlan", "MetadataTable", "VariablePlan",
+__all__ = ["MESSAGE_DIM", "NAME_KEYS", "HypercubePlan", "MetadataTable", "PlanOptions", "VariablePlan",
            "build_hypercube", "split_groups"]
 
 
 def build_hypercube(
     table: MetadataTable,
+    options: PlanOptions = PlanOptions(),
     *,
     source: str,
     fingerprint: Fingerprint,
-    variable_key: str | None = None,
-    dim_names: Sequence[str] | Mapping | None = None,
-    filter_by_keys: Mapping | None = None,
-    duplicates: str = "error",
-    merge_objects: bool = True,
-    message_index: int | None = None,
     locate: Locate | None = None,
-    squeeze: bool = True,
 ) -> HypercubePlan:
     """Plan one Dataset from every message's metadata, without reading any payload.
 
@@ -70,36 +64,19 @@ def build_hypercube(
     ----------
     table
         The file's metadata, one row per object (:class:`MetadataTable`).
+    options
+        The planner's keywords (:class:`PlanOptions`: ``variable_key``, ``dim_names``,
+        ``filter_by_keys``, ``duplicates``, ``merge_objects``, ``message_index``, ``squeeze``);
+        default: all at their defaults.
     source
         The file's path, for encodings and error messages.
     fingerprint
         ``fingerprint(message, object)`` identifies an object's stored payload; coordinate
         objects are shared when their stored bytes are equal in every message. It is called
         only for objects whose frame has no inline hash (the hash says it without a call).
-    variable_key
-        Dotted metadata key naming variables (``"mars.param"``); objects without it fall back
-        to :data:`NAME_KEYS`, then ``object_<i>``. A key no object has is warned about.
-    dim_names
-        Names of the data objects' own axes: a sequence for every data variable, or a mapping
-        from variable name to sequence and/or from axis size to name. Overrides metadata hints.
-    filter_by_keys
-        Keep only data objects whose metadata matches every item (cfgrib's keyword). Keys are
-        dotted (``"mars.levtype"``) or plain (``"levtype"``, which also matches ``mars.levtype``);
-        a value may be a list of accepted values. Anything but a mapping is a ``TypeError``.
-    duplicates
-        ``"error"`` (raise :class:`TgmDuplicateError`), ``"first"`` or ``"last"``: what to do
-        with fields of one variable that have the same coordinates (by message order).
-    merge_objects
-        ``False`` opens a single message (``message_index``, default 0) like upstream's default.
-    message_index
-        Open only this message.
     locate
         For a table of several files (``open_dataset([paths])``): ``locate(message)`` gives the
         file and the message's number in it, which error messages name.
-    squeeze
-        ``True`` (cfgrib's default): a ``number``/``time``/``step``/level dimension with a
-        single value becomes a scalar coordinate. ``False``: it stays a dimension of length 1
-        of every variable that has it (so that files of one step each combine by coordinates).
 
     Raises
     ------
@@ -108,31 +85,25 @@ def build_hypercube(
         with one name differ; the message suggests ``filter_by_keys`` or ``xr.open_datatree``.
     TgmDuplicateError
         When two fields of one variable land in the same place and ``duplicates="error"``.
+    TgmIndexError
+        When ``message_index`` is not a message of the table.
 
     >>> plan = build_hypercube(MetadataTable.from_messages([]), source="empty.tgm",
     ...                        fingerprint=lambda m, o: b"")
     >>> plan.variables, plan.index_coords
     ({}, {})
     """
-    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates, locate,
-                                          squeeze))
-    selection = objects.select(filter_by_keys, merge_objects, message_index)
+    objects, selection = _select(table, options, source, fingerprint, locate)
     return plan(objects, selection, Fingerprints(objects))
 
 
 def split_groups(
     table: MetadataTable,
+    options: PlanOptions = PlanOptions(),
     *,
     source: str,
     fingerprint: Fingerprint,
-    variable_key: str | None = None,
-    dim_names: Sequence[str] | Mapping | None = None,
-    filter_by_keys: Mapping | None = None,
-    duplicates: str = "error",
-    merge_objects: bool = True,
-    message_index: int | None = None,
     locate: Locate | None = None,
-    squeeze: bool = True,
 ) -> dict[str, HypercubePlan]:
     """Split a heterogeneous file into groups that each form one Dataset (for ``open_datatree``).
 
@@ -143,16 +114,22 @@ def split_groups(
     own, named with a suffix ``_2``, ``_3``, ... in file order. Coordinates go with the groups
     of their messages, and join any other group that lacks that name and whose grid has their
     sizes (a grid message's latitude/longitude join every group on that grid); coordinates
-    that join no group form a ``"coordinates"`` group. Keywords are those of
+    that join no group form a ``"coordinates"`` group. Arguments are those of
     :func:`build_hypercube`.
 
     >>> split_groups(MetadataTable.from_messages([]), source="empty.tgm",
     ...              fingerprint=lambda m, o: b"")
     {}
     """
-    objects = Objects(table, Options.make(source, fingerprint, variable_key, dim_names, duplicates, locate,
-                                          squeeze))
-    selection = objects.select(filter_by_keys, merge_objects, message_index)
+    objects, selection = _select(table, options, source, fingerprint, locate)
     fingerprints = Fingerprints(objects)
     return {name: plan(objects, group, fingerprints)
             for name, group in groups(objects, selection, fingerprints).items()}
+
+
+def _select(table: MetadataTable, options: PlanOptions, source: str, fingerprint: Fingerprint,
+            locate: Locate | None) -> tuple[Objects, Selection]:
+    if not isinstance(options, PlanOptions):
+        raise TypeError(f"{source}: the planner's keywords come as one PlanOptions, not {type(options).__name__}")
+    objects = Objects(table, options, source=source, fingerprint=fingerprint, locate=locate)
+    return objects, objects.select()

@@ -19,6 +19,7 @@ from tgm_xarray import mars
 from tgm_xarray.attrs import freeze
 from tgm_xarray.errors import TgmConflictError
 from tgm_xarray.hypercube.columns import Keys, factorize
+from tgm_xarray.hypercube.objects import Objects
 
 # The keys each cfgrib dimension is read from (see `mars.find_axes`).
 _AXIS_KEYS = (
@@ -121,12 +122,12 @@ class Axes:
         return dim in self.dims and self.dims[dim][0][position] >= 0
 
 
-def axis_coords(variables, axes: Axes, options, index_coords: dict, lookups: dict) -> None:
+def axis_coords(variables, axes: Axes, objects: Objects, index_coords: dict, lookups: dict) -> None:
     """cfgrib dimensions: one coordinate per dimension over all variables (the union of their
-    values); a single value overall makes a scalar coordinate (unless ``options.squeeze`` is
+    values); a single value overall makes a scalar coordinate (unless ``squeeze`` is
     false), more make a dimension of every variable that has it (with holes where a variable
     lacks a value)."""
-    source = options.source
+    source = objects.source
     levtypes: dict[str, dict[Any, str]] = {}
     for var in variables.values():
         for dim in axes.dims:
@@ -146,7 +147,7 @@ def axis_coords(variables, axes: Axes, options, index_coords: dict, lookups: dic
         ids, values = axes.dims[dim]
         coord, lookups[dim] = coordinate_values(dim, values, np.unique(ids[ids >= 0]))
         attrs = dict(mars.COORD_ATTRS.get(dim, {}))
-        if len(coord) == 1 and options.squeeze:
+        if len(coord) == 1 and objects.options.squeeze:
             index_coords[dim] = ((), coord.reshape(()), attrs)
         else:
             index_coords[dim] = ((dim,), coord, attrs)

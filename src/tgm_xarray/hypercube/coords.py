@@ -46,7 +46,7 @@ class Fingerprints:
                 ids = np.array([self._id(("frame", int(self._summary[r]), int(t.frame_hash[r])))
                                 for r in hashed[first].tolist()], dtype=np.int64)
                 self._known[hashed] = ids[number]
-            callback = self.objects.options.fingerprint
+            callback = self.objects.fingerprint
             for r in todo[~t.has_frame_hash[todo]].tolist():
                 self._known[r] = self._id(("callback", callback(int(t.msg[r]), int(t.obj[r]))))
         return self._known[rows]
@@ -80,7 +80,7 @@ def coordinates(objects: Objects, rows: np.ndarray, fingerprints: Fingerprints
             if differs.any():
                 other = objects.row(int(these[np.argmax(differs)]))
                 raise TgmConflictError(
-                    f"{objects.options.source}: coordinate {name!r} differs between "
+                    f"{objects.source}: coordinate {name!r} differs between "
                     f"{first.where} and {other.where}, so it cannot be shared. Open the messages "
                     f"separately with filter_by_keys=... or message_index=..., or every group "
                     f"with xr.open_datatree(path, engine='tgm').")

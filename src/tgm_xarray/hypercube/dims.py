@@ -17,26 +17,26 @@ from collections import Counter
 from collections.abc import Mapping
 
 from tgm_xarray.errors import TgmConflictError
-from tgm_xarray.hypercube.objects import Options
+from tgm_xarray.hypercube.objects import Objects
 from tgm_xarray.hypercube.variables import Variable
 
 log = logging.getLogger(__name__)
 
 
-def resolve_inner_dims(variables, coords, index_coords, options: Options) -> None:
+def resolve_inner_dims(variables, coords, index_coords, objects: Objects) -> None:
     """Name every data variable's own axes (``var.inner``) and the axes of coordinates
     without hints (``coord.dims``), so that each dimension has one size."""
     dimension_coords = [(name, c.object.shape[0]) for name, c in coords.items()
                         if c.dims == (name,)]
     for var in variables.values():
-        var.inner = _inner_dims(var, dimension_coords, options)
+        var.inner = _inner_dims(var, dimension_coords, objects)
 
     sizes: dict[str, tuple[int, str]] = {}  # dim -> (size, who claimed it)
 
     def claim(dim: str, size: int, who: str) -> None:
         if dim in sizes and sizes[dim][0] != size:
             raise TgmConflictError(
-                f"{options.source}: dimension {dim!r} has size {sizes[dim][0]} in "
+                f"{objects.source}: dimension {dim!r} has size {sizes[dim][0]} in "
                 f"{sizes[dim][1]} but {size} in {who}. Rename the axes with dim_names=..., "
                 f"open a subset with filter_by_keys=..., or every group with "
                 f"xr.open_datatree(path, engine='tgm').")
@@ -69,7 +69,7 @@ def resolve_inner_dims(variables, coords, index_coords, options: Options) -> Non
         log.warning("%s: dimension %r is given the sizes %s; its axes in the variables %s are "
                     "named obj_<i>_dim_<axis> instead (upstream tensogram-xarray's fallback). "
                     "Name the axes with dim_names=... to choose.",
-                    options.source, dim, sorted(given[dim]), names)
+                    objects.source, dim, sorted(given[dim]), names)
 
     # Coordinates without hints over several axes take the dims of a variable of their shape.
     for name, c in coords.items():
@@ -85,15 +85,15 @@ def resolve_inner_dims(variables, coords, index_coords, options: Options) -> Non
         own = [d for d, _ in var.inner]
         if len(set(own + var.outer)) != len(own) + len(var.outer):
             raise TgmConflictError(
-                f"{options.source}: variable {var.name!r} would have the dimension "
+                f"{objects.source}: variable {var.name!r} would have the dimension "
                 f"{sorted(set(own) & set(var.outer)) or own} twice ({var.first.where} names its "
                 f"axes {own}, stacked along {var.outer}). Rename the axes with dim_names=....")
 
 
-def _inner_dims(var: Variable, dimension_coords, options: Options) -> list[tuple[str, bool]]:
+def _inner_dims(var: Variable, dimension_coords, objects: Objects) -> list[tuple[str, bool]]:
     first = var.first
     ndim = len(first.shape)
-    user = _user_dims(var, options)
+    user = _user_dims(var, objects)
     hint = first.hint or (None,) * ndim
     # names by axis size alone rank below a coordinate of that size, as upstream
     by_size = first.size_names or (None,) * ndim
@@ -113,32 +113,32 @@ def _inner_dims(var: Variable, dimension_coords, options: Options) -> list[tuple
     return dims
 
 
-def _user_dims(var: Variable, options: Options) -> tuple[str | None, ...]:
+def _user_dims(var: Variable, objects: Objects) -> tuple[str | None, ...]:
     """The user's ``dim_names`` for this variable, ``None`` for axes it leaves unnamed."""
     shape = var.first.shape
-    given = options.dim_names
+    given = objects.options.dim_names
     if isinstance(given, Mapping):
-        if var.name in given:
-            given = tuple(given[var.name])
-        else:
+        if var.name not in given:
             by_size = {k: v for k, v in given.items() if isinstance(k, int)}
             return tuple(by_size.get(n) for n in shape)
+        given = tuple(given[var.name])
     if given is None:
         return (None,) * len(shape)
-    if len(given) != len(shape) or len(set(given)) != len(given):
+    names = tuple(given)
+    if len(names) != len(shape) or len(set(names)) != len(names):
         raise ValueError(
-            f"{options.source}: dim_names has {len(given)} entries {list(given)}, which does not fit "
+            f"{objects.source}: dim_names has {len(names)} entries {list(names)}, which does not fit "
             f"variable {var.name!r} with {len(shape)} dimensions of shape {shape} ({var.first.where}); "
             f"give {len(shape)} distinct names, or a mapping {{variable name: names}}.")
-    return tuple(given)
+    return names
 
 
-def check_names(plans, coords, index_coords, options: Options) -> None:
+def check_names(plans, coords, index_coords, source: str) -> None:
     """One name, one thing: data variables, object and metadata coordinates never share one."""
     names = Counter(list(plans) + list(coords) + list(index_coords))
     clashes = sorted(n for n, count in names.items() if count > 1)
     if clashes:
         raise TgmConflictError(
-            f"{options.source}: the name {clashes[0]!r} is used by more than one of the data "
+            f"{source}: the name {clashes[0]!r} is used by more than one of the data "
             f"variables, object coordinates and metadata coordinates. Rename variables with "
             f"variable_key=..., or open a subset with filter_by_keys=....")

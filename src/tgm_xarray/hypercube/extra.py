@@ -129,7 +129,7 @@ def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_co
     for key in sorted(users):
         if key in index_coords:
             raise TgmConflictError(
-                f"{objects.options.source}: metadata key {key!r} varies like a dimension in some "
+                f"{objects.source}: metadata key {key!r} varies like a dimension in some "
                 f"variables but {key!r} is already a coordinate of others. Open a subset with "
                 f"filter_by_keys=..., or every group with "
                 f"xr.open_datatree(path, engine='tgm').")

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray import dtypes, vocabulary
+from tgm_xarray import _core, vocabulary
 from tgm_xarray.attrs import freeze, is_scalar
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
 from tgm_xarray.hypercube.columns import KeyColumn, Keys, factorize
+from tgm_xarray.hypercube.options import PlanOptions
 from tgm_xarray.hypercube.table import MetadataTable
 
 Fingerprint = Callable[[int, int], "bytes | str"]
@@ -47,35 +48,6 @@ COORDINATE_NAMES: dict[str, str] = {
     **{name: name for name in ("x", "y", "time", "level", "pressure", "height", "depth",
                                "frequency", "step")},
 }
-DUPLICATES = ("error", "first", "last")
-
-
-@dataclass(frozen=True)
-class Options:
-    source: str
-    fingerprint: Fingerprint
-    variable_key: str | None
-    dim_names: tuple[str, ...] | Mapping | None
-    duplicates: str
-    locate: Locate | None = None
-    squeeze: bool = True
-
-    @classmethod
-    def make(cls, source, fingerprint, variable_key, dim_names, duplicates, locate=None,
-             squeeze=True) -> Options:
-        if variable_key is not None and not isinstance(variable_key, str):
-            raise TypeError(f"{source}: variable_key must be a metadata key (a str such as "
-                            f"'mars.param'), not {type(variable_key).__name__} {variable_key!r}")
-        if duplicates not in DUPLICATES:
-            raise ValueError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
-        if isinstance(dim_names, str):
-            raise TypeError(
-                f"dim_names must be a sequence of names or a mapping, got {dim_names!r}")
-        if dim_names is not None and not isinstance(dim_names, Mapping):
-            dim_names = tuple(dim_names)
-        if not isinstance(squeeze, bool):
-            raise TypeError(f"{source}: squeeze must be True or False, not {squeeze!r}")
-        return cls(source, fingerprint, variable_key, dim_names, duplicates, locate, squeeze)
 
 
 @dataclass(frozen=True)
@@ -113,9 +85,13 @@ class Row:
 class Objects:
     """Every object of a file, classified: per row its hint, dtype and coordinate name."""
 
-    def __init__(self, table: MetadataTable, options: Options):
+    def __init__(self, table: MetadataTable, options: PlanOptions, *, source: str, fingerprint: Fingerprint,
+                 locate: Locate | None = None):
         self.table = table
         self.options = options
+        self.source = source  # the file's path, for encodings and error messages
+        self.fingerprint = fingerprint
+        self.locate = locate
         self.keys = Keys(table, identity_keys(table))
         self.dtypes = [_readable_dtype(d.get("dtype")) for d in table.descriptors]
         self.hint, self.hints, self.size_hint, self.size_hints = self._hints()
@@ -138,9 +114,9 @@ class Objects:
     def where(self, msg: int, obj: int) -> str:
         """An object's place for messages: its message number in its own file, and that file
         when the table is of several."""
-        if self.options.locate is None:
+        if self.locate is None:
             return f"message {msg} object {obj}"
-        path, local = self.options.locate(msg)
+        path, local = self.locate(msg)
         return f"message {local} object {obj} of {path}"
 
     @cached_property
@@ -229,37 +205,36 @@ class Objects:
 
     # -- the objects to plan -------------------------------------------------------------
 
-    def select(self, filter_by_keys, merge_objects, message_index) -> Selection:
+    def select(self) -> Selection:
         """The objects to plan, with data objects filtered by ``filter_by_keys``.
 
         A message whose data objects are all filtered out is dropped with its coordinates; a
         message without data objects (e.g. a grid message) is kept.
         """
-        t = self.table
-        _check_filter(filter_by_keys, self.options.source)
-        key = self.options.variable_key
+        t, options = self.table, self.options
+        key = options.variable_key
         if key is not None and len(t) and key not in self.keys:
             close = vocabulary.close_matches(key, self.keys.names)
             # upstream's fallback (a file without the key opens), told: it may be a typo
-            warnings.warn(f"{self.options.source}: variable_key={key!r} is a key of no object"
+            warnings.warn(f"{self.source}: variable_key={key!r} is a key of no object"
                           + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
                           + "; variables are named by " + ", ".join(NAME_KEYS) + ", else object_<i>",
                           UserWarning, stacklevel=2)
-        if message_index is None and not merge_objects:
+        message_index = options.message_index
+        if message_index is None and not options.merge_objects:
             message_index = 0
         wanted = np.ones(t.n_messages, dtype=bool)
         if message_index is not None:
-            check_message_index(message_index, self.options.source)
             if message_index >= t.n_messages:
                 raise TgmIndexError(
-                    f"{self.options.source}: message_index {message_index} is out of range "
+                    f"{self.source}: message_index {message_index} is out of range "
                     f"(the file has {t.n_messages} messages)")
             wanted[:] = False
             wanted[message_index] = True
         rows = np.flatnonzero(wanted[t.msg])
         is_data = self.coordinate[rows] < 0
         data, coords = rows[is_data], rows[~is_data]
-        passed = data[self._matching(data, filter_by_keys)] if filter_by_keys else data
+        passed = data[self._matching(data, options.filter_by_keys)] if options.filter_by_keys else data
         # kept: messages with a data object passing the filter, or with no data object at all
         has_data = np.zeros(t.n_messages, dtype=bool)
         has_data[t.msg[data]] = True
@@ -276,9 +251,9 @@ class Objects:
         if unreadable.any():
             t, r = self.table, int(rows[np.argmax(unreadable)])
             try:
-                dtypes.numpy_dtype(t.descriptors[t.descriptor[r]].get("dtype"))
+                _core.numpy_dtype(t.descriptors[t.descriptor[r]].get("dtype"))
             except TgmCodecError as err:
-                raise TgmCodecError(f"{self.options.source}: {self.where(int(t.msg[r]), int(t.obj[r]))}: {err}") from None
+                raise TgmCodecError(f"{self.source}: {self.where(int(t.msg[r]), int(t.obj[r]))}: {err}") from None
 
     def _matching(self, rows: np.ndarray, filter_by_keys: Mapping) -> np.ndarray:
         """Which ``rows`` match the filter (:func:`_matches` once per distinct view); a filter
@@ -314,22 +289,8 @@ class Objects:
                            + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
         if not reasons:
             reasons.append("each item matches some data object, but no data object matches them all")
-        return (f"{self.options.source}: filter_by_keys={dict(filter_by_keys)!r} matches no data "
+        return (f"{self.source}: filter_by_keys={dict(filter_by_keys)!r} matches no data "
                 f"object, so the Dataset is empty: " + "; ".join(reasons))
-
-
-def _check_filter(filter_by_keys, source: str) -> None:
-    """cfgrib's form of ``filter_by_keys``: a mapping of metadata keys (str) to a value or a
-    list of accepted values."""
-    if filter_by_keys is None:
-        return
-    if not isinstance(filter_by_keys, Mapping):
-        raise TypeError(f"{source}: filter_by_keys must be a mapping {{metadata key: value or list of "
-                        f"values}} such as {{'shortName': '2t'}}, not {type(filter_by_keys).__name__} "
-                        f"{filter_by_keys!r}")
-    bad = [k for k in filter_by_keys if not isinstance(k, str)]
-    if bad:
-        raise TypeError(f"{source}: filter_by_keys keys are metadata keys (str), not {bad[0]!r}")
 
 
 def identity_keys(table: MetadataTable) -> frozenset[str]:
@@ -351,13 +312,6 @@ def identity_keys(table: MetadataTable) -> frozenset[str]:
         if len(canon) and (canon != canon[0]).any():
             identity.add(key)
     return frozenset(identity)
-
-
-def check_message_index(message_index: int | None, source: str) -> None:
-    """A negative ``message_index`` is a :class:`TgmIndexError` before the file is read."""
-    if message_index is not None and message_index < 0:
-        raise TgmIndexError(f"{source}: message_index must be >= 0 (or None: every message), "
-                            f"got {message_index}")
 
 
 def _hint(shape: tuple[int, ...], own_hint, message_hint) -> tuple[str, ...] | None:
@@ -448,9 +402,9 @@ def _spans(shape, hint, field_shape, field_hint) -> bool:
 
 def _readable_dtype(name: Any) -> np.dtype | None:
     """The numpy dtype a descriptor's objects are read as, ``None`` where they cannot be read
-    (:func:`tgm_xarray.dtypes.numpy_dtype` says why)."""
+    (:func:`tgm_xarray._core.numpy_dtype` says why)."""
     try:
-        return dtypes.numpy_dtype(str(name))
+        return _core.numpy_dtype(str(name))
     except TgmCodecError:
         return None
 

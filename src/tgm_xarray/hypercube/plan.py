@@ -73,7 +73,7 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
 
     index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]] = {}
     lookups: dict[str, np.ndarray] = {}  # dim -> value number -> position along it
-    axis_coords(variables, axes, objects.options, index_coords, lookups)
+    axis_coords(variables, axes, objects, index_coords, lookups)
     for var in variables.values():
         var.generic = extra_dims(var, objects, axes.consumed(var.at))
         if stack_indistinct_fields(var, objects, fingerprints):
@@ -82,7 +82,7 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
     generic_coords(variables, objects, index_coords, lookups)
     stored_axis_attrs(index_coords, axes.dims, objects, selection.messages)
     add_valid_time(index_coords)
-    resolve_inner_dims(variables, coords, index_coords, objects.options)
+    resolve_inner_dims(variables, coords, index_coords, objects)
 
     common_extra = {}
     extra = objects.table.extra
@@ -94,7 +94,7 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
     data = {var.name: _variable_plan(var, objects, axes, index_coords, lookups, common_extra)
             for var in variables.values()}
     coord_plans = {name: _coordinate_plan(c, objects) for name, c in coords.items()}
-    check_names(data, coord_plans, index_coords, objects.options)
+    check_names(data, coord_plans, index_coords, objects.source)
     return HypercubePlan(
         variables={**data, **coord_plans},
         coord_names=frozenset(coord_plans),
@@ -109,7 +109,7 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
     t, options = objects.table, objects.options
     outer_shape = tuple(len(index_coords[d][1]) for d in var.outer)
     where = f"variable {var.name!r} (first field: {var.first.where})"
-    _check_size(outer_shape, 8, f"the grid of fields of {where}", options.source)  # int64 cells
+    _check_size(outer_shape, 8, f"the grid of fields of {where}", objects.source)  # int64 cells
     n = len(var.rows)
     if var.outer:
         flat = np.ravel_multi_index([lookups[d][var.ids[d]] for d in var.outer], outer_shape)
@@ -128,7 +128,7 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
         clashing = [objects.row(int(var.rows[i]))
                     for i in order[starts[k]:starts[k] + min(int(counts[k]), 3)]]
         raise TgmDuplicateError(
-            f"{options.source}: variable {var.name!r} has {int(counts[k])} fields at "
+            f"{objects.source}: variable {var.name!r} has {int(counts[k])} fields at "
             f"{f'({where})' if where else 'the same place'}: "
             f"{' and '.join(o.where for o in clashing)} have the same metadata. "
             f"Keep one with duplicates='first' or 'last', or open one message with "
@@ -142,7 +142,7 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
         dtype = np.dtype("float64")  # holes read as NaN
     dims = tuple(var.outer) + tuple(d for d, _ in var.inner)
     shape = outer_shape + var.first.shape
-    _check_size(shape, dtype.itemsize, where, options.source)
+    _check_size(shape, dtype.itemsize, where, objects.source)
     return VariablePlan(
         name=var.name, dims=dims, shape=shape, dtype=dtype, fields=grid, refs=refs,
         attrs=_with_scalar_levels(_variable_attrs(var, objects, axes, common_extra), var, axes, index_coords),
@@ -206,7 +206,7 @@ def _dataset_attrs(objects: Objects, selection: Selection, axes: Axes, variables
 def _coordinate_plan(coord: Coordinate, objects: Objects) -> VariablePlan:
     o = coord.object
     _check_size(o.shape, o.dtype.itemsize, f"coordinate {o.coordinate!r} ({o.where})",
-                objects.options.source)
+                objects.source)
     attrs = to_attrs({k: v for k, v in o.own.items() if k != o.name_key})
     return VariablePlan(
         name=o.coordinate, dims=coord.dims, shape=o.shape, dtype=o.dtype,
@@ -222,7 +222,7 @@ def _encoding(objects: Objects, rows: np.ndarray, dims, shape, n_outer: int) -> 
     its own ``compression``/``shuffle`` encodings.
     """
     t = objects.table
-    encoding: dict[str, Any] = {"source": objects.options.source}
+    encoding: dict[str, Any] = {"source": objects.source}
     if len(rows) == 1:
         encoding["message_index"], encoding["object_index"] = int(t.msg[rows[0]]), int(t.obj[rows[0]])
     descriptor = t.descriptor[rows]

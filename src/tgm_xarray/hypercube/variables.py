@@ -113,7 +113,7 @@ def _check_structure(var: Variable, objects: Objects, axes: Axes) -> None:
     label, _, show = next(c for c in compared if c[1][i] != c[1][0])
     first, other = var.first, objects.row(int(rows[i]))
     raise TgmConflictError(
-        f"{objects.options.source}: variable {var.name!r} cannot be stacked: "
+        f"{objects.source}: variable {var.name!r} cannot be stacked: "
         f"{first.where} has {show(first, at[0])} but {other.where} has "
         f"{show(other, at[i])} (different {label}). "
         + advice(objects, int(rows[0]), int(rows[i])))
