@@ -549,8 +549,9 @@ def _select(args: argparse.Namespace, datasets: list) -> list:
 
 def check_output(output: str, inputs: Sequence[str], *, force: bool, append: bool = False) -> None:
     """Refuse a Tensogram OUTPUT whose writing would destroy something: a GRIB or HDF5 name
-    (always: ``convert`` writes no such files), and, unless ``force``, an input, an existing
-    file (but a Tensogram file ``append`` adds to), or a name without ``.tgm``.
+    (always: ``convert`` writes no such files), an input (always: the user's data stays as it
+    was), and, unless ``force``, an existing file (but a Tensogram file ``append`` adds to), or a
+    name without ``.tgm``.
 
     >>> check_output("2t.grib2", ["lsm.grib2"], force=False)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
@@ -569,11 +570,11 @@ def check_output(output: str, inputs: Sequence[str], *, force: bool, append: boo
                          f".zarr files (writing {fmt} is not supported yet); give OUTPUT.tgm last")
     if os.path.isdir(output):
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a .tgm file name", output)
-    if force:
-        return
     if any(_same_file(output, path) for path in inputs):
         raise ValueError(f"OUTPUT {output!r} is also an input: give another OUTPUT.tgm "
-                         f"(or --force to replace the input)")
+                         f"(convert never replaces its input, not even with --force)")
+    if force:
+        return
     if not name.lower().endswith(".tgm"):
         raise ValueError(f"OUTPUT {output!r} does not end in .tgm: give OUTPUT.tgm last "
                          f"(or --force to write a Tensogram file under this name)")
