@@ -572,6 +572,20 @@ def test_frame_arrays_written_before_open_as_the_frame_codec(ifs_file, tmp_path)
         np.testing.assert_array_equal(z[0, 100:110, 200:230], want["2t"].values[100:110, 200:230], strict=True)
 
 
+def test_hash_false_skips_the_check_of_the_frames_stored_hash(ifs_file, tmp_path):
+    """A frame whose stored hash is wrong (its last 12 bytes: the hash, then the end marker) but
+    whose descriptor and payload are intact: refused by default, read with ``hash: false``."""
+    frame = bytearray(the_2t_frame(ifs_file))
+    frame[-12] ^= 0xFF
+    codec = json.loads(FRAME_ARRAY_WRITTEN_BEFORE)["codecs"][0]
+    with pytest.raises(TgmError, match="hash"):
+        frame_array(tmp_path / "checked", bytes(frame), codec)[...]
+    codec["configuration"]["hash"] = False
+    with engine(ifs_file) as want:
+        np.testing.assert_array_equal(frame_array(tmp_path / "unchecked", bytes(frame), codec)[0], want["2t"].values,
+                                      strict=True)
+
+
 def test_frame_arrays_are_read_only(tmp_path):
     import zarr
 

@@ -321,10 +321,12 @@ class TensogramFrameCodec(_ChunkCodec):
         if lead < 0 or tuple(chunk_spec.shape[lead:]) != shape or any(n != 1 for n in chunk_spec.shape[:lead]):
             raise TgmCodecError(f"a chunk of shape {chunk_spec.shape} cannot hold objects of shape {shape}")
         # The frame's shape is checked before it decodes (a stale reference: the file was
-        # rewritten), and its inline hash, where it has one, as every read checks it.
+        # rewritten), and its inline hash, where it has one, as every read checks it (unless
+        # `hash` is false).
         values = _core.read_frame(_whole_bytes(chunk_bytes.as_numpy_array()),
-                                  None if core_selection is None else core_selection[lead:], None, None,
-                                  "the referenced data-object frame", threads=self.threads, expect_shape=list(shape))
+                                  None if core_selection is None else core_selection[lead:], None,
+                                  None if self.hash else False, "the referenced data-object frame",
+                                  threads=self.threads, expect_shape=list(shape))
         return values.reshape(decoded_shape)
 
     async def _decode_region(self, chunk_bytes: Buffer, selection: SelectorTuple, chunk_spec: ArraySpec) -> NDBuffer:
