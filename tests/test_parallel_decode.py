@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,6 +109,35 @@ def test_threads_through_the_engine_and_the_zarr_codec(ours, tmp_path):
     assert_same_bits(z[:], zarr.open_array(tmp_path / "z.zarr")[:])
     with pytest.raises(ValueError, match="threads"):
         TensogramCodec(threads=0)
+
+
+def test_threads_through_the_frame_codec(ours, tmp_path, monkeypatch):
+    """The frame codec (virtual references) hands its ``threads`` to the core's frame read: the
+    core's read is wrapped to record what it is given, and still does the read."""
+    from tgm_xarray.backend import metadata_table
+    from tgm_xarray.zarr_codec import TensogramFrameCodec
+
+    f, obj = ours
+    table = metadata_table(f)
+    (start, end), = [(int(s), int(e)) for o, s, e in zip(table.obj, table.frame_start, table.frame_end, strict=True)
+                     if o == obj]
+    codec = TensogramFrameCodec(descriptor={"shape": [721, 1440]}, threads=2)
+    assert "threads" not in codec.to_dict()["configuration"]  # a runtime setting, not stored
+    z = zarr.create_array(tmp_path / "z.zarr", shape=(1, 721, 1440), chunks=(1, 721, 1440), dtype="float64",
+                          fill_value=np.nan, serializer=codec, compressors=None)
+    (tmp_path / "z.zarr" / "c" / "0" / "0").mkdir(parents=True)
+    (tmp_path / "z.zarr" / "c" / "0" / "0" / "0").write_bytes(Path(f.path).read_bytes()[start:end])
+    given = []
+    read_frame = _core.read_frame
+
+    def recording(*args, **kwargs):
+        given.append(kwargs.get("threads"))
+        return read_frame(*args, **kwargs)
+
+    monkeypatch.setattr(_core, "read_frame", recording)
+    assert_same_bits(z[0], f.read(0, obj, threads=1))
+    assert_same_bits(z[0, 100:600], f.read(0, obj, (slice(100, 600),), threads=1))
+    assert given == [2, 2]
 
 
 def test_bad_threads_are_refused(ours):

@@ -56,12 +56,12 @@ def test_file_read(path, value):
 
 @pytest.mark.parametrize("value", BAD, ids=repr)
 def test_zarr_codec(value):
-    from tgm_xarray.zarr_codec import TensogramCodec
+    from tgm_xarray.zarr_codec import TensogramCodec, TensogramFrameCodec
 
     with pytest.raises(ValueError, match=_message(value)):
         TensogramCodec(threads=value)
     with pytest.raises(ValueError, match=_message(value)):
-        TensogramCodec(chunk="frame", descriptor={"shape": [3]}, threads=value)
+        TensogramFrameCodec(descriptor={"shape": [3]}, threads=value)
 
 
 def test_allowed_values_read_alike(path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import json
 import os
 import shutil
 import sys
@@ -40,7 +41,7 @@ from tgm_xarray.backend import metadata_table  # noqa: E402
 from tgm_xarray.errors import TgmError  # noqa: E402
 from tgm_xarray.hypercube import PlanOptions  # noqa: E402
 from tgm_xarray.virtual import TensogramParser, local_repository, no_credentials  # noqa: E402
-from tgm_xarray.zarr_codec import TensogramCodec  # noqa: E402
+from tgm_xarray.zarr_codec import TensogramCodec, TensogramFrameCodec  # noqa: E402
 
 # Files rewritten in place and Icechunk repositories: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe
@@ -509,23 +510,86 @@ def test_open_virtual_mfdataset_over_s3_into_icechunk(s3_bucket, tmp_path):
 
 
 def test_frame_configuration_round_trips():
-    codec = TensogramCodec(chunk="frame", descriptor={"shape": [3, 4], "encoding": "none"})
-    assert TensogramCodec.from_dict(codec.to_dict()) == codec
+    codec = TensogramFrameCodec(descriptor={"shape": [3, 4], "encoding": "none"})
+    assert TensogramCodec.from_dict(codec.to_dict()) == codec  # zarr resolves "tensogram" to TensogramCodec
+    assert TensogramFrameCodec.from_dict(codec.to_dict()) == codec
     assert codec.to_dict()["configuration"] == {"chunk": "frame", "descriptor": {"encoding": "none",
                                                                                  "shape": [3, 4]}, "hash": True}
     assert "chunk" not in TensogramCodec().to_dict()["configuration"]  # stored arrays unchanged
     with pytest.raises(ValueError, match="shape"):
-        TensogramCodec(chunk="frame", descriptor={})
+        TensogramFrameCodec(descriptor={})
     with pytest.raises(ValueError, match="chunk"):
-        TensogramCodec(chunk="object")
-    with pytest.raises(ValueError, match="descriptor applies"):
+        TensogramCodec.from_dict({"name": "tensogram", "configuration": {"chunk": "object"}})
+    with pytest.raises(ValueError, match="frame"):
+        TensogramFrameCodec.from_dict(TensogramCodec().to_dict())
+    with pytest.raises(TgmError, match="descriptor"):  # not a pipeline option
         TensogramCodec(descriptor={"shape": [1]})
+
+
+#: The metadata of a variable of the parser's stores (the IFS file's 2 m temperature, attributes
+#: left out) as tgm-xarray wrote it before the frame codec was a class of its own: stores and
+#: references written then keep opening, with the same codec JSON.
+FRAME_ARRAY_WRITTEN_BEFORE = """{
+  "shape": [1, 721, 1440], "data_type": "float64",
+  "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1, 721, 1440]}},
+  "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+  "fill_value": "NaN",
+  "codecs": [{"name": "tensogram", "configuration": {"chunk": "frame", "descriptor": {
+    "byte_order": "little", "compression": "szip", "dtype": "float64", "encoding": "simple_packing",
+    "filter": "none", "params": {"sp_bits_per_value": 24, "sp_decimal_scale_factor": 0, "szip_block_size": 32,
+    "szip_flags": 8, "szip_rsi": 128}, "shape": [721, 1440]}, "hash": true}}],
+  "attributes": {}, "dimension_names": ["step", "latitude", "longitude"],
+  "zarr_format": 3, "node_type": "array", "storage_transformers": []
+}"""
+
+
+def frame_array(path: Path, frame: bytes, codec: dict | None = None):
+    """A zarr array on disk of ``FRAME_ARRAY_WRITTEN_BEFORE``'s metadata (its codec replaced by
+    ``codec``) whose one chunk is ``frame``, opened by zarr."""
+    import zarr
+
+    metadata = json.loads(FRAME_ARRAY_WRITTEN_BEFORE)
+    if codec is not None:
+        metadata["codecs"] = [codec]
+    path.mkdir()
+    (path / "zarr.json").write_text(json.dumps(metadata))
+    (path / "c" / "0" / "0").mkdir(parents=True)
+    (path / "c" / "0" / "0" / "0").write_bytes(frame)
+    return zarr.open_array(str(path), mode="r")
+
+
+def the_2t_frame(ifs_file) -> bytes:
+    offset, length = frame_spans(ifs_file)[0, 0]
+    return Path(ifs_file).read_bytes()[offset:offset + length]
+
+
+def test_frame_arrays_written_before_open_as_the_frame_codec(ifs_file, tmp_path):
+    z = frame_array(tmp_path / "a", the_2t_frame(ifs_file))
+    assert isinstance(z.serializer, TensogramFrameCodec)
+    assert json.dumps(z.metadata.to_dict()["codecs"]) == json.dumps(json.loads(FRAME_ARRAY_WRITTEN_BEFORE)["codecs"])
+    with engine(ifs_file) as want:
+        np.testing.assert_array_equal(z[0], want["2t"].values, strict=True)
+        np.testing.assert_array_equal(z[0, 100:110, 200:230], want["2t"].values[100:110, 200:230], strict=True)
+
+
+def test_hash_false_skips_the_check_of_the_frames_stored_hash(ifs_file, tmp_path):
+    """A frame whose stored hash is wrong (its last 12 bytes: the hash, then the end marker) but
+    whose descriptor and payload are intact: refused by default, read with ``hash: false``."""
+    frame = bytearray(the_2t_frame(ifs_file))
+    frame[-12] ^= 0xFF
+    codec = json.loads(FRAME_ARRAY_WRITTEN_BEFORE)["codecs"][0]
+    with pytest.raises(TgmError, match="hash"):
+        frame_array(tmp_path / "checked", bytes(frame), codec)[...]
+    codec["configuration"]["hash"] = False
+    with engine(ifs_file) as want:
+        np.testing.assert_array_equal(frame_array(tmp_path / "unchecked", bytes(frame), codec)[0], want["2t"].values,
+                                      strict=True)
 
 
 def test_frame_arrays_are_read_only(tmp_path):
     import zarr
 
-    codec = TensogramCodec(chunk="frame", descriptor={"shape": [2, 2]})
+    codec = TensogramFrameCodec(descriptor={"shape": [2, 2]})
     z = zarr.create_array(str(tmp_path / "z.zarr"), shape=(1, 2, 2), chunks=(1, 2, 2), dtype="float64",
                           serializer=codec, compressors=None)
     with pytest.raises(TgmError, match="read-only"):

@@ -1,15 +1,19 @@
-"""How the ``"tensogram"`` codec fetches referenced frames (``zarr_codec._FrameFetches``): the
-chunks zarr wants in one event-loop turn come from one ``get_partial_values`` request to the
-store, read back bit for bit as the engine reads them; a store without batched requests (the
-parser's ``ManifestStore``) and a batch with a failing chunk fall back to one request a chunk,
-so each chunk gets its own value or error. Real files, real Icechunk repositories on disk; the
-store wrapper only counts the requests it forwards."""
+"""How the frame codec fetches referenced frames (``tgm_xarray.frame_fetches``): the chunks zarr
+wants in one event-loop turn come from one ``get_partial_values`` request to the store, read back
+bit for bit as the engine reads them; a store without batched requests (the parser's
+``ManifestStore``) and a batch with a failing chunk fall back to one request a chunk, so each
+chunk gets its own value or error; each event loop batches its own reads and keeps nothing once
+it is gone. Real files, real Icechunk repositories on disk; the store wrapper only counts the
+requests it forwards."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -23,10 +27,11 @@ import zarr  # noqa: E402
 from virtualizarr import open_virtual_mfdataset  # noqa: E402
 from zarr.core.array_spec import ArraySpec  # noqa: E402
 from zarr.core.buffer import default_buffer_prototype  # noqa: E402
-from zarr.storage import StorePath, WrapperStore  # noqa: E402
+from zarr.storage import MemoryStore, StorePath, WrapperStore  # noqa: E402
 
-from test_virtual import LOCAL, commit, engine, forecast_file, parse  # noqa: E402
+from test_virtual import LOCAL, commit, engine, forecast_file, frame_spans, parse  # noqa: E402
 from tgm_xarray.virtual import READ_CONFIG, TensogramParser, local_repository  # noqa: E402
+from tgm_xarray.zarr_codec import TensogramFrameCodec  # noqa: E402
 
 pytestmark = pytest.mark.thread_unsafe  # files rewritten in place, repositories on disk
 
@@ -159,3 +164,43 @@ def test_a_cancelled_fetch_leaves_no_reader_waiting(archive):
         return [task.cancelled() for task in done]
 
     assert asyncio.run(read_then_cancel_the_fetch()) == [True, True]
+
+
+def test_each_event_loop_batches_its_own_reads_and_keeps_nothing(archive):
+    """Two event loops in two threads read the same store at once: each gets its values from a
+    request of its own (a batch never mixes loops), and a finished loop is freed."""
+    _, data = archive
+    path = data / "fc0.tgm"
+    spans = [span for (_, obj), span in sorted(frame_spans(path).items()) if obj == 0]
+    raw = path.read_bytes()
+    store = CountingStore(MemoryStore())
+    array = zarr.open_group(store, mode="w", zarr_format=3).create_array(
+        "t", shape=(len(spans), 19, 36), chunks=(1, 19, 36), dtype="float64", fill_value=np.nan,
+        serializer=TensogramFrameCodec(descriptor={"shape": [19, 36]}), compressors=None)
+
+    async def put_frames():
+        for i, (offset, length) in enumerate(spans):
+            await store.set(f"t/c/{i}/0/0", default_buffer_prototype().buffer.from_bytes(raw[offset:offset + length]))
+
+    asyncio.run(put_frames())
+    decode = chunk_decoder(store, "t")
+    loops = []
+
+    async def read_all():
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        chunks = await asyncio.gather(*(decode(f"t/c/{i}/0/0") for i in range(len(spans))))
+        return np.stack([chunk[0].as_numpy_array()[0] for chunk in chunks])
+
+    with ThreadPoolExecutor(2) as pool:
+        reads = [pool.submit(asyncio.run, read_all()) for _ in range(2)]
+        got = [read.result() for read in reads]
+    with engine(path) as want:
+        values = np.concatenate([want["t"].values, want["q"].values])
+    for read in got:
+        np.testing.assert_array_equal(read, values, strict=True)
+    keys = sorted(f"t/c/{i}/0/0" for i in range(len(spans)))
+    assert [sorted(batch) for batch in store.batches] == [keys, keys]
+    assert array[...].shape == values.shape  # zarr's own read, on its own loop
+    gc.collect()
+    assert [loop() for loop in loops] == [None, None]
+

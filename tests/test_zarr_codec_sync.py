@@ -20,7 +20,7 @@ from zarr.storage import LocalStore
 from conftest import assert_same_bits
 from test_zarr_codec import CONFIGURATIONS, SHAPE, as_dtype, t2m, valid  # noqa: F401 (t2m: fixture)
 from tgm_xarray import TensogramCodec, _core
-from tgm_xarray.zarr_codec import ZARR_SYNC_PIPELINE
+from tgm_xarray.zarr_codec import ZARR_SYNC_PIPELINE, TensogramFrameCodec
 
 FUSED = "zarr.core.codec_pipeline.FusedCodecPipeline"
 BATCHED = "zarr.core.codec_pipeline.BatchedCodecPipeline"
@@ -52,15 +52,16 @@ def write(path, values: np.ndarray, codec: TensogramCodec, pipeline: str = BATCH
 
 
 class AsyncCalls:
-    """Counts the codec's async entry points and sync partial decodes while installed."""
+    """Counts the async entry points and sync partial decodes of codec class ``codec`` while
+    installed."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, codec: type = TensogramCodec):
         self.lock, self.calls = threading.Lock(), {"async": 0, "partial_sync": 0}
         for name in ("_decode_single", "_decode_partial_single", "decode_partial"):
-            monkeypatch.setattr(TensogramCodec, name, self._counting(getattr(TensogramCodec, name), "async"))
+            monkeypatch.setattr(codec, name, self._counting(getattr(codec, name), "async"))
         if ZARR_SYNC_PIPELINE:
-            monkeypatch.setattr(TensogramCodec, "_decode_partial_sync",
-                                self._counting(TensogramCodec._decode_partial_sync, "partial_sync"))
+            monkeypatch.setattr(codec, "_decode_partial_sync",
+                                self._counting(codec._decode_partial_sync, "partial_sync"))
 
     def _counting(self, method, key):
         def counted(*args, **kwargs):
@@ -76,7 +77,8 @@ def test_sync_hook_exists_exactly_where_zarr_has_the_fused_pipeline():
     import zarr.core.codec_pipeline as codec_pipeline
 
     assert ZARR_SYNC_PIPELINE == hasattr(codec_pipeline, "FusedCodecPipeline")
-    assert hasattr(TensogramCodec, "_decode_partial_sync") == ZARR_SYNC_PIPELINE
+    for codec in (TensogramCodec, TensogramFrameCodec):
+        assert hasattr(codec, "_decode_partial_sync") == ZARR_SYNC_PIPELINE
     if ZARR_SYNC_PIPELINE:
         assert "_decode_partial_sync" in inspect.getsource(codec_pipeline.FusedCodecPipeline.read_sync)
 
@@ -157,7 +159,7 @@ def test_referenced_frames_read_the_same_on_both_pipelines(ifs_file, tmp_path, m
     frames = [(int(s), int(e)) for o, s, e in zip(table.obj, table.frame_start, table.frame_end, strict=True)
               if o == obj]
     shape = tuple(table.shapes[obj])
-    codec = TensogramCodec(chunk="frame", descriptor={"shape": list(shape)})
+    codec = TensogramFrameCodec(descriptor={"shape": list(shape)})
     zarr.create_array(LocalStore(tmp_path / "a"), shape=(len(frames), *shape), chunks=(1, *shape),
                       dtype="float64", serializer=codec, compressors=None, fill_value=np.nan)
     for m, (start, end) in enumerate(frames):
@@ -174,7 +176,7 @@ def test_referenced_frames_read_the_same_on_both_pipelines(ifs_file, tmp_path, m
         assert_same_bits(read(batched), expected[what], f"batched, {what}")
     if not ZARR_SYNC_PIPELINE:
         pytest.skip(f"zarr {zarr.__version__} has no FusedCodecPipeline (zarr >= 3.3): batched reads only")
-    calls = AsyncCalls(monkeypatch)
+    calls = AsyncCalls(monkeypatch, TensogramFrameCodec)
     fused = reopen(tmp_path / "a", FUSED)
     with zarr.config.set({"codec_pipeline.max_workers": 2}):
         for what, read in reads.items():
@@ -203,7 +205,7 @@ def test_virtual_store_reads_through_the_fused_pipeline(ifs_file, tmp_path, monk
     shutil.copyfile(ifs_file, path)
     commit(local_repository(tmp_path / "repo", data),
            open_virtual_dataset(path.as_uri(), registry=LOCAL, parser=TensogramParser()), "ifs")
-    calls = AsyncCalls(monkeypatch)
+    calls = AsyncCalls(monkeypatch, TensogramFrameCodec)
     with zarr.config.set({"codec_pipeline.path": FUSED}):
         got = xr.open_zarr(local_repository(tmp_path / "repo", data).readonly_session("main").store,
                            consolidated=False, zarr_format=3, chunks=None)

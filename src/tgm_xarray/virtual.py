@@ -4,9 +4,10 @@
 ``ObjectStoreRegistry`` it returns a ``ManifestStore`` laid out exactly as the xarray engine lays
 the file out (the same planner, ``hypercube.build_hypercube``/``split_groups``, and the engine's
 own variables and attributes). Every stored object is one chunk, a reference to its
-data-object frame's bytes in the file, decoded by the ``"tensogram"`` codec in its ``"frame"``
-configuration (``zarr_codec.py``): the frame carries its descriptor, payload, NaN/Inf masks and
-hash, so a chunk decodes from those bytes alone. Coordinates built from metadata (``step``,
+data-object frame's bytes in the file, decoded by the frame codec
+(``zarr_codec.TensogramFrameCodec``, stored as the ``"tensogram"`` codec with ``"chunk":
+"frame"``): the frame carries its descriptor, payload, NaN/Inf masks and hash, so a chunk
+decodes from those bytes alone. Coordinates built from metadata (``step``,
 ``time``, levels, ...) own no bytes in the file: they are kept in memory with the store and
 always loaded (VirtualiZarr then writes them as ordinary arrays).
 
@@ -41,7 +42,7 @@ from tgm_xarray.file import TgmFile
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.remote import RemoteHandle
-from tgm_xarray.zarr_codec import TensogramCodec
+from tgm_xarray.zarr_codec import TensogramFrameCodec
 
 __all__ = ["READ_CONFIG", "TensogramParser", "TensogramManifestStore", "local_repository", "no_credentials"]
 
@@ -164,7 +165,7 @@ def _as_plain_data(variables: Mapping[str, xr.Variable], loaded: Iterable[str]) 
     references it was read through, which cannot encode."""
     for name in loaded:
         serializer = variables[name].encoding.get("serializer") if name in variables else None
-        if isinstance(serializer, TensogramCodec) and serializer.chunk == "frame":
+        if isinstance(serializer, TensogramFrameCodec):
             for key in ("serializer", "compressors", "filters"):
                 variables[name].encoding.pop(key, None)
 
@@ -362,7 +363,7 @@ def _virtual_array(url: str, frames: _FrameRanges, plan: VariablePlan, attrs: di
         lengths=np.where(present, lengths[which] if len(plan.refs) else 0, 0).astype(np.uint64),
         validate_paths=False,
     )
-    codec = TensogramCodec(chunk="frame", descriptor=_descriptor(plan, object_shape), hash=hash)
+    codec = TensogramFrameCodec(descriptor=_descriptor(plan, object_shape), hash=hash)
     metadata = create_v3_array_metadata(
         shape=plan.shape, data_type=plan.dtype, chunk_shape=(1,) * n_outer + object_shape,
         fill_value=_fill_value(plan.dtype), codecs=[codec.to_dict()], attributes=_json_safe(attrs),
