@@ -220,6 +220,10 @@ def test_plan_of_a_packed_cf_netcdf_file():
     (xr.Dataset({"v": ("x", [1.0])}), {"layout": "grib"}, "layout must be one of"),
     (xr.Dataset({"v": ("x", [1.0])}), {"encoding": {"w": {}}}, "encoding names 'w'"),
     (xr.Dataset({1: ("x", [1.0])}), {}, "variable names must be strings"),
+    # A dimension without a coordinate too: its name goes in dim_names, and the reader drops a
+    # list holding a number (the axes came back as dim_0, dim_1, 'x' lost as well).
+    (xr.Dataset({"v": ((0, "x"), [[1.0]])}), {}, "dimension names must be strings to be written, got 0"),
+    (xr.Dataset({"v": ((0, "x"), [[1.0]])}), {"layout": "variable"}, "dimension names must be strings"),
     (xr.Dataset(), {}, "the Dataset has no variables"),
 ])
 def test_bad_plans_raise_value_errors(ds, options, message):

@@ -292,3 +292,14 @@ def test_offline_error_names_the_variables_for_local_copies(cache, monkeypatch):
     cache.mkdir(exist_ok=True)
     shutil.copyfile(local_copy("metadata_parity"), cache / "metadata_parity.tgm")
     assert tutorial.fetch("metadata_parity") == cache / "metadata_parity.tgm"
+
+
+def test_a_local_failure_keeps_its_error_type(tmp_path, monkeypatch):
+    # pooch fails to make the cache directory (it would be under a regular file): the error is
+    # still a NotADirectoryError, not a bare OSError, and names the ways out.
+    monkeypatch.setenv(tutorial.URL_ENV, dead_url())
+    (tmp_path / "a-file").write_bytes(b"")
+    cache = tmp_path / "a-file" / "cache"
+    with pytest.raises(NotADirectoryError) as info:
+        tutorial.fetch("metadata_parity", cache_dir=cache)
+    assert tutorial.DATA_DIR_ENV in str(info.value) and str(cache) in str(info.value)

@@ -19,6 +19,7 @@ import xarray as xr
 import tgm_xarray
 from conftest import ENGINE, FIXTURES, require_shared, upstream_decode
 from tgm_xarray import _core, index, mars
+from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
 from tgm_xarray.pipeline import SZIP_PACKED_BITS
 from tgm_xarray.writer import TgmWriter, to_tgm
@@ -686,6 +687,14 @@ def test_writer_writes_several_datasets_atomically(tmp_path):
     assert writer.messages == 2
     read = open_tgm(path)
     assert read.a.values.tolist() == [1, 2] and read.b.values.tolist() == [3, 4]
+
+
+def test_a_write_by_name_refuses_bytes_and_leaves_nothing(tmp_path):
+    # by_name: a library writes the temporary name itself; there is no file to write bytes to.
+    with pytest.raises(ValueError, match=r"store\.zarr: this write is by name"), \
+            AtomicFile(tmp_path / "store.zarr", by_name=True) as out:
+        out.write(b"bytes")
+    assert list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, Self, get_args
+from typing import Any, BinaryIO, Literal, Self, get_args
 
 from tgm_xarray.handles import not_a_file
 
@@ -108,7 +108,7 @@ class AtomicFile(CommitsOnSuccess):
 
     def write(self, data: bytes) -> None:
         with self._naming_target():
-            self.file.write(data)
+            self._opened().write(data)
 
     def commit(self) -> None:
         """Moves the written file onto the target, durably (file and directory fsynced)."""
@@ -156,7 +156,13 @@ class AtomicFile(CommitsOnSuccess):
             mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):
                 raise not_a_file(self.path, mode)
-            shutil.copyfileobj(source, self.file, 16 << 20)
+            shutil.copyfileobj(source, self._opened(), 16 << 20)
+
+    def _opened(self) -> BinaryIO:
+        """The temporary file; a write by name has none (its library writes ``tmp`` itself)."""
+        if self.file is None:
+            raise ValueError(f"{self.path}: this write is by name: write to {self.tmp}, not through write()")
+        return self.file
 
     @contextmanager
     def _naming_target(self) -> Iterator[None]:
@@ -326,7 +332,7 @@ class _Temporaries:
     another thread than the main one) are removed by the next write of their target.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._paths: set[str] = set()
         self._previous: Any = None  # the handler ours replaced, while ours is installed
 

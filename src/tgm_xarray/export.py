@@ -19,6 +19,7 @@ import importlib
 import json
 import os
 from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 import xarray as xr
@@ -109,10 +110,12 @@ def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None]) -
 
 #: xarray's NetCDF engines, each with the modules it needs to write (h5netcdf imports without
 #: h5py, then fails at the first write with a message of its own).
-NETCDF_ENGINES = (("netcdf4", ("netCDF4",)), ("h5netcdf", ("h5netcdf", "h5py")))
+NetcdfEngine = Literal["netcdf4", "h5netcdf"]
+NETCDF_ENGINES: tuple[tuple[NetcdfEngine, tuple[str, ...]], ...] = (
+    ("netcdf4", ("netCDF4",)), ("h5netcdf", ("h5netcdf", "h5py")))
 
 
-def _netcdf_engine(output: str) -> str:
+def _netcdf_engine(output: str) -> NetcdfEngine:
     """The first of :data:`NETCDF_ENGINES` whose modules import."""
     for engine, modules in NETCDF_ENGINES:
         try:

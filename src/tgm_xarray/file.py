@@ -7,9 +7,13 @@ import os
 import numpy as np
 
 from tgm_xarray import handles
-from tgm_xarray._core import numpy_dtype
+from tgm_xarray._core import FileHandle, numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
+from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.threads import check_threads
+
+#: An object's ``(shape, numpy dtype)``, or why its dtype cannot be read.
+_Layout = tuple[tuple[int, ...], np.dtype] | TgmCodecError
 
 
 class TgmFile:
@@ -45,11 +49,12 @@ class TgmFile:
                  version: handles.FileVersion | None = None):
         self.path = handles.absolute(path)
         self.storage_options = storage_options
+        self._handle: FileHandle | RemoteHandle | _ClosedHandle
         self._handle, self.version = handles.acquire_version(self.path, storage_options, version)
         # Per message, its objects' layouts. Lists, not a dict keyed by (msg, obj): on free-
         # threaded CPython a dict lookup with an equal-but-not-identical tuple key from another
         # thread than the writer's can take ~50 us (the lock-free lookup's retry path).
-        self._layouts: list[list[tuple[tuple[int, ...], np.dtype]] | None] = [None] * len(self._handle)
+        self._layouts: list[list[_Layout] | None] = [None] * len(self._handle)
 
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
              verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:

@@ -24,6 +24,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import NamedTuple
 
 from tgm_xarray._core import FileHandle
@@ -126,6 +127,8 @@ class HandleCache:
 
         With ``expected``, the file must still be that version: ``TgmStaleFileError`` otherwise.
         """
+        key: FileKey | RemoteKey
+        opener: Callable[[], FileHandle | RemoteHandle]
         if is_url(path):
             key = RemoteKey.of(path, storage_options)
             opener = functools.partial(RemoteHandle, path, storage_options)
@@ -141,7 +144,8 @@ class HandleCache:
                     "versions: open it again")
         return self._acquire(key, opener), version
 
-    def _acquire(self, key: FileKey | RemoteKey, opener) -> FileHandle | RemoteHandle:
+    def _acquire(self, key: FileKey | RemoteKey, opener: Callable[[], FileHandle | RemoteHandle]
+                 ) -> FileHandle | RemoteHandle:
         with self._lock:
             handle = self._hit(key)
             if handle is not None:

@@ -79,6 +79,11 @@ def beside(path: str) -> str | None:
     the index's own query (its signature) cannot be made from the data's."""
     if is_url(path) and ("?" in path or "#" in path):
         return None
+    return beside_file(path)
+
+
+def beside_file(path: str) -> str:
+    """The index beside the local file ``path`` (:func:`beside`, which is never ``None`` there)."""
     return path + SUFFIX
 
 
@@ -114,12 +119,14 @@ def user_key() -> bytes | None:
     except FileNotFoundError:
         pass
     except OSError as err:
-        return _unusable(path, err)
+        _unusable(path, err)
+        return None
     try:
         _create_key(path)
         return _read_key(path)
     except OSError as err:
-        return _unusable(path, err)
+        _unusable(path, err)
+        return None
 
 
 def _create_key(path: str) -> None:
@@ -159,7 +166,6 @@ def _unusable(path: str, err: OSError) -> None:
         warnings.warn(f"{path}: indexes are neither read nor written: the key that marks this user's indexes "
                       f"could not be created or read ({err}); files are opened without them",
                       TgmIndexWarning, stacklevel=4)
-    return None
 
 
 def _mac(key: bytes, signed: str) -> str:
@@ -249,7 +255,7 @@ _STORED_DTYPES = frozenset("int8 int16 int32 int64 uint8 uint16 uint32 uint64 fl
 class Packer:
     """Turns values into the tagged stored form; numeric arrays become the message's objects."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.objects: list[tuple[dict, np.ndarray]] = []
 
     def pack(self, value: Any) -> Any:
@@ -573,7 +579,7 @@ def _contents(message: bytes, msg: int) -> dict:
 
 
 def _message(contents: dict, packer: Packer) -> bytes:
-    base = [{} for _ in packer.objects]
+    base: list[dict[str, Any]] = [{} for _ in packer.objects]
     return _core.encode_message({"base": base, "_extra_": {KEY: contents}}, packer.objects,
                                 allow_nan=True, allow_inf=True)
 
@@ -644,17 +650,14 @@ def load(index_path: str, identity: Identity) -> tuple[Index | None, str | None]
 
 
 def fetch_beside(url: str, storage_options: dict | None, into: str) -> bool:
-    """Copies the index beside a remote object (over HTTP one request, as the data is read:
-    checked, retried, bounded) to ``into``; ``False`` if there is none: none beside the URL
-    (:func:`beside`), or the server answers that it is missing or forbidden (S3 answers 403
-    for a missing key to whoever may not list the bucket). Other failures raise."""
+    """Copies the index at ``url``, the one :func:`beside` a remote object (over HTTP one
+    request, as the data is read: checked, retried, bounded), to ``into``; ``False`` if there
+    is none: the server answers that it is missing or forbidden (S3 answers 403 for a missing
+    key to whoever may not list the bucket). Other failures raise."""
     from tgm_xarray.remote import fetch_whole
 
-    where = beside(url)
-    if where is None:
-        return False
     try:
-        data = fetch_whole(where, storage_options)
+        data = fetch_whole(url, storage_options)
     except (FileNotFoundError, PermissionError):
         return False
     write(into, data)
@@ -680,17 +683,18 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
         if to_beside:
             raise ValueError(f"{path}: index='beside' writes beside local files only; use index='auto' "
                              "(the cache), or `tgm-xarray index --beside` where the file is")
-        copy = cached(path)
-        try:
-            present = os.path.exists(copy) or fetch_beside(path, storage_options, copy)
-        except Exception as err:  # noqa: BLE001 - any failure to get an index means: open without it
-            warn(beside(path), f"it could not be read ({err})")
-            present = False
+        copy, remote = cached(path), beside(path)
+        present = os.path.exists(copy)
+        if not present and remote is not None:
+            try:
+                present = fetch_beside(remote, storage_options, copy)
+            except Exception as err:  # noqa: BLE001 - any failure to get an index means: open without it
+                warn(remote, f"it could not be read ({err})")
         if not present:
             return Found(Identity.of_url(path, storage_options) if identify else None, None)
         identity = Identity.of_url(path, storage_options)
         return _found(identity, [copy])
-    return _found(Identity.of_file(path), [beside(path), cached(path)])
+    return _found(Identity.of_file(path), [beside_file(path), cached(path)])
 
 
 def _found(identity: Identity, candidates: list[str]) -> Found:
@@ -716,8 +720,12 @@ def save(path: str, found: Found, table: MetadataTable, prints: Callable[[], np.
     ``path``: in the cache, or beside a local file with ``to_beside``, for the identity
     :func:`find` checked, signed with this user's key. Plans already in that index are kept. A
     failure to write (or to store a value) is a warning: the open itself succeeded; with
-    ``must_write`` (``tgm-xarray index``) it is an ``OSError``."""
-    target = beside(path) if to_beside else cached(path)
+    ``must_write`` (``tgm-xarray index``) it is an ``OSError``. A remote object that :func:`find`
+    did not identify (``found.identity`` is ``None``) gets no index: ``ValueError``."""
+    identity = found.identity
+    if identity is None:
+        raise ValueError(f"{path}: no index is written without the object's identity (find(..., identify=True))")
+    target = beside_file(path) if to_beside else cached(path)
     secret = user_key()  # None: user_key has warned
     if secret is None:
         if must_write:
@@ -728,7 +736,7 @@ def save(path: str, found: Found, table: MetadataTable, prints: Callable[[], np.
         kept = {}
         if found.index is not None and os.path.abspath(found.index.path) == os.path.abspath(target):
             kept = found.index.plan_messages()
-        write(target, encode(secret, found.identity, table, prints(), {key: plans}, {key: values}, kept))
+        write(target, encode(secret, identity, table, prints(), {key: plans}, {key: values}, kept))
     # TypeError, ValueError: a value Packer cannot store, an object that cannot be fingerprinted
     except (OSError, TypeError, ValueError) as err:
         if must_write:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,9 +164,8 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
         if name not in ds.variables:
             raise ValueError(f"encoding names {name!r}, which is not a variable of the Dataset "
                              f"(variables: {sorted(map(str, ds.variables))})")
-    for name in ds.variables:
-        if not isinstance(name, str):
-            raise ValueError(f"variable names must be strings to be written, got {name!r}")
+    _names(ds.variables, "variable")
+    _names(ds.dims, "dimension")  # of variables without a coordinate too
     if not ds.variables:
         raise ValueError("the Dataset has no variables: a Tensogram file needs a message")
 
@@ -176,14 +175,14 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
     # Text labels of stacked dimensions are keys; other text coordinates cannot be stored.
     ds = _without_text(ds, [c for c in ds.coords if c not in skip])
     inner_coords = {d for name in ds.data_vars for d in ds[name].dims if d not in keyed.stacked}
-    auxiliary = [c for c in ds.coords if c not in skip and not (c in ds.dims and c in inner_coords)]
+    auxiliary = [c for c in _names(ds.coords) if c not in skip and not (c in ds.dims and c in inner_coords)]
     attached = {c for c in auxiliary if c not in ds.dims}
-    coordinate_objects = {c: _object(ds, c, encoding) for c in ds.coords if c not in skip}
+    coordinate_objects = {c: _object(ds, c, encoding) for c in _names(ds.coords) if c not in skip}
     variables = []
-    for name in ds.data_vars:
+    for name in _names(ds.data_vars):
         var = ds.variables[name]
-        stacked = tuple(d for d in var.dims if d in keyed.stacked)
-        inner = tuple(d for d in var.dims if d not in keyed.stacked)
+        stacked = tuple(d for d in _names(var.dims) if d in keyed.stacked)
+        inner = tuple(d for d in _names(var.dims) if d not in keyed.stacked)
         encoded = _cf_encode(name, var.transpose(*stacked, *inner))
         codec = _codec(name, encoded.dtype, encoding, var.encoding)
         base = _base(name, encoded.attrs, inner)
@@ -210,6 +209,16 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
     if described:
         extra[COORDINATE_ATTRS_KEY] = described
     return DatasetPlan(tuple(variables), tuple(coordinate_objects[c] for c in auxiliary), extra)
+
+
+def _names(names: Collection[Hashable], what: str = "variable") -> tuple[str, ...]:
+    """``names`` (of variables or dimensions), which must be strings to be metadata keys and
+    names: a ``ValueError`` for any other (:func:`plan` checks them all first)."""
+    strings = tuple(name for name in names if isinstance(name, str))
+    if len(strings) != len(names):
+        other = next(name for name in names if not isinstance(name, str))
+        raise ValueError(f"{what} names must be strings to be written, got {other!r}")
+    return strings
 
 
 def _without_text(ds: xr.Dataset, names: Sequence[Hashable]) -> xr.Dataset:
@@ -314,7 +323,7 @@ def _object(ds: xr.Dataset, name: str, encoding: Mapping) -> ObjectSpec:
     var = ds.variables[name]
     encoded = _cf_encode(name, var)
     codec = _codec(name, encoded.dtype, encoding, var.encoding, coordinate=True)
-    return ObjectSpec(name, encoded, codec, _base(name, encoded.attrs, var.dims))
+    return ObjectSpec(name, encoded, codec, _base(name, encoded.attrs, _names(var.dims)))
 
 
 def _codec(name: str, dtype: np.dtype, encoding: Mapping, source: Mapping, *,
@@ -397,7 +406,7 @@ class _KeyedCoordinates:
         self._attrs: dict[str, dict] = {}
         if ds is None:
             return
-        dims_of = {name: ds[name].dims for name in ds.data_vars}
+        dims_of = {name: _names(ds[name].dims) for name in _names(ds.data_vars)}
         fields = {name: _field_dims(dims, field_dims) for name, dims in dims_of.items()}
         for dim in _data_dims(ds):
             if any(dim in f for f in fields.values()) or ds.sizes[dim] == 0:
@@ -418,21 +427,21 @@ class _KeyedCoordinates:
             self.stacked[dim] = keys
             if _is_level(dim) and level_free:
                 self.levels.add(dim)
-        scalars = {name: _scalar_keys(name, ds[name].values[()]) for name in ds.coords
+        scalars = {name: _scalar_keys(name, ds[name].values[()]) for name in _names(ds.coords)
                    if ds[name].ndim == 0 and name not in ds.dims}
         self.scalars = {name: keys for name, keys in scalars.items() if keys is not None and not _is_level(name)}
         # A field has one level: each variable without a stacked one takes a scalar level, the
         # one its CF `coordinates` names (a Dataset may hold `heightAboveGround` for `2t` and
         # `surface` for `lsm`), else the first. A level no variable takes stays a coordinate.
-        scalar_levels = [name for name, keys in scalars.items() if keys is not None and _is_level(name)]
+        scalar_levels = {name: keys for name, keys in scalars.items() if keys is not None and _is_level(name)}
         for name, dims in dims_of.items():
             if not self.levels & set(dims):
                 named = _cf_coordinates(ds[name])
                 own = [level for level in scalar_levels if named is None or level in named][:1]
                 self._own_level[name] = own[0] if own else None
-        for level in scalar_levels:
+        for level, level_keys in scalar_levels.items():
             if level in self._own_level.values():
-                self.scalars[level] = scalars[level]
+                self.scalars[level] = level_keys
         self.levels.update(level for level in self._own_level.values() if level is not None)
         keyed = set(self.stacked) | set(self.scalars)
         if {"time", "step"} <= keyed and "valid_time" in ds.coords:
@@ -454,7 +463,7 @@ class _KeyedCoordinates:
         return [name for name in (*self.stacked, *self.scalars) if self._attrs[name] and (
             name in generic or self._attrs[name] != mars.COORD_ATTRS.get(name))]
 
-    def scalar_keys(self, variable: Hashable) -> list[Keys]:
+    def scalar_keys(self, variable: str) -> list[Keys]:
         """The keys of the scalar coordinates of a data variable: its own level's, no other."""
         return [keys for name, keys in self.scalars.items()
                 if not _is_level(name) or self._own_level.get(variable) == name]
@@ -474,7 +483,7 @@ def _cf_coordinates(var: xr.DataArray) -> set[str] | None:
 def _data_dims(ds: xr.Dataset) -> list[str]:
     seen: dict[str, None] = {}
     for name in ds.data_vars:
-        seen.update(dict.fromkeys(ds[name].dims))
+        seen.update(dict.fromkeys(_names(ds[name].dims)))
     return list(seen)
 
 
@@ -495,8 +504,8 @@ def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> t
         return f"the reader sorts its values {order}, and they are not unique and sorted so"
     to_keys = _key_maker(dim, values.dtype, level_free)
     if to_keys is not None:
-        keys = tuple(to_keys(v) for v in values)
-        return "some of its values are not finite" if any(k is None for k in keys) else keys
+        keys = tuple(k for k in map(to_keys, values) if k is not None)
+        return keys if len(keys) == len(values) else "some of its values are not finite"
     if values.dtype.kind == "m":
         return ("the reader rebuilds durations from keys only for 'step'; rename it, or keep it "
                 "in the field")
@@ -514,10 +523,10 @@ def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> t
     return tuple({dim: to_metadata(v)} for v in values)
 
 
-def _scalar_keys(name: Hashable, value: Any) -> Keys | None:
+def _scalar_keys(name: str, value: Any) -> Keys | None:
     if name == "surface" and np.ndim(value) == 0 and value == mars.SURFACE_VALUE:
         return {"mars": {"levtype": "sfc"}}
-    to_keys = _key_maker(str(name), np.asarray(value).dtype, level_free=True)
+    to_keys = _key_maker(name, np.asarray(value).dtype, level_free=True)
     return to_keys(value) if to_keys else None
 
 
@@ -540,7 +549,7 @@ def _key_maker(dim: str, dtype: np.dtype, level_free: bool) -> Callable[[Any], K
 
 
 def _time_keys(value: np.datetime64) -> Keys | None:
-    value = np.datetime64(value, "ns")
+    value = value.astype("datetime64[ns]")
     if np.isnat(value):
         return None
     minute = value.astype("datetime64[m]")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -95,7 +95,7 @@ COORD_ATTRS: dict[str, dict[str, str]] = {
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 # `6`, `6h`, `30m`, or a range `0-6` (accumulations) indexed by its end, as cfgrib's `endStep`.
 _STEP = re.compile(r"(?:\d+(?:\.\d+)?[smhd]?-)?(\d+(?:\.\d+)?)([smhd]?)")
-_STEP_UNITS = {"s": "s", "m": "m", "h": "h", "d": "D", "": "h"}
+_STEP_UNITS: dict[str, Literal["s", "m", "h", "D"]] = {"s": "s", "m": "m", "h": "h", "d": "D", "": "h"}
 
 
 @dataclass(frozen=True)

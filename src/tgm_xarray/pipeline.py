@@ -46,34 +46,45 @@ FLOAT64_ONLY = ("zfp", "sz3")
 MAX_BINARY_SCALE = 256
 
 
-def _choice(*choices: Any) -> Callable[[str, Any], Any]:
+@dataclass(frozen=True)
+class Check:
+    """How one option's value is checked: called with the option's name and a value, it returns
+    the value to use or raises ``TgmCodecError``; ``values`` says what is allowed (the docs'
+    table)."""
+
+    values: str
+    check: Callable[[str, Any], Any]
+
+    def __call__(self, name: str, value: Any) -> Any:
+        return self.check(name, value)
+
+
+def _choice(*choices: Any) -> Check:
     def check(name: str, value: Any) -> Any:
         # Same type too: 16.0 is no szip block size, nor is True one.
         if not any(type(value) is type(c) and value == c for c in choices):
             raise TgmCodecError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
         return value
-    check.values = ", ".join(f"`{c}`" for c in choices)  # type: ignore[attr-defined]
-    return check
+    return Check(", ".join(f"`{c}`" for c in choices), check)
 
 
-def _integer(low: int, high: int) -> Callable[[str, Any], int]:
+def _integer(low: int, high: int) -> Check:
     def check(name: str, value: Any) -> int:
         # bool is an int subclass, and `true` in JSON is never meant as a number here.
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or not low <= value <= high:
             raise TgmCodecError(f"{name} must be an integer from {low} to {high}; got {value!r}")
         return int(value)
-    check.values = f"{low} to {high}"  # type: ignore[attr-defined]
-    return check
+    return Check(f"{low} to {high}", check)
 
 
-def _positive(name: str, value: Any) -> float:
+def _positive_number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.number) or \
             not math.isfinite(value) or value <= 0:
         raise TgmCodecError(f"{name} must be a finite number > 0; got {value!r}")
     return float(value)
 
 
-_positive.values = "> 0"  # type: ignore[attr-defined]
+_positive = Check("> 0", _positive_number)
 
 
 @dataclass(frozen=True)
@@ -85,7 +96,7 @@ class Option:
     name: str
     stage: str
     default: Any
-    check: Callable[[str, Any], Any]
+    check: Check
     aliases: tuple[str, ...] = ()
     doc: str = ""
 
@@ -174,7 +185,7 @@ class Pipeline:
         filter_ = given.get("filter", "none")  # none: szip and blosc2 windows decode alone
         if compression in FLOAT64_ONLY and (encoding, filter_) != ("none", "none"):
             raise TgmCodecError(f"compression {compression!r} needs encoding 'none' and filter 'none'")
-        if encoding == "simple_packing":
+        if bits is not None:  # simple packing: it needs bits_per_value, nothing else takes it
             if compression == "szip" and bits not in SZIP_PACKED_BITS:
                 raise TgmCodecError(
                     f"bits_per_value must be one of {SZIP_PACKED_BITS} with simple_packing + szip "
@@ -225,13 +236,14 @@ class Pipeline:
             "byte_order": sys.byteorder, "encoding": self.encoding, "filter": self.filter,
             "compression": self.compression, **self.params,
         }
-        if self.encoding == "simple_packing":
-            descriptor["sp_bits_per_value"] = self.bits_per_value
-            descriptor |= packing_params(array, self.bits_per_value, self.decimal_scale_factor)
+        # from_options gives bits and decimal scale with simple packing, and only with it
+        bits, decimal = self.bits_per_value, self.decimal_scale_factor
+        if bits is not None and decimal is not None:
+            descriptor["sp_bits_per_value"] = bits
+            descriptor |= packing_params(array, bits, decimal)
         if self.filter == "shuffle":
             # Shuffle runs after the encoding: it moves bytes of packed samples, or of values.
-            descriptor["shuffle_element_size"] = (-(-self.bits_per_value // 8) if self.encoding == "simple_packing"
-                                                  else array.dtype.itemsize)
+            descriptor["shuffle_element_size"] = -(-bits // 8) if bits is not None else array.dtype.itemsize
         return descriptor
 
     def prepare(self, values: np.ndarray) -> tuple[dict, np.ndarray]:

@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -82,7 +82,7 @@ _TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)$")
 
 
-def is_url(path: Any) -> bool:
+def is_url(path: object) -> TypeGuard[str]:
     """Whether ``path`` names a remote object (``scheme://...`` other than ``file://``)."""
     return isinstance(path, str) and "://" in path and not path.startswith("file://")
 
@@ -260,11 +260,12 @@ class Fetcher:
         #: Bytes from the object's start already at hand: the first request's answer, or the
         #: whole object from a server that ignores ranges.
         self._known = b""
-        self.size: int | None = None
+        #: The object's size in bytes.
+        self.size: int
         if self._http:
             stop = self.max_whole + 1 if whole else FIRST_BLOCK  # one byte more: a larger object shows
             what = "reading the object whole" if whole else f"reading bytes 0-{stop - 1}"
-            first = self._run(what, lambda: self._http_get(0, stop))
+            first, self.size = self._run(what, lambda: self._http_get(0, stop, None))
             self._known = max(self._known, first, key=len)  # the whole object, if that came
         else:
             if async_fs:
@@ -310,7 +311,8 @@ class Fetcher:
 
     async def _attempt(self, start: int, stop: int) -> bytes:
         if self._http:
-            return await self._http_get(start, stop)
+            data, self.size = await self._http_get(start, stop, self.size)
+            return data
         if getattr(self.fs, "async_impl", False):
             data = await self.fs._cat_file(self.path, start=start, end=stop)
         else:
@@ -319,20 +321,23 @@ class Fetcher:
             raise ShortReadError(f"got {len(data)} of {stop - start} bytes")
         return data
 
-    async def _http_get(self, start: int, stop: int) -> bytes:
-        """Bytes ``[start, stop)`` (clipped to the object's end) by one HTTP range request; fails
-        as stalled (``StalledError``) where no byte comes for ``idle_timeout`` seconds."""
+    async def _http_get(self, start: int, stop: int, size: int | None) -> tuple[bytes, int]:
+        """Bytes ``[start, stop)`` (clipped to the object's end) by one HTTP range request, and the
+        object's size (``size``: as known before, which the answer must agree with; ``None`` for
+        the first request); fails as stalled (``StalledError``) where no byte comes for
+        ``idle_timeout`` seconds."""
         idle = asyncio.timeout(self.idle_timeout)
         try:
             async with idle:
-                return await self._http_get_within(start, stop, idle)
+                return await self._http_get_within(start, stop, size, idle)
         except TimeoutError:
             if idle.expired():
                 raise StalledError(f"the server stalled: no byte for {self.idle_timeout:g} s "
                                    f"({IDLE_TIMEOUT_ENV})") from None
             raise
 
-    async def _http_get_within(self, start: int, stop: int, idle: asyncio.Timeout) -> bytes:
+    async def _http_get_within(self, start: int, stop: int, size: int | None,
+                               idle: asyncio.Timeout) -> tuple[bytes, int]:
         session = await self.fs.set_session()
         options = dict(self.fs.kwargs)
         headers = {**options.pop("headers", {}), "Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"}
@@ -340,17 +345,17 @@ class Fetcher:
             _rearm(idle, self.idle_timeout)
             if r.status == 200:  # the server ignores ranges: the whole object
                 self._known = await self._whole_body(r, idle)
-                self.size = len(self._known)
-                return self._known[start:stop]
+                return self._known[start:stop], len(self._known)
             if r.status == 416 and start == 0:  # nothing satisfies bytes=0-...: an empty object
-                self.size = 0
-                return b""
+                return b"", 0
             if r.status != 206:
                 raise _HTTPStatus(r.status)
             answered = _CONTENT_RANGE.match(r.headers.get("Content-Range", ""))
-            size = self.size if self.size is not None else int(answered.group(3)) if answered else None
+            if size is None and answered:
+                size = int(answered.group(3))
             expected = (start, min(stop, size or 0) - 1, size)
-            if not answered or tuple(map(int, answered.groups())) != expected:
+            # (size is None only where no Content-Range answered)
+            if not answered or size is None or tuple(map(int, answered.groups())) != expected:
                 got = r.headers.get("Content-Range", "no Content-Range")
                 raise RemoteRangeError(f"{self.url}: asked for bytes {start}-{stop - 1}, the server answered "
                                        f"{got!r} (expected 'bytes {expected[0]}-{expected[1]}/{size}')",
@@ -362,10 +367,9 @@ class Fetcher:
             if len(data) > wanted:
                 raise RemoteRangeError(f"{self.url}: asked for bytes {start}-{stop - 1}, the server sent more "
                                        f"than the {wanted} bytes its Content-Range says", self.url)
-            self.size = size
         if len(data) != wanted:
             raise ShortReadError(f"got {len(data)} of {wanted} bytes")
-        return data
+        return data, size
 
     def _too_large(self, size: int | None, *, no_ranges: bool = False) -> RemoteError:
         """The error for an object of ``size`` bytes (``None``: unknown) over ``max_whole``."""
@@ -407,13 +411,12 @@ class Fetcher:
     def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Several ranges at once: fetched concurrently (``CONCURRENCY`` at most in flight), each
         retried on its own, all within one deadline."""
-        out = [self._known[a:b] if b <= len(self._known) or a >= b else None for a, b in ranges]
-        todo = [i for i, data in enumerate(out) if data is None]
+        known = {i: self._known[a:b] for i, (a, b) in enumerate(ranges) if b <= len(self._known) or a >= b}
+        todo = [i for i in range(len(ranges)) if i not in known]
         if todo:
             fetched = self._in_loop(self._gather([ranges[i] for i in todo], time.monotonic() + self.deadline))
-            for i, data in zip(todo, fetched):
-                out[i] = data
-        return out
+            known.update(zip(todo, fetched))
+        return [known[i] for i in range(len(ranges))]
 
     async def _gather(self, ranges: list[tuple[int, int]], deadline: float) -> list[bytes]:
         slots = asyncio.Semaphore(CONCURRENCY)

@@ -53,7 +53,9 @@ def outer(key: Any, shape: tuple[int, ...]) -> Outer:
     if len(items) > len(shape):
         raise IndexError(f"too many indices: {len(items)} for {len(shape)} axes")
     items = items + (slice(None),) * (len(shape) - len(items))
-    normal, decoded, result = [], [], []
+    normal: list[slice | np.ndarray] = []
+    decoded: list[int] = []
+    result: list[int] = []
     for axis, (item, n) in enumerate(zip(items, shape)):
         if isinstance(item, slice):
             start, stop, step = item.indices(n)

@@ -26,7 +26,7 @@ def check_threads(threads: Any, source: str = "") -> int | None:
     if threads is None:
         return None
     if isinstance(threads, numbers.Integral) and not isinstance(threads, bool) \
-            and 1 <= threads <= MAX_THREADS:
+            and 1 <= int(threads) <= MAX_THREADS:
         return int(threads)
     where = f"{source}: " if source else ""
     raise ValueError(f"{where}threads must be None or an integer from 1 to {MAX_THREADS}; "

@@ -183,9 +183,10 @@ def _download_error(exc: OSError, entry: TutorialFile, url: str, directory: Path
                f"Offline, copy {entry.file} (sha256 {entry.sha256}) into {directory}, or set "
                f"{DATA_DIR_ENV} to a directory holding it; or set {URL_ENV} to a base URL "
                f"serving it (fetched as <base>/{entry.file})")
-    try:  # requests' exceptions keep their request and response
-        return type(exc)(message, request=getattr(exc, "request", None),
-                         response=getattr(exc, "response", None))
+    # requests' exceptions keep their request and response; builtin ones take neither
+    kept = {name: getattr(exc, name) for name in ("request", "response") if hasattr(exc, name)}
+    try:
+        return type(exc)(message, **kept)
     except TypeError:
         return OSError(message)
 

@@ -27,7 +27,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 import xarray as xr
@@ -239,7 +239,7 @@ def _drop_indexes(paths: Iterable[str]) -> None:
     open would refuse them as stale, with a warning, after every append. One that cannot be
     removed is refused there all the same; a warning says so now."""
     for path in paths:
-        for where in (index.beside(path), index.cached(path)):
+        for where in (index.beside_file(path), index.cached(path)):
             try:
                 os.remove(where)
             except FileNotFoundError:
@@ -266,6 +266,12 @@ def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
                 future.cancel()
 
 
+@overload
+def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
+                    skip_nan_fields: Literal[False], threads: int | None) -> bytes: ...
+@overload
+def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
+                    skip_nan_fields: bool | None, threads: int | None) -> bytes | None: ...
 def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
                     skip_nan_fields: bool | None, threads: int | None) -> bytes | None:
     """Read and encode one message (runs on a writer thread); ``None`` for an all-NaN field
@@ -279,8 +285,8 @@ def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
         objects.append(values)
     metadata = {"base": [obj.base for obj in spec.objects], "_extra_": spec.extra}
     try:
-        objects = [obj.codec.prepare(values) for obj, values in zip(spec.objects, objects)]
-        return _core.encode_message(metadata, objects, hash=hash, allow_nan=True, allow_inf=True, threads=threads)
+        prepared = [obj.codec.prepare(values) for obj, values in zip(spec.objects, objects)]
+        return _core.encode_message(metadata, prepared, hash=hash, allow_nan=True, allow_inf=True, threads=threads)
     except (TgmError, ValueError, TypeError) as error:
         raise TgmCodecError(f"cannot encode {spec.label}: {error}") from error
 

@@ -60,6 +60,13 @@ class Coordinate:
     object: Row  # the first occurrence, which the plan reads
     dims: tuple[str, ...] | None  # None until resolved (multi-dimensional, without hints)
 
+    @property
+    def resolved_dims(self) -> tuple[str, ...]:
+        """``dims``, once ``dims.resolve_inner_dims`` has named the axes of every coordinate."""
+        if self.dims is None:
+            raise RuntimeError(f"coordinate {self.object.coordinate!r}: its axes are not named yet")
+        return self.dims
+
 
 def coordinates(objects: Objects, rows: np.ndarray, fingerprints: Fingerprints
                 ) -> dict[str, Coordinate]:
@@ -72,7 +79,7 @@ def coordinates(objects: Objects, rows: np.ndarray, fingerprints: Fingerprints
     order = np.argsort(number, kind="stable")
     for these in np.split(rows[order], np.flatnonzero(np.diff(number[order])) + 1):
         first = objects.row(int(these[0]))
-        name = first.coordinate
+        name = objects.coordinate_names[int(objects.coordinate[these[0]])]  # first.coordinate, typed str
         if len(these) > 1:
             layout = factorize(t.shape[these], objects.dtype_id[these], objects.hint[these])[0]
             prints = fingerprints.ids(these)
@@ -84,8 +91,10 @@ def coordinates(objects: Objects, rows: np.ndarray, fingerprints: Fingerprints
                     f"{first.where} and {other.where}, so it cannot be shared. Open the messages "
                     f"separately with filter_by_keys=... or message_index=..., or every group "
                     f"with xr.open_datatree(path, engine='tgm').")
-        if first.hint and None not in first.hint:
-            dims = first.hint
+        named = tuple(d for d in first.hint or () if d is not None)
+        dims: tuple[str, ...] | None
+        if first.hint and len(named) == len(first.hint):  # the hint names every axis
+            dims = named
         else:
             dims = (name,) if len(first.shape) == 1 else None
         coords[name] = Coordinate(first, dims)

@@ -61,8 +61,8 @@ def resolve_inner_dims(variables, coords, index_coords, objects: Objects) -> Non
             if len(given[dim]) > 1 and coordinate_sizes.get(dim) != size:
                 if not generic:
                     renamed.setdefault(dim, []).append(var.name)
-                own = f"obj_{var.first.obj}_dim_{axis}"
-                dim = own if sizes.get(own, (size,))[0] == size else f"{var.name}_dim_{axis}"
+                fallback = f"obj_{var.first.obj}_dim_{axis}"
+                dim = fallback if sizes.get(fallback, (size,))[0] == size else f"{var.name}_dim_{axis}"
                 var.inner[axis] = (dim, generic)
             claim(dim, size, f"variable {var.name!r} ({var.first.where})")
     for dim, names in renamed.items():
@@ -97,19 +97,17 @@ def _inner_dims(var: Variable, dimension_coords, objects: Objects) -> list[tuple
     hint = first.hint or (None,) * ndim
     # names by axis size alone rank below a coordinate of that size, as upstream
     by_size = first.size_names or (None,) * ndim
-    dims: list[tuple[str, bool] | None] = [None] * ndim
-    for axis in range(ndim):
-        name = user[axis] or hint[axis]
-        if name:
-            dims[axis] = (name, False)
-    used = {d for d, _ in filter(None, dims)}
+    declared = [user[axis] or hint[axis] for axis in range(ndim)]
+    used = {name for name in declared if name}
+    dims: list[tuple[str, bool]] = []
     for axis, size in enumerate(first.shape):
-        if dims[axis] is None:
+        name = declared[axis]
+        if not name:
             match = next((c for c, n in dimension_coords if n == size and c not in used), None)
             if match:
                 used.add(match)
             name = match or by_size[axis]
-            dims[axis] = (name, False) if name else (f"dim_{axis}", True)
+        dims.append((name, False) if name else (f"dim_{axis}", True))
     return dims
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -171,7 +171,7 @@ def stored_axis_attrs(index_coords: dict, axes: Mapping[str, Any], objects: Obje
             index_coords[dim] = (dims, values, to_attrs(common([s[dim] for s in stored])))
 
 
-def _values(var: Variable, key: str, objects: Objects) -> tuple[np.ndarray, list]:
+def _values(var: Variable, key: str, objects: Objects) -> tuple[np.ndarray, Sequence[Any]]:
     """Each field's value number for ``key``, and the values."""
     if key == MESSAGE_DIM and var.by_message:
         return objects.table.msg[var.rows], range(objects.table.n_messages)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -180,7 +180,7 @@ class Objects:
                             if c.codes[r] >= 0}) for r in first.tolist()]
         return inverse, names
 
-    def _classify(self, own_name: np.ndarray):
+    def _classify(self, own_name: np.ndarray) -> tuple[np.ndarray, list[str]]:
         """Coordinate names (:func:`_classify`), decided once per distinct message layout."""
         t = self.table
         n = len(t)
@@ -268,7 +268,7 @@ class Objects:
             warnings.warn(self._no_match(filter_by_keys, maps), UserWarning, stacklevel=2)
         return matched[inverse]
 
-    def _no_match(self, filter_by_keys: Mapping, maps: list[Mapping]) -> str:
+    def _no_match(self, filter_by_keys: Mapping, maps: Sequence[Mapping]) -> str:
         """Why a filter matched no data object: each item that matches nothing by itself, with
         the keys or values of the file spelled like it."""
         known = set(self.table.own) | set(self.table.extra) | set(vocabulary.CFGRIB_KEYS)
@@ -383,8 +383,8 @@ def _classify(names: list[str | None], shapes: list[tuple[int, ...]],
             result[i] = name
         elif hint is None and known and (name.lower() in HORIZONTAL_NAMES or sized[shape[0]] > 1):
             result[i] = known
-    fields = {(shapes[j], hints[j]) for j in range(n) if result[j] is None
-              and (names[j] is None or names[j].lower() not in HORIZONTAL_NAMES)}
+    fields = {(shape, hint) for name, shape, hint, found in zip(names, shapes, hints, result) if found is None
+              and (name is None or name.lower() not in HORIZONTAL_NAMES)}
     for i, (name, shape, hint) in enumerate(zip(names, shapes, hints)):
         if result[i] is None and name is not None and name.lower() in HORIZONTAL_NAMES and \
                 shape and any(_spans(shape, hint, *field) for field in fields):

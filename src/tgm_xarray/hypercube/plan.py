@@ -93,7 +93,7 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
     dataset_attrs = _dataset_attrs(objects, selection, axes, variables, common_extra)
     data = {var.name: _variable_plan(var, objects, axes, index_coords, lookups, common_extra)
             for var in variables.values()}
-    coord_plans = {name: _coordinate_plan(c, objects) for name, c in coords.items()}
+    coord_plans = {name: _coordinate_plan(name, c, objects) for name, c in coords.items()}
     check_names(data, coord_plans, index_coords, objects.source)
     return HypercubePlan(
         variables={**data, **coord_plans},
@@ -203,15 +203,15 @@ def _dataset_attrs(objects: Objects, selection: Selection, axes: Axes, variables
     return to_attrs({k: v for k, v in common_extra.items() if k not in dropped})
 
 
-def _coordinate_plan(coord: Coordinate, objects: Objects) -> VariablePlan:
+def _coordinate_plan(name: str, coord: Coordinate, objects: Objects) -> VariablePlan:
     o = coord.object
-    _check_size(o.shape, o.dtype.itemsize, f"coordinate {o.coordinate!r} ({o.where})",
+    _check_size(o.shape, o.dtype.itemsize, f"coordinate {name!r} ({o.where})",
                 objects.source)
     attrs = to_attrs({k: v for k, v in o.own.items() if k != o.name_key})
     return VariablePlan(
-        name=o.coordinate, dims=coord.dims, shape=o.shape, dtype=o.dtype,
+        name=name, dims=coord.resolved_dims, shape=o.shape, dtype=o.dtype,
         fields=np.array(0, dtype=np.int64), refs=(o.ref,), attrs=attrs,
-        encoding=_encoding(objects, np.array([o.index]), coord.dims, o.shape, 0),
+        encoding=_encoding(objects, np.array([o.index]), coord.resolved_dims, o.shape, 0),
     )
 
 
