@@ -491,15 +491,28 @@ impl Scan {
                 Err(ranges) => return Ok(Err(ranges)),
             }
         } else if layout == Layout::Header {
-            let mut parsed = frames(self.window.take(pos + head, end.min(self.window.stop())), head)?;
+            let mut at_hand = self.window.take(pos + head, end.min(self.window.stop()));
+            let mut parsed = frames(at_hand, head)?;
             // A header longer than the guess: its tail (a frame that runs past the message end
             // is left for `indexed` to report).
-            while let Next::More(need) = parsed.next {
+            loop {
+                let need = match parsed.next {
+                    Next::More(need) => need,
+                    // The bytes at hand end where a frame does, before the metadata and index
+                    // are found: the next frame's header says whether the header goes on.
+                    Next::End if (parsed.metadata.is_none() || parsed.index.is_none()) && parsed.end == at_hand.len() => {
+                        parsed.end + FRAME_HEADER_SIZE + 7
+                    }
+                    _ => break,
+                };
                 if head + need as u64 > total {
                     break;
                 }
                 match self.need(pos, pos + head + need as u64, 0) {
-                    Ok(bytes) => parsed = frames(&bytes[head as usize..], head)?,
+                    Ok(bytes) => {
+                        at_hand = &bytes[head as usize..];
+                        parsed = frames(at_hand, head)?;
+                    }
                     Err(ranges) => return Ok(Err(ranges)),
                 }
             }
@@ -713,6 +726,20 @@ mod tests {
             assert!(described.iter().all(|d| d.descriptor.shape == vec![4096]));
             if let Some((_, payload)) = &described[0].payload {
                 assert_eq!(&file[payload.start as usize..payload.start as usize + 8], &[0f32.to_le_bytes(), 1f32.to_le_bytes()].concat()[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_header_longer_than_the_first_block_and_the_guess_is_read_to_its_index() {
+        // Each request for the rest of a frame ends where that frame does: the walk must go on
+        // to the index frame after it.
+        let one = message(4096, 3);
+        for (first_block, header_guess) in [(64, 64), (64, 4096), (1024, 64)] {
+            let settings = Settings { first_block, whole_message_max: 1024, header_guess, ..Settings::default() };
+            let (found, _) = scan(&one.repeat(2), settings).expect("scans");
+            for m in &found {
+                assert_eq!(indexed(m).expect("indexed").1.len(), 3, "blocks of {first_block}, a guess of {header_guess}");
             }
         }
     }
