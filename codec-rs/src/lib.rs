@@ -47,6 +47,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
         wrap_pyfunction!(frames::read_payload_ranges, m)?,
         wrap_pyfunction!(table::table_of_files, m)?,
+        wrap_pyfunction!(table::table_of_bytes, m)?,
         wrap_pyfunction!(decoded_elements, m)?,
         wrap_pyfunction!(take_max_concurrent_reads, m)?,
     ] {
