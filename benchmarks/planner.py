@@ -1,9 +1,9 @@
 """The planner alone: ``build_hypercube`` over archive-shaped metadata tables.
 
 Each message holds a 32x64 float32 field (``p0``..``p9``, 10 levels, N steps, MARS keys) and
-its latitude/longitude objects, as the archive benchmark's files do. Tables are built with
-``MetadataTable.from_messages`` (not timed); the planner is timed as the median of several
-runs, on a table whose frames carry inline hashes (what a file written with hashes gives: no
+its latitude/longitude objects, as the archive benchmark's files do. Tables are built by the
+core from encoded messages (``MetadataTable.of_bytes``, not timed); the planner is timed as the
+median of several runs, on a table whose frames carry inline hashes (what a file written with hashes gives: no
 fingerprint call) and on one without (one fingerprint call per coordinate object).
 
 ``--distinct-steps`` times instead one-value messages each at a step of its own (one axis of N
@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from tgm_xarray._core import encode_message
 from tgm_xarray.hypercube import MetadataTable, build_hypercube
 from tgm_xarray.hypercube.table import Column, KeyColumns
 
@@ -29,37 +30,43 @@ LEVELS = (1000, 925, 850, 700, 500, 400, 300, 250, 200, 100)
 NY, NX = 32, 64
 
 
-def _descriptor(shape, dtype) -> dict:
-    return {"type": "ntensor", "ndim": len(shape), "shape": list(shape),
-            "strides": [int(np.prod(shape[i + 1:])) for i in range(len(shape))], "dtype": dtype,
-            "byte_order": "little", "encoding": "none", "filter": "none", "compression": "none",
-            "masks": [], "params": {}}
+def _object(shape, dtype: str) -> tuple[dict, np.ndarray]:
+    # zstd: the zero values take a few bytes (100,000 messages of 10 KB would be a gigabyte).
+    descriptor = {"type": "ntensor", "shape": list(shape), "dtype": dtype, "byte_order": "little",
+                  "encoding": "none", "filter": "none", "compression": "zstd"}
+    return descriptor, np.zeros(shape, dtype=dtype)
 
 
-def archive_messages(n_messages: int) -> list[tuple[dict, list[dict]]]:
-    """``(metadata, descriptors)`` of ``n_messages`` archive messages (10 params x 10 levels x
-    ``n_messages / 100`` steps)."""
-    descriptors = [_descriptor((NY, NX), "float32"), _descriptor((NY,), "float64"),
-                   _descriptor((NX,), "float64")]
+def archive_bytes(n_messages: int) -> bytes:
+    """``n_messages`` archive messages (10 params x 10 levels x ``n_messages / 100`` steps), as
+    a file holds them, without hashes. The messages of one step are encoded once, with a step
+    written as a 2-byte CBOR integer, and each step's are those with the step's bytes in its
+    place (CBOR integers may take more bytes than they need; encoding 100,000 messages would
+    take minutes)."""
+    objects = [_object((NY, NX), "float32"), _object((NY,), "float64"), _object((NX,), "float64")]
     lat = {"name": "latitude", "units": "degrees_north", "dim_names": ["latitude"]}
     lon = {"name": "longitude", "units": "degrees_east", "dim_names": ["longitude"]}
-    messages = []
-    for i in range(n_messages):
-        step, rest = divmod(i, PARAMS * len(LEVELS))
-        level, param = divmod(rest, PARAMS)
+    mark = b"dstep\x19\x12\x34"  # "step": 0x1234
+    one_step = []
+    for i in range(PARAMS * len(LEVELS)):
+        level, param = divmod(i, PARAMS)
         mars = {"class": "od", "stream": "oper", "type": "fc", "param": f"p{param}",
-                "date": "20260404", "time": "0000", "step": step, "levtype": "pl",
+                "date": "20260404", "time": "0000", "step": 0x1234, "levtype": "pl",
                 "levelist": LEVELS[level]}
         field = {"mars": mars, "dim_names": ["latitude", "longitude"]}
-        messages.append(({"base": [field, lat, lon], "_extra_": {}}, descriptors))
-    return messages
+        message = encode_message({"base": [field, lat, lon]}, objects, hash=False)
+        assert message.count(mark) == 1
+        one_step.append(message)
+    steps = -(-n_messages // len(one_step))
+    messages = [m.replace(mark, b"dstep\x19" + step.to_bytes(2, "big")) for step in range(steps) for m in one_step]
+    return b"".join(messages[:n_messages])
 
 
 def distinct_steps_table(n: int) -> MetadataTable:
     """``n`` one-value messages of ``2t``, each at its own step: the table a file of them gives,
-    built from columns (``from_messages`` would take longer than the planner)."""
-    one = MetadataTable.from_messages(
-        [({"base": [{"mars": {"param": "2t", "step": 0}}]}, [_descriptor((), "float32")])])
+    built from columns (encoding ``n`` messages would take longer than the planner)."""
+    one = MetadataTable.of_bytes(encode_message(
+        {"base": [{"mars": {"param": "2t", "step": 0}}]}, [_object((), "float32")]))
     zeros, unknown = np.zeros(n, dtype=np.int32), np.full(n, -1, dtype=np.int64)
     return dataclasses.replace(
         one, n_messages=n, msg=np.arange(n, dtype=np.int64), obj=zeros.astype(np.int64),
@@ -115,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
         if args.distinct_steps:
             tables = [("distinct steps", distinct_steps_table(n))]
         else:
-            table = MetadataTable.from_messages(archive_messages(n))
+            table = MetadataTable.of_bytes(archive_bytes(n))
             tables = [("hashed", with_frame_hashes(table)), ("callback", table)]
         for kind, t in tables:
             seconds, calls = time_plan(t, args.repeat)

@@ -36,13 +36,6 @@ def test_flatten_dots_nested_maps_and_leaves_out_reserved_entries():
     assert attrs.flatten({"x": 1}, prefix="base.") == {"base.x": 1}
 
 
-def test_without_structural_drops_only_top_level_structural_keys():
-    meta = {"_reserved_": {}, "dim_names": ["y"], "coordinate_attrs": {}, "units": "K",
-            "nested": {"dim_names": ["kept"]}}
-    assert attrs.without_structural(meta) == {"units": "K", "nested": {"dim_names": ["kept"]}}
-    assert set(meta) >= attrs.STRUCTURAL_KEYS  # the input is not changed
-
-
 def test_freeze_makes_equal_values_equal_and_hashable():
     nan = float("nan")
     assert attrs.freeze(nan) == attrs.freeze(float("nan"))  # a constant NaN does not vary

@@ -63,25 +63,9 @@ needs = pytest.mark.skipif(not IFS.exists(), reason="shared fixtures not availab
 # --------------------------------------------------------------------------------------------
 
 
-def _infos_from_upstream(path) -> MetadataTable:
-    """Every message's metadata and descriptors, in the dict shapes ``_core.FileHandle`` returns
-    (read without decoding any payload)."""
-    infos = []
-    with tensogram.TensogramFile.open(str(path)) as f:
-        for i in range(len(f)):
-            meta, descriptors = tensogram.decode_descriptors(f.read_message(i))
-            metadata = {"base": meta.base, "_extra_": meta.extra, "_reserved_": meta.reserved}
-            infos.append((metadata, [_descriptor(d) for d in descriptors]))
-    return MetadataTable.from_messages(infos)
-
-
-def _descriptor(d) -> dict:
-    return {
-        "type": d.obj_type, "ndim": d.ndim, "shape": [int(n) for n in d.shape],
-        "strides": [int(n) for n in d.strides], "dtype": str(d.dtype), "byte_order": d.byte_order,
-        "encoding": d.encoding, "filter": d.filter, "compression": d.compression, "masks": [],
-        "params": {k: v for k, v in d.params.items() if k != "szip_block_offsets"},
-    }
+def _table(path) -> MetadataTable:
+    """The file's metadata table, built by the core from its bytes (no payload decoded)."""
+    return MetadataTable.of_bytes(Path(path).read_bytes())
 
 
 class _Fingerprint:
@@ -99,12 +83,12 @@ class _Fingerprint:
 
 
 def _plan(path, **options) -> HypercubePlan:
-    return build_hypercube(_infos_from_upstream(path), PlanOptions(**options, source=str(path)), source=str(path),
+    return build_hypercube(_table(path), PlanOptions(**options, source=str(path)), source=str(path),
                            fingerprint=_Fingerprint(path))
 
 
 def _groups(path, **options) -> dict[str, HypercubePlan]:
-    return split_groups(_infos_from_upstream(path), PlanOptions(**options, source=str(path)), source=str(path),
+    return split_groups(_table(path), PlanOptions(**options, source=str(path)), source=str(path),
                         fingerprint=_Fingerprint(path))
 
 
@@ -385,7 +369,7 @@ def cube_file(tmp_path_factory):
 
 def test_cube_dims_and_coordinates(cube_file):
     fingerprint = _Fingerprint(cube_file)
-    plan = build_hypercube(_infos_from_upstream(cube_file), source=str(cube_file),
+    plan = build_hypercube(_table(cube_file), source=str(cube_file),
                            fingerprint=fingerprint)
     _assert_plan_consistent(plan)
     dims = ("number", "time", "step", "isobaricInhPa", "latitude", "longitude")
@@ -734,7 +718,7 @@ def test_filter_plain_key_matches_mars_namespace_and_values_loosely():
 @needs
 def test_thousand_messages_from_metadata_only():
     fingerprint = _Fingerprint(THOUSAND)
-    plan = build_hypercube(_infos_from_upstream(THOUSAND), source=str(THOUSAND),
+    plan = build_hypercube(_table(THOUSAND), source=str(THOUSAND),
                            fingerprint=fingerprint)
     _assert_plan_consistent(plan)
     var = plan.variables["object_0"]
@@ -814,15 +798,10 @@ def test_keys_that_cannot_label_a_dimension(tmp_path):
 def test_greedy_extra_dims_with_many_candidate_keys():
     """Past the exhaustive search limit the greedy pick still finds the one separating key."""
     n = extra._MAX_EXHAUSTIVE_KEYS + 2
-    descriptor = {"type": "ntensor", "ndim": 1, "shape": [2], "strides": [1], "dtype": "float32",
-                  "byte_order": "little", "encoding": "none", "filter": "none",
-                  "compression": "none", "masks": [], "params": {}}
-    infos = []
-    for i in range(n):
-        meta = {"name": "v", "id": i, **{f"flag{j:02d}": int(i == j) for j in range(n - 1)}}
-        infos.append(({"base": [meta], "_extra_": {}}, [descriptor]))
-    plan = build_hypercube(MetadataTable.from_messages(infos), source="mem",
-                           fingerprint=lambda m, o: b"")
+    data = b"".join(tensogram.encode(
+        {"base": [{"name": "v", "id": i, **{f"flag{j:02d}": int(i == j) for j in range(n - 1)}}]},
+        [(_desc(np.zeros(2, "float32")), np.zeros(2, "float32"))]) for i in range(n))
+    plan = build_hypercube(MetadataTable.of_bytes(data), source="mem", fingerprint=lambda m, o: b"")
     assert plan.variables["v"].dims == ("id", "dim_0")
     # the flags follow from `id`: they are neither dims nor attributes
     assert plan.variables["v"].attrs == {}
@@ -1390,8 +1369,24 @@ def test_shape_past_what_numpy_holds_is_a_format_error(meta):
     """A declared shape of more bytes than any array holds: a TgmFormatError at open naming the
     file, the message and the object (numpy's bare ValueError came at the first read)."""
     shape = [2**32 - 1] * 3 if meta["name"] == "v" else [2**63 // 4]
-    descriptor = {**_desc(np.zeros(0, "float64")), "shape": shape}
-    table = MetadataTable.from_messages([({"base": [meta]}, [descriptor])])
+    # No encoder writes such a shape: the message holds one of ones, whose CBOR in the
+    # descriptor (the last copy, after `_reserved_`'s in the metadata) the huge one replaces in
+    # place, a descriptor parameter `pad` giving up the bytes it takes more.
+    ones = np.zeros([1] * len(shape))
+    message = tensogram.encode({"base": [meta]}, [({**_desc(ones), "pad": "x" * 20}, ones)], hash=None)
+
+    def cbor_shape(dims):
+        return bytes([0x80 + len(dims)]) + b"".join(
+            bytes([n]) if n < 24 else bytes([0x1a]) + n.to_bytes(4, "big") if n < 2**32
+            else bytes([0x1b]) + n.to_bytes(8, "big") for n in dims)
+
+    grown = len(cbor_shape(shape)) - len(cbor_shape([1] * len(shape)))
+    for old, new in ((b"eshape" + cbor_shape([1] * len(shape)), b"eshape" + cbor_shape(shape)),
+                     (b"cpadt" + b"x" * 20, b"cpad" + bytes([0x60 + 20 - grown]) + b"x" * (20 - grown))):
+        at = message.rfind(old)
+        message = message[:at] + new + message[at + len(old):]
+    table = MetadataTable.of_bytes(message)
+    assert list(table.shapes[0]) == shape
     with pytest.raises(TgmError, match=r"huge\.tgm: .*message 0 object 0\) has shape") as err:
         build_hypercube(table, source="huge.tgm", fingerprint=lambda m, o: b"")
     assert type(err.value).__name__ == "TgmFormatError"

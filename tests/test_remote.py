@@ -776,38 +776,46 @@ def test_ten_thousand_messages_open_in_few_requests(range_server, archive):
     assert sent <= 1.01 * path.stat().st_size
 
 
-def test_scan_finds_every_message_and_tables_small_ones(range_server, archive, ifs_file):
-    """``_core.scan_remote``: every message's place, as the mapped reader finds it; where every
-    message came whole (small ones) its state is the core's metadata table, with each object's
-    frame range as the local table has it; none where large ones were read by their header."""
+def test_scan_finds_every_message_and_the_core_tables_them(range_server, archive, ifs_file):
+    """``_core.scan_remote``: every message's place, as the mapped reader finds it, and the
+    core's metadata table of them, with each object's frame, payload and hash as the local table
+    has them: at once where every message came whole (small ones: the table is the scan's
+    state), once their descriptors are fetched where large ones were read by their header."""
     for source, small in ((archive, True), (ifs_file, False)):
         url, path = serve(range_server, source)
         local = tgm_xarray.open_file(path)
         fetcher = remote.Fetcher(url, None)
         messages = _core.scan_remote(url, fetcher.size, fetcher.fetch_many, remote.scan_settings())
         assert [messages.span(i) for i in range(len(messages))] == [local.handle.message_span(i) for i in range(len(local))]
-        table = _core.table_of_files([messages])
-        assert (table is not None) == small
-        if small:
-            expected = _core.table_of_files([local.handle])
-            for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "frame_hash"):
-                np.testing.assert_array_equal(table[key], expected[key])
-            rows = expected["msg"] == 7
-            assert messages.frame_spans(7) == [(int(a), int(b - a)) for a, b in
-                                               zip(expected["frame_start"][rows], expected["frame_end"][rows])]
+        if not small:
+            with pytest.raises(ValueError, match="message 0: its descriptors are not fetched yet"):
+                _core.table_of_files([messages])
+            messages.describe(list(range(len(messages))), fetcher.fetch_many)
+        table, expected = _core.table_of_files([messages]), _core.table_of_files([local.handle])
+        for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "payload_end", "frame_hash",
+                    "has_frame_hash", "message_offset", "message_length"):
+            np.testing.assert_array_equal(table[key], expected[key], err_msg=key)
+        msg = 7 if small else 1
+        rows = expected["msg"] == msg
+        assert messages.frame_spans(msg) == [(int(a), int(b - a)) for a, b in
+                                             zip(expected["frame_start"][rows], expected["frame_end"][rows])]
 
 
-def test_the_table_of_large_remote_messages_has_every_frame_range(range_server, ifs_file):
-    """Large messages are read by their header: their table is built from the messages' dicts,
-    with each object's frame range from the scan (references point at them: virtual.py),
-    as the local table has it."""
+def test_the_table_of_large_remote_messages_is_the_local_one(range_server, ifs_file):
+    """Large messages are read by their header: the core builds their rows from their metadata
+    frames and their objects' descriptors (fetched for every message at once), with every byte
+    range and hash as the local table has them (references point at frames: virtual.py);
+    descriptors fetched once are not fetched again."""
     url, path = serve(range_server, ifs_file)
     remote_file = tgm_xarray.open_file(url)
-    assert _core.table_of_files([remote_file.handle.messages]) is None
     remote_table, local_table = metadata_table(remote_file), metadata_table(tgm_xarray.open_file(path))
-    assert (remote_table.frame_start >= 0).all()
-    for key in ("msg", "obj", "frame_start", "frame_end"):
+    for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "payload_end", "frame_hash",
+                "has_frame_hash", "message_offset", "message_length", "shape", "descriptor"):
         np.testing.assert_array_equal(getattr(remote_table, key), getattr(local_table, key), err_msg=key)
+    assert remote_table.own.names == local_table.own.names
+    range_server.reset()
+    metadata_table(remote_file)
+    assert range_server.count() == 0
 
 
 def test_a_tabled_message_fetches_its_metadata_on_first_use(range_server, archive):
@@ -815,8 +823,9 @@ def test_a_tabled_message_fetches_its_metadata_on_first_use(range_server, archiv
     descriptors are fetched on first use (one request, for that message), reads need neither."""
     url, path = serve(range_server, archive)
     remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
-    assert _core.table_of_files([remote_file.handle.messages]) is not None
     range_server.reset()
+    assert len(metadata_table(remote_file)) == len(metadata_table(local))
+    assert range_server.count() == 0  # the table is the scan's
     assert remote_file.read(42, 0).tobytes() == local.read(42, 0).tobytes()
     assert remote_file.handle.fingerprint(42, 1) == local.handle.fingerprint(42, 1)
     assert range_server.count() == 1  # the frame: fingerprints come from the table's hashes
@@ -876,8 +885,8 @@ def test_descriptors_of_tabled_messages_are_their_own(range_server, tmp_path):
     tgm_xarray.to_tgm(ds, path, encoding={"t": {"bits": 16, "compression": "szip"}})
     url, path = serve(range_server, path)
     remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
-    assert _core.table_of_files([remote_file.handle.messages]) is not None
     range_server.reset()
+    metadata_table(remote_file)
     for msg in range(len(local)):
         assert np.array_equal(remote_file.read(msg, 0), local.read(msg, 0))
     assert range_server.count() <= len(local)  # a frame a read at most: layouts from the table

@@ -49,6 +49,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(table::table_of_files, m)?,
         wrap_pyfunction!(pyarray::py_numpy_dtype, m)?,
         wrap_pyfunction!(pyarray::decoded_bytes, m)?,
+        wrap_pyfunction!(table::table_of_bytes, m)?,
         wrap_pyfunction!(decoded_elements, m)?,
         wrap_pyfunction!(take_max_concurrent_reads, m)?,
     ] {

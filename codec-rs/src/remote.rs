@@ -2,15 +2,20 @@
 //! callback (Python moves the bytes: requests, retries, deadlines), and the per-message state of
 //! `tgm_xarray.remote.RemoteHandle`. Where every message came whole the state is the metadata
 //! table of the core scan (frames, descriptors, hashes) and nothing is parsed per message;
-//! a message's metadata and descriptors are fetched again on first use.
+//! a message's metadata and descriptors are fetched again on first use. Otherwise the table
+//! (`table`) joins the tables of the runs of messages that came whole, scanned at opening, and
+//! the rows of the messages read by their header, built from their metadata frame and their
+//! objects' descriptors once those are described.
 
+use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 use tgm_core::remote_walk::{indexed, Describe, Found, Part, Ranges, Scan, Settings};
-use tgm_core::table::Table;
+use tgm_core::table::{self, ObjectParts, ScanError, Table};
 
 use crate::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
@@ -36,6 +41,15 @@ struct Object {
     /// `(descriptor CBOR, payload offset in the file, payload length)` where a read may fetch
     /// parts of the payload.
     payload: Option<(Vec<u8>, u64, u64)>,
+    /// What the table takes of an object of a message read by its header (`ObjectParts`).
+    parts: Option<Parts>,
+}
+
+/// `ObjectParts` less the descriptor and frame, which `Object` and `Message` hold.
+struct Parts {
+    cbor: Vec<u8>,
+    payload: Range<u64>,
+    hash: Option<u64>,
 }
 
 struct Described {
@@ -48,8 +62,9 @@ struct Message {
     length: u64,
     /// Each data-object frame, `(file offset, length)`; `Err`: the message is corrupt.
     frames: Result<Vec<(u64, u64)>, String>,
-    /// The metadata of a message read by its header or footer (its objects are described later).
-    header: Option<GlobalMetadata>,
+    /// The metadata of a message read by its header or footer, and its metadata frame's CBOR
+    /// (its objects are described later).
+    header: Option<(GlobalMetadata, Vec<u8>)>,
     /// The first row of its objects in the table, when the table holds it.
     first_row: Option<usize>,
     described: OnceLock<Result<Described, String>>,
@@ -60,7 +75,10 @@ struct Message {
 pub struct RemoteMessages {
     source: String,
     messages: Vec<Message>,
+    /// The table, where every message came whole.
     table: Option<Table>,
+    /// Else the tables of the runs of messages that came whole, `(their messages, table)`.
+    whole_runs: Vec<(Range<usize>, Result<Table, ScanError>)>,
     tail_guess: u64,
 }
 
@@ -104,6 +122,7 @@ fn parse_whole(offset: u64, bytes: &[u8]) -> Result<(Vec<(u64, u64)>, Described)
             descriptor: entry.descriptor.clone(),
             fingerprint: Some(entry.fingerprint(bytes)),
             payload: Some((cbor, offset + entry.payload.start as u64, entry.payload.len() as u64)),
+            parts: None,
         });
     }
     Ok((frames, Described { metadata: parsed.metadata, objects }))
@@ -111,18 +130,84 @@ fn parse_whole(offset: u64, bytes: &[u8]) -> Result<(Vec<(u64, u64)>, Described)
 
 impl RemoteMessages {
     fn new(source: &str, found: Vec<Found>, tail_guess: u64) -> Self {
-        let whole = found.iter().all(|m| m.part == Part::Whole && whole_error(m).is_none());
-        let table = whole.then(|| tgm_core::table::scan(found.iter().map(|m| (m.offset as usize, &m.data[..]))).ok()).flatten();
+        let mut whole_runs = Self::whole_runs(&found);
+        let table = match &mut whole_runs[..] {
+            [(run, Ok(table))] if run.len() == found.len() => Some(std::mem::take(table)),
+            _ => None,
+        };
         let messages = match &table {
-            Some(table) => Self::from_table(table),
+            Some(table) => {
+                whole_runs.clear();
+                Self::from_table(table)
+            }
             None => found.iter().map(Self::from_found).collect(),
         };
-        RemoteMessages { source: source.to_owned(), messages, table, tail_guess }
+        RemoteMessages { source: source.to_owned(), messages, table, whole_runs, tail_guess }
     }
 
-    /// The metadata table of the messages when every one came whole (`table::table_of_files`).
-    pub(crate) fn table(&self) -> Option<&Table> {
-        self.table.as_ref()
+    /// The tables of the runs of messages that came whole, each scanned as a mapped file's
+    /// messages are (`Err`: the first that cannot be read, numbered in the file).
+    fn whole_runs(found: &[Found]) -> Vec<(Range<usize>, Result<Table, ScanError>)> {
+        let mut runs = Vec::new();
+        let mut first = 0;
+        while first < found.len() {
+            let end = first + found[first..].iter().take_while(|m| m.part == Part::Whole).count();
+            if end == first {
+                first += 1;
+                continue;
+            }
+            let run = &found[first..end];
+            let bad = run.iter().enumerate().find_map(|(i, m)| whole_error(m).map(|error| ScanError { message: first + i, error }));
+            let table = match bad {
+                Some(error) => Err(error),
+                None => table::scan(run.iter().map(|m| (m.offset as usize, &m.data[..])))
+                    .map_err(|e| ScanError { message: first + e.message, error: e.error }),
+            };
+            runs.push((first..end, table));
+            first = end;
+        }
+        runs
+    }
+
+    /// The metadata table of the messages (`table::table_of_files`): the scan's where every
+    /// message came whole, else built here, which needs every message read by its header
+    /// described (`describe`; `RemoteHandle.parse_all`).
+    pub(crate) fn table(&self) -> PyResult<Cow<'_, Table>> {
+        if let Some(table) = &self.table {
+            return Ok(Cow::Borrowed(table));
+        }
+        let in_message = |msg: usize, e: String| format_err(format!("{}: message {msg}: {e}", self.source));
+        let mut builder = table::Builder::default();
+        let mut runs = self.whole_runs.iter().peekable();
+        let mut msg = 0;
+        while msg < self.messages.len() {
+            if let Some((run, table)) = runs.next_if(|(run, _)| run.start == msg) {
+                builder.append(table.as_ref().map_err(|e| in_message(e.message, e.error.clone()))?);
+                msg = run.end;
+                continue;
+            }
+            let m = &self.messages[msg];
+            let frames = m.frames.as_ref().map_err(|e| format_err(format!("{}: {e}", self.source)))?;
+            let (Some((_, metadata)), Some(described)) = (&m.header, m.described.get()) else {
+                let why = "its descriptors are not fetched yet (RemoteHandle.parse_all fetches them)";
+                return Err(CoreError::new(Kind::Value, format!("{}: message {msg}: {why}", self.source)).raised());
+            };
+            let described = described.as_ref().map_err(|e| format_err(format!("{}: {e}", self.source)))?;
+            let objects = described.objects.iter().zip(frames).map(|(o, &(start, length))| {
+                let parts = o.parts.as_ref().expect("objects described from their frames have their parts");
+                ObjectParts {
+                    descriptor: &o.descriptor,
+                    cbor: &parts.cbor,
+                    frame: start as usize..(start + length) as usize,
+                    payload: parts.payload.start as usize..parts.payload.end as usize,
+                    hash: parts.hash,
+                }
+            });
+            let objects: Vec<ObjectParts> = objects.collect();
+            builder.parts(m.offset as usize, m.length as usize, metadata, &objects).map_err(|e| in_message(msg, e))?;
+            msg += 1;
+        }
+        Ok(Cow::Owned(builder.finish()))
     }
 
     /// The messages as the table lists them: nothing parsed again.
@@ -170,9 +255,9 @@ impl RemoteMessages {
             }
         } else {
             match indexed(found) {
-                Ok((metadata, frames)) => {
-                    message.frames = Ok(frames.into_iter().map(|(o, l)| (found.offset + o, l)).collect());
-                    message.header = Some(metadata);
+                Ok(indexed) => {
+                    message.frames = Ok(indexed.frames.into_iter().map(|(o, l)| (found.offset + o, l)).collect());
+                    message.header = Some((indexed.metadata, indexed.metadata_cbor));
                 }
                 Err(e) => message.frames = Err(at(e)),
             }
@@ -308,10 +393,11 @@ impl RemoteMessages {
                         (None, None) => None,
                     },
                     payload: d.payload.map(|(cbor, range)| (cbor, range.start, range.end - range.start)),
+                    parts: Some(Parts { cbor: d.cbor, payload: d.stored, hash: d.hash }),
                     descriptor: d.descriptor,
                 })
                 .collect();
-            let metadata = m.header.clone().unwrap_or_default();
+            let metadata = m.header.as_ref().map(|(metadata, _)| metadata.clone()).unwrap_or_default();
             let _ = m.described.set(Ok(Described { metadata, objects }));
         }
         let mut first_error = None;

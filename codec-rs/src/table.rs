@@ -1,4 +1,7 @@
-//! The metadata table (`tgm_core::table`) as the dict `MetadataTable.from_core` takes.
+//! The metadata table (`tgm_core::table`) as the dict `MetadataTable.from_core` takes: of files
+//! (mapped and remote) and of messages in memory.
+
+use std::borrow::Cow;
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
@@ -9,7 +12,7 @@ use crate::cbor::to_py;
 use crate::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, FileHandle};
-use crate::mapped_file::MappedFile;
+use crate::mapped_file::{index_messages, MappedFile};
 use crate::remote::RemoteMessages;
 
 /// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released;
@@ -86,25 +89,37 @@ pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict
 /// One table over several files, in the order given (`FileHandle`s and `RemoteMessages`):
 /// messages are numbered on from one file to the next; byte ranges stay within each message's
 /// own file. Mapped files are scanned here with the interpreter released; remote files give the
-/// table their scan built (`None` when one has none: its large messages were read by their
-/// header, and their dicts make the table: `MetadataTable.from_messages`).
+/// table of their scan, or of their messages read by their header once those are described
+/// (`RemoteMessages.describe`).
 #[pyfunction]
-pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyDict>>> {
+pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
     let sources = files.iter().enumerate().map(|(i, f)| Source::of(i, f)).collect::<PyResult<Vec<_>>>()?;
     if let Some(mapped) = sources.iter().map(Source::mapped).collect::<Option<Vec<_>>>() {
-        return scan_mapped(py, &mapped).and_then(|t| to_py_dict(py, &t)).map(Some);
+        return scan_mapped(py, &mapped).and_then(|t| to_py_dict(py, &t));
     }
-    let scanned = sources.iter().map(|s| s.mapped().map(|f| scan_mapped(py, &[f])).transpose());
-    let scanned = scanned.collect::<PyResult<Vec<_>>>()?;
-    let tables = sources.iter().zip(&scanned).map(|(s, own)| own.as_ref().or_else(|| s.remote_table()));
-    let Some(tables) = tables.collect::<Option<Vec<_>>>() else {
-        return Ok(None); // a remote file's large messages were read by their header
-    };
-    match tables[..] {
+    let tables = sources
+        .iter()
+        .map(|s| match s {
+            Source::Mapped(h) => scan_mapped(py, &[h.file()]).map(Cow::Owned),
+            Source::Remote(r) => r.table(),
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    match &tables[..] {
         [one] => to_py_dict(py, one),
-        _ => to_py_dict(py, &py.detach(|| tgm_core::table::concat(&tables))),
+        _ => {
+            let tables: Vec<&Table> = tables.iter().map(|t| t.as_ref()).collect();
+            to_py_dict(py, &py.detach(|| tgm_core::table::concat(&tables)))
+        }
     }
-    .map(Some)
+}
+
+/// The table of the messages in `data` (whole messages one after the other, as a file holds
+/// them; none when empty).
+#[pyfunction]
+pub fn table_of_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let spans = if data.is_empty() { Vec::new() } else { index_messages(data).raised()? };
+    let table = scan(py, spans.iter().map(|&(offset, length)| (offset, &data[offset..offset + length])), |m| format!("message {m}"))?;
+    to_py_dict(py, &table)
 }
 
 /// One file of `table_of_files`.
@@ -129,13 +144,6 @@ impl<'py> Source<'py> {
         match self {
             Source::Mapped(h) => Some(h.file()),
             Source::Remote(_) => None,
-        }
-    }
-
-    fn remote_table(&self) -> Option<&Table> {
-        match self {
-            Source::Mapped(_) => None,
-            Source::Remote(r) => r.table(),
         }
     }
 }

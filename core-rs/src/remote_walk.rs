@@ -20,6 +20,9 @@ use tensogram::wire::{
 };
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
+use crate::cbor::Walker;
+use crate::message::walk;
+
 /// Byte ranges `[start, stop)` of the file.
 pub type Ranges = Vec<(u64, u64)>;
 
@@ -107,7 +110,8 @@ pub enum Next {
 /// The metadata and index frames found at the start of a buffer.
 #[derive(Debug)]
 pub struct Frames {
-    pub metadata: Option<GlobalMetadata>,
+    /// The metadata, and where its frame's CBOR lies in the buffer.
+    pub metadata: Option<(GlobalMetadata, Range<usize>)>,
     pub index: Option<IndexFrame>,
     /// Bytes of complete frames.
     pub end: usize,
@@ -148,9 +152,9 @@ pub fn frames(buf: &[u8], offset: u64) -> Result<Frames, String> {
         let body = &frame[FRAME_HEADER_SIZE..length - FRAME_COMMON_FOOTER_SIZE];
         match header.frame_type {
             FrameType::HeaderMetadata | FrameType::FooterMetadata => {
-                metadata = Some(
-                    tensogram::metadata::cbor_to_global_metadata(body).map_err(|e| format!("bad metadata frame: {e}"))?,
-                )
+                let parsed = tensogram::metadata::cbor_to_global_metadata(body).map_err(|e| format!("bad metadata frame: {e}"))?;
+                let start = pos + FRAME_HEADER_SIZE;
+                metadata = Some((parsed, start..start + body.len()));
             }
             FrameType::HeaderIndex | FrameType::FooterIndex => {
                 let parsed = tensogram::metadata::cbor_to_index(body).map_err(|e| format!("bad index frame: {e}"))?;
@@ -222,37 +226,49 @@ pub struct Found {
     pub data: Vec<u8>,
 }
 
-/// A message read by its header or footer: its metadata and its objects' frames
-/// `(offset in the message, length)`, checked against the message.
-pub fn indexed(found: &Found) -> Result<(GlobalMetadata, Vec<(u64, u64)>), String> {
-    let parsed = match &found.part {
+/// What the header or footer of a message read by it says.
+#[derive(Debug, Clone)]
+pub struct Indexed {
+    pub metadata: GlobalMetadata,
+    /// The metadata frame's CBOR, which the metadata table reads (`table::Builder::parts`).
+    pub metadata_cbor: Vec<u8>,
+    /// Each data-object frame, `(offset in the message, length)`.
+    pub frames: Vec<(u64, u64)>,
+}
+
+/// A message read by its header or footer: its metadata and its objects' frames, checked
+/// against the message.
+pub fn indexed(found: &Found) -> Result<Indexed, String> {
+    let (parsed, start) = match &found.part {
         Part::Whole => return Err("the message was read whole".into()),
         Part::Header { postamble: tail } => {
             if postamble(tail).map(|(_, length)| length).ok() != Some(found.length) {
                 return Err("its postamble does not match its preamble".into());
             }
-            let parsed = frames(&found.data[PREAMBLE_SIZE.min(found.data.len())..], PREAMBLE_SIZE as u64)?;
+            let start = PREAMBLE_SIZE.min(found.data.len());
+            let parsed = frames(&found.data[start..], PREAMBLE_SIZE as u64)?;
             if matches!(parsed.next, Next::More(_)) {
                 return Err("a header frame runs past the message end".into());
             }
-            parsed
+            (parsed, start)
         }
         Part::Footer => {
             let (first_footer, length) = postamble(&found.data)?;
             if length != found.length || first_footer != found.length - found.data.len() as u64 {
                 return Err("its postamble does not match its preamble".into());
             }
-            frames(&found.data[..found.data.len() - POSTAMBLE_SIZE], first_footer)?
+            (frames(&found.data[..found.data.len() - POSTAMBLE_SIZE], first_footer)?, 0)
         }
     };
-    let (Some(metadata), Some(index)) = (parsed.metadata, parsed.index) else {
+    let (Some((metadata, cbor)), Some(index)) = (parsed.metadata, parsed.index) else {
         return Err("its metadata or index frame is missing".into());
     };
+    let metadata_cbor = found.data[start + cbor.start..start + cbor.end].to_vec();
     let frames: Vec<(u64, u64)> = index.offsets.into_iter().zip(index.lengths).collect();
     if frames.iter().any(|&(offset, length)| offset < PREAMBLE_SIZE as u64 || offset.saturating_add(length) > found.length) {
         return Err("its index points outside the message".into());
     }
-    Ok((metadata, frames))
+    Ok(Indexed { metadata, metadata_cbor, frames })
 }
 
 /// Splits bytes that hold whole messages, streaming-mode ones included, into `(offset, length)`
@@ -491,15 +507,28 @@ impl Scan {
                 Err(ranges) => return Ok(Err(ranges)),
             }
         } else if layout == Layout::Header {
-            let mut parsed = frames(self.window.take(pos + head, end.min(self.window.stop())), head)?;
+            let mut at_hand = self.window.take(pos + head, end.min(self.window.stop()));
+            let mut parsed = frames(at_hand, head)?;
             // A header longer than the guess: its tail (a frame that runs past the message end
             // is left for `indexed` to report).
-            while let Next::More(need) = parsed.next {
+            loop {
+                let need = match parsed.next {
+                    Next::More(need) => need,
+                    // The bytes at hand end where a frame does, before the metadata and index
+                    // are found: the next frame's header says whether the header goes on.
+                    Next::End if (parsed.metadata.is_none() || parsed.index.is_none()) && parsed.end == at_hand.len() => {
+                        parsed.end + FRAME_HEADER_SIZE + 7
+                    }
+                    _ => break,
+                };
                 if head + need as u64 > total {
                     break;
                 }
                 match self.need(pos, pos + head + need as u64, 0) {
-                    Ok(bytes) => parsed = frames(&bytes[head as usize..], head)?,
+                    Ok(bytes) => {
+                        at_hand = &bytes[head as usize..];
+                        parsed = frames(at_hand, head)?;
+                    }
                     Err(ranges) => return Ok(Err(ranges)),
                 }
             }
@@ -542,6 +571,10 @@ pub struct Described {
     /// `(descriptor CBOR, payload range in the file)` of an object whose payload precedes its
     /// descriptor: a read may fetch parts of that payload.
     pub payload: Option<(Vec<u8>, Range<u64>)>,
+    /// The descriptor's CBOR as the frame stores it, and the payload's bytes in the file without
+    /// the masks that follow it, as a mapped message's frame gives them to the metadata table.
+    pub cbor: Vec<u8>,
+    pub stored: Range<u64>,
 }
 
 /// The descriptors of data-object frames, each `(file offset, length)` as an index lists them,
@@ -634,13 +667,17 @@ impl Describe {
                 }
             };
             // The descriptor is the first CBOR item of its region.
-            let descriptor = crate::message::walk::parse_descriptor(&region)
-                .map_err(|e| (i, format!("bad object descriptor: {e}")))?;
+            let descriptor = walk::parse_descriptor(&region).map_err(|e| (i, format!("bad object descriptor: {e}")))?;
+            let cbor = Walker::new(&region).item().map_err(|e| (i, format!("bad object descriptor: {}", e.0)))?.to_vec();
             let payload_start = FRAME_HEADER_SIZE as u64;
-            let payload = (flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 && cbor_offset > payload_start)
-                .then(|| (region, start + payload_start..start + cbor_offset));
+            let cbor_after = flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0;
+            let region_of_payload =
+                if cbor_after { payload_start..cbor_offset } else { cbor_offset + cbor.len() as u64..footer };
+            let stored = walk::payload_in(region_of_payload, &descriptor).map_err(|e| (i, e))?;
+            let stored = start + stored.start..start + stored.end;
+            let payload = (cbor_after && cbor_offset > payload_start).then(|| (region, start + payload_start..start + cbor_offset));
             let frame = (hash.is_none() && tail.len() as u64 == length).then(|| tail.clone());
-            described.push(Described { descriptor, hash, frame, payload });
+            described.push(Described { descriptor, hash, frame, payload, cbor, stored });
         }
         Ok(described)
     }
@@ -701,7 +738,7 @@ mod tests {
         for m in &found {
             assert!(matches!(&m.part, Part::Header { postamble } if postamble.len() == POSTAMBLE_SIZE));
             assert!(m.data.len() < 1024);
-            let (_, frames) = indexed(m).expect("indexed");
+            let frames = indexed(m).expect("indexed").frames;
             assert_eq!(frames.len(), 3);
             // The descriptors, from the ends of the frames.
             let absolute: Vec<_> = frames.iter().map(|&(o, l)| (m.offset + o, l)).collect();
@@ -713,6 +750,20 @@ mod tests {
             assert!(described.iter().all(|d| d.descriptor.shape == vec![4096]));
             if let Some((_, payload)) = &described[0].payload {
                 assert_eq!(&file[payload.start as usize..payload.start as usize + 8], &[0f32.to_le_bytes(), 1f32.to_le_bytes()].concat()[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_header_longer_than_the_first_block_and_the_guess_is_read_to_its_index() {
+        // Each request for the rest of a frame ends where that frame does: the walk must go on
+        // to the index frame after it.
+        let one = message(4096, 3);
+        for (first_block, header_guess) in [(64, 64), (64, 4096), (1024, 64)] {
+            let settings = Settings { first_block, whole_message_max: 1024, header_guess, ..Settings::default() };
+            let (found, _) = scan(&one.repeat(2), settings).expect("scans");
+            for m in &found {
+                assert_eq!(indexed(m).expect("indexed").frames.len(), 3, "blocks of {first_block}, a guess of {header_guess}");
             }
         }
     }
@@ -764,9 +815,9 @@ mod tests {
     #[test]
     fn a_frame_of_another_length_than_its_index_entry_is_an_error() {
         let one = message(64, 1);
-        let (_, frames) = {
+        let frames = {
             let found = Found { offset: 0, length: one.len() as u64, part: Part::Header { postamble: one[one.len() - 24..].to_vec() }, data: one.clone() };
-            indexed(&found).expect("indexed")
+            indexed(&found).expect("indexed").frames
         };
         let (start, length) = frames[0];
         let frame = &one[start as usize..(start + length) as usize];

@@ -1,7 +1,8 @@
 //! A file's metadata as columns, built in one pass over its messages without touching a
 //! payload: one row per object, one per message, each metadata key a column of codes into its
-//! distinct values. `tgm_xarray.hypercube.table.MetadataTable` is the Python view of it, and
-//! its `from_messages` follows the same rules from dicts.
+//! distinct values. The only builder of it: from whole messages, or from the pieces of a remote
+//! message read by its header (`Builder::parts`). `tgm_xarray.hypercube.table.MetadataTable` is
+//! the Python view of it.
 //!
 //! Metadata is flattened as `tgm_xarray.attrs.flatten` does: nested maps become dotted keys and
 //! `_reserved_` entries are left out. The top-level structural keys (`dim_names`,
@@ -87,7 +88,7 @@ impl KeyColumns {
 }
 
 /// Every object (rows, in message then object order) and every message of a file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Table {
     pub n_messages: usize,
     // per object
@@ -139,35 +140,7 @@ pub fn scan<'a>(messages: impl IntoIterator<Item = (usize, &'a [u8])>) -> Result
 /// table to the next; byte ranges stay within each table's own file.
 pub fn concat(tables: &[&Table]) -> Table {
     let mut builder = Builder::default();
-    for t in tables {
-        let (first_row, first_msg) = (builder.table.msg.len(), builder.table.n_messages);
-        let shapes: Vec<i32> = t.shapes.iter().map(|s| builder.shape_code(s)).collect();
-        let descriptors: Vec<i32> = t.descriptors.iter().map(|d| builder.descriptor_code(d)).collect();
-        let out = &mut builder.table;
-        out.n_messages += t.n_messages;
-        out.msg.extend(t.msg.iter().map(|m| m + first_msg as i64));
-        out.obj.extend(&t.obj);
-        out.shape.extend(t.shape.iter().map(|&s| shapes[s as usize]));
-        out.descriptor.extend(t.descriptor.iter().map(|&d| descriptors[d as usize]));
-        out.frame_hash.extend(&t.frame_hash);
-        out.has_frame_hash.extend(&t.has_frame_hash);
-        for (to, from) in [
-            (&mut out.frame_start, &t.frame_start),
-            (&mut out.frame_end, &t.frame_end),
-            (&mut out.payload_start, &t.payload_start),
-            (&mut out.payload_end, &t.payload_end),
-            (&mut out.message_offset, &t.message_offset),
-            (&mut out.message_length, &t.message_length),
-        ] {
-            to.extend(from);
-        }
-        builder.own.append(&t.own, first_row);
-        builder.codec_params.append(&t.codec_params, first_row);
-        builder.own_dim_names.append_column(&t.own_dim_names, first_row);
-        builder.extra.append(&t.extra, first_msg);
-        builder.extra_dim_names.append_column(&t.extra_dim_names, first_msg);
-        builder.coordinate_attrs.append_column(&t.coordinate_attrs, first_msg);
-    }
+    tables.iter().for_each(|t| builder.append(t));
     builder.finish()
 }
 
@@ -389,8 +362,24 @@ struct MessageMeta {
     coordinate_attrs: Option<u32>,
 }
 
+/// One data object of a message known by its parts rather than its bytes: a remote message read
+/// by its header, whose frames' places come from its index and whose descriptors and hashes come
+/// from the frames' ends (`remote_walk::Describe`).
+pub struct ObjectParts<'a> {
+    /// The descriptor, parsed from `cbor`, its CBOR as the frame stores it.
+    pub descriptor: &'a DataObjectDescriptor,
+    pub cbor: &'a [u8],
+    /// Byte ranges from the start of the file.
+    pub frame: Range<usize>,
+    pub payload: Range<usize>,
+    /// The frame's inline hash, if it has one.
+    pub hash: Option<u64>,
+}
+
+/// A table built message by message: from the messages' bytes (`message`), from their parts
+/// (`parts`) or from another table's rows (`append`), one row-building path for all three.
 #[derive(Default)]
-struct Builder {
+pub struct Builder {
     table: Table,
     shapes: HashMap<Vec<u64>, i32>,
     descriptors: HashMap<Vec<u8>, Rc<KnownDescriptor>>,
@@ -403,16 +392,14 @@ struct Builder {
 }
 
 impl Builder {
-    /// Adds the message in `bytes`: walked here where it has the common layout, else read
-    /// through the `tensogram` crate (which also says what is wrong with a damaged one).
-    fn message(&mut self, offset: usize, bytes: &[u8]) -> Result<(), String> {
+    /// Adds the message in `bytes`, which starts `offset` bytes into its file: walked here where
+    /// it has the common layout, else read through the `tensogram` crate (which also says what
+    /// is wrong with a damaged one).
+    pub fn message(&mut self, offset: usize, bytes: &[u8]) -> Result<(), String> {
         let Some((layout, metadata)) = walk::layout(bytes).and_then(|l| l.metadata(bytes).map(|m| (l, m))) else {
             return self.add_decoded(offset, bytes);
         };
-        let meta = self.metadata(metadata)?;
-        if meta.base.len() > layout.objects.len() {
-            return Err(format!("metadata base has {} entries but message contains {} objects", meta.base.len(), layout.objects.len()));
-        }
+        let meta = self.message_metadata(metadata, layout.objects.len())?;
         let msg = self.table.n_messages;
         for (obj, (range, flags)) in layout.objects.iter().enumerate() {
             let frame = &bytes[range.clone()];
@@ -422,6 +409,53 @@ impl Builder {
         }
         self.finish_message(msg, offset, bytes.len(), &meta);
         Ok(())
+    }
+
+    /// Adds the message of `length` bytes at `offset` in its file from its parts: its metadata
+    /// frame's CBOR and its objects, with the rules `message` applies to its bytes.
+    pub fn parts(&mut self, offset: usize, length: usize, metadata: &[u8], objects: &[ObjectParts]) -> Result<(), String> {
+        let meta = self.message_metadata(metadata, objects.len())?;
+        let msg = self.table.n_messages;
+        for (obj, o) in objects.iter().enumerate() {
+            // A descriptor with masks is never found by `descriptor`, whose payload ranges have none.
+            let key = if o.descriptor.masks.is_some() { [b"masked:".as_slice(), o.cbor].concat() } else { descriptor_key(o.cbor) };
+            let known = self.known(o.descriptor, &key).map_err(|e| format!("object {obj}: {e}"))?;
+            self.object(msg, obj, &meta, known, 0, o.frame.clone(), o.payload.clone(), o.hash);
+        }
+        self.finish_message(msg, offset, length, &meta);
+        Ok(())
+    }
+
+    /// Adds the rows of `t`, another table's, after those added so far: its messages numbered on,
+    /// its byte ranges kept (they are in its own file).
+    pub fn append(&mut self, t: &Table) {
+        let (first_row, first_msg) = (self.table.msg.len(), self.table.n_messages);
+        let shapes: Vec<i32> = t.shapes.iter().map(|s| self.shape_code(s)).collect();
+        let descriptors: Vec<i32> = t.descriptors.iter().map(|d| self.descriptor_code(d)).collect();
+        let out = &mut self.table;
+        out.n_messages += t.n_messages;
+        out.msg.extend(t.msg.iter().map(|m| m + first_msg as i64));
+        out.obj.extend(&t.obj);
+        out.shape.extend(t.shape.iter().map(|&s| shapes[s as usize]));
+        out.descriptor.extend(t.descriptor.iter().map(|&d| descriptors[d as usize]));
+        out.frame_hash.extend(&t.frame_hash);
+        out.has_frame_hash.extend(&t.has_frame_hash);
+        for (to, from) in [
+            (&mut out.frame_start, &t.frame_start),
+            (&mut out.frame_end, &t.frame_end),
+            (&mut out.payload_start, &t.payload_start),
+            (&mut out.payload_end, &t.payload_end),
+            (&mut out.message_offset, &t.message_offset),
+            (&mut out.message_length, &t.message_length),
+        ] {
+            to.extend(from);
+        }
+        self.own.append(&t.own, first_row);
+        self.codec_params.append(&t.codec_params, first_row);
+        self.own_dim_names.append_column(&t.own_dim_names, first_row);
+        self.extra.append(&t.extra, first_msg);
+        self.extra_dim_names.append_column(&t.extra_dim_names, first_msg);
+        self.coordinate_attrs.append_column(&t.coordinate_attrs, first_msg);
     }
 
     /// A message read through `tensogram::framing::decode_message` (preceder frames merged into
@@ -444,15 +478,10 @@ impl Builder {
 
     /// The descriptor of a data-object frame and its payload range in the frame: parsed the
     /// first time these descriptor bytes are seen (and the payload range checked against the
-    /// parse's), remembered after. Remembered by the bytes less any szip offsets table, which the
-    /// table does not keep: one entry per RSI block, different in every szip object (a key of
-    /// them would hold ~40 KB a 0.25-degree field, gigabytes over an archive).
+    /// parse's), remembered after (`descriptor_key`).
     fn descriptor(&mut self, frame: &[u8], flags: u16) -> Result<(Rc<KnownDescriptor>, Range<usize>), String> {
         let located = walk::locate(frame, flags);
-        let key = located.as_ref().map(|(cbor, _)| {
-            let cbor = &frame[cbor.clone()];
-            walk::split_offsets(cbor).map_or_else(|| cbor.to_vec(), |(rest, _)| rest)
-        });
+        let key = located.as_ref().map(|(cbor, _)| descriptor_key(&frame[cbor.clone()]));
         if let (Some((_, payload)), Some(known)) = (&located, key.as_ref().and_then(|k| self.descriptors.get(k))) {
             return Ok((known.clone(), payload.clone()));
         }
@@ -517,6 +546,16 @@ impl Builder {
         self.table.shapes.push(shape.to_vec());
         self.shapes.insert(shape.to_vec(), code);
         code
+    }
+
+    /// `metadata` flattened, for a message of `objects` objects (upstream refuses more `base`
+    /// entries than objects).
+    fn message_metadata(&mut self, metadata: &[u8], objects: usize) -> Result<MessageMeta, String> {
+        let meta = self.metadata(metadata)?;
+        if meta.base.len() > objects {
+            return Err(format!("metadata base has {} entries but message contains {objects} objects", meta.base.len()));
+        }
+        Ok(meta)
     }
 
     /// Flattens a metadata frame's CBOR map (`tensogram::metadata::cbor_to_global_metadata`'s
@@ -647,7 +686,7 @@ impl Builder {
         self.table.n_messages += 1;
     }
 
-    fn finish(self) -> Table {
+    pub fn finish(self) -> Table {
         let (rows, messages) = (self.table.msg.len(), self.table.n_messages);
         Table {
             own: self.own.finish(),
@@ -675,6 +714,13 @@ fn last_of_each_key(cbor: &[u8]) -> cbor::Result<HashMap<&str, usize>> {
         w.item().map(drop)
     })?;
     Ok(last)
+}
+
+/// What a descriptor is remembered by: its CBOR less any szip offsets table, which the table
+/// does not keep (one entry per RSI block, different in every szip object: a key of them would
+/// hold ~40 KB a 0.25-degree field, gigabytes over an archive).
+fn descriptor_key(cbor: &[u8]) -> Vec<u8> {
+    walk::split_offsets(cbor).map_or_else(|| cbor.to_vec(), |(rest, _)| rest)
 }
 
 /// What tells descriptors apart apart from their `params`.
@@ -847,6 +893,75 @@ mod tests {
         assert_eq!(builder.descriptors.len(), 1);
         assert_eq!((table.descriptor.clone(), table.descriptors.len()), (vec![0, 0], 1));
         assert!(table.descriptors[0].params.is_empty(), "the table keeps no object's params");
+    }
+
+    /// The table of `file`'s messages from their parts, as a remote reader gets them: each
+    /// message's header (metadata frame, index), then its descriptors from the frames' ends.
+    fn table_of_parts(file: &[u8]) -> Table {
+        use crate::remote_walk::{indexed, Describe, Scan, Settings};
+        let settings = Settings { first_block: 64, whole_message_max: 0, ..Settings::default() };
+        let mut walk = Scan::new(file.len() as u64, settings, |_| Err("streaming mode".into()));
+        let bytes = |ranges: Vec<(u64, u64)>| ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect();
+        while let Some(ranges) = walk.wanted().expect("wanted") {
+            walk.feed(bytes(ranges)).expect("fed");
+        }
+        let mut builder = Builder::default();
+        for found in walk.finish() {
+            let header = indexed(&found).expect("read by its header");
+            let frames: Vec<(u64, u64)> = header.frames.iter().map(|&(o, l)| (found.offset + o, l)).collect();
+            let mut describe = Describe::new(frames.clone(), 64);
+            while let Some(ranges) = describe.wanted().expect("wanted") {
+                describe.feed(bytes(ranges)).expect("fed");
+            }
+            let described = describe.finish().expect("described");
+            let objects: Vec<ObjectParts> = described
+                .iter()
+                .zip(&frames)
+                .map(|(d, &(start, length))| ObjectParts {
+                    descriptor: &d.descriptor,
+                    cbor: &d.cbor,
+                    frame: start as usize..(start + length) as usize,
+                    payload: d.stored.start as usize..d.stored.end as usize,
+                    hash: d.hash,
+                })
+                .collect();
+            builder.parts(found.offset as usize, found.length as usize, &header.metadata_cbor, &objects).expect("tabled");
+        }
+        builder.finish()
+    }
+
+    #[test]
+    fn a_message_known_by_its_parts_gives_the_rows_of_its_bytes() {
+        let messages = [message(0, true), message(6, false), szip_message(&(0..1024).map(|i| i as f32).collect::<Vec<_>>())];
+        let file = messages.concat();
+        let mut offset = 0;
+        let bytes = scan(messages.iter().map(|m| {
+            offset += m.len();
+            (offset - m.len(), &m[..])
+        }))
+        .expect("scans");
+        let parts = table_of_parts(&file);
+        assert_eq!((parts.n_messages, &parts.msg, &parts.obj), (3, &bytes.msg, &bytes.obj));
+        assert_eq!((&parts.shapes, &parts.shape, &parts.descriptor), (&bytes.shapes, &bytes.shape, &bytes.descriptor));
+        let summaries = |t: &Table| t.descriptors.iter().map(descriptor_summary).collect::<Vec<_>>();
+        assert_eq!(summaries(&parts), summaries(&bytes));
+        for (x, y) in [
+            (&parts.frame_start, &bytes.frame_start),
+            (&parts.frame_end, &bytes.frame_end),
+            (&parts.payload_start, &bytes.payload_start),
+            (&parts.payload_end, &bytes.payload_end),
+            (&parts.message_offset, &bytes.message_offset),
+            (&parts.message_length, &bytes.message_length),
+        ] {
+            assert_eq!(x, y);
+        }
+        assert_eq!((&parts.frame_hash, &parts.has_frame_hash), (&bytes.frame_hash, &bytes.has_frame_hash));
+        assert_eq!(by_row(&parts.own), by_row(&bytes.own));
+        assert_eq!(by_row(&parts.codec_params), by_row(&bytes.codec_params));
+        assert_eq!(by_row(&parts.extra), by_row(&bytes.extra));
+        for (x, y) in [(&parts.own_dim_names, &bytes.own_dim_names), (&parts.extra_dim_names, &bytes.extra_dim_names)] {
+            assert_eq!(x, y);
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ __all__ = [
     "TgmError", "TgmFormatError", "TgmCodecError", "TgmHashMismatchError", "TgmIndexError", "FileHandle",
     "PooledBuffer", "RemoteMessages", "scan_remote", "empty", "buffer_pool", "encode_message",
     "decode_message_into", "frame_footer", "parse_message", "read_frame", "frame_fingerprint",
-    "read_payload_ranges", "table_of_files", "decoded_elements", "take_max_concurrent_reads",
+    "read_payload_ranges", "table_of_files", "table_of_bytes", "decoded_elements", "take_max_concurrent_reads",
     "numpy_dtype", "decoded_bytes", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
     "RELEASE_MIN_BYTES", "BYTES_PER_PIECE",
 ]
@@ -131,6 +131,8 @@ def scan_remote(
     source: str, size: int, fetch: _Fetch, settings: tuple[int, int, int, int, int, int],
 ) -> RemoteMessages: ...
 
-def table_of_files(files: list[FileHandle | RemoteMessages]) -> dict[str, Any] | None:
-    """One table over several files: messages numbered on from one file to the next; ``None``
-    when a remote one has no table (its large messages were read by their header)."""
+def table_of_files(files: list[FileHandle | RemoteMessages]) -> dict[str, Any]:
+    """One table over several files: messages numbered on from one file to the next (a remote
+    file's messages read by their header must be described first: ``RemoteMessages.describe``)."""
+def table_of_bytes(data: bytes) -> dict[str, Any]:
+    """The table of the whole messages in ``data`` (none when empty)."""

@@ -51,11 +51,6 @@ def flatten(meta: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def without_structural(meta: Mapping[Any, Any]) -> dict[Any, Any]:
-    """Copy of a metadata map without its top-level :data:`STRUCTURAL_KEYS`."""
-    return {key: value for key, value in meta.items() if key not in STRUCTURAL_KEYS}
-
-
 def freeze(value: Any) -> Any:
     """A hashable stand-in for a metadata value, to compare and count values."""
     kind = type(value)

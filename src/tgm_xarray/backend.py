@@ -316,18 +316,15 @@ def _ref(path: str | list[str], storage_options: dict | None) -> FileRef | FileS
 
 
 def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
-    """Every message's metadata as columns: one core call (interpreter released, no payload
-    read) for local files and remote ones whose messages all came whole; remote files of large
-    messages give their messages' dicts and their data-object frames' ranges (which references
-    point at: ``virtual.py``)."""
+    """Every message's metadata as columns, built by the core in one call (interpreter
+    released for local files, no payload read). Remote files have the descriptors of their
+    messages read by their header fetched first, in concurrent batches (``parse_all``)."""
     handles = [f.handle for f in (file.files if isinstance(file, FileSet) else [file])]
-    tabled = _core.table_of_files([h.messages if isinstance(h, RemoteHandle) else h for h in handles])
-    if tabled is not None:
-        return MetadataTable.from_core(tabled)
-    messages = [(h, i) for h in handles for i in range(len(h))]
-    return MetadataTable.from_messages(
-        [(h.metadata(i), h.descriptors(i)) for h, i in messages],
-        frames=[h.frame_spans(i) if isinstance(h, RemoteHandle) else None for h, i in messages])
+    for h in handles:
+        if isinstance(h, RemoteHandle):
+            h.parse_all()
+    return MetadataTable.from_core(
+        _core.table_of_files([h.messages if isinstance(h, RemoteHandle) else h for h in handles]))
 
 
 def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: PlanOptions, *,

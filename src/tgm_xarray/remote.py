@@ -530,7 +530,7 @@ class RemoteHandle:
 
     def frame_spans(self, msg: int) -> list[tuple[int, int]]:
         """``(file offset, length)`` of each data-object frame of message ``msg``, known since
-        opening (nothing fetched): ``backend.metadata_table`` puts them in the table."""
+        opening (nothing fetched)."""
         return self.messages.frame_spans(msg)
 
     def parse_all(self) -> None:

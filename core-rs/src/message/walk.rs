@@ -183,6 +183,25 @@ pub(crate) fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<us
     }
 }
 
+/// The payload at the start of `region` (a data-object frame's bytes between its descriptor and
+/// footer, or its header and descriptor): all of it, or up to the first of the NaN/Inf masks
+/// the descriptor places after it, checked as `decode_data_object_frame` checks them (its rule
+/// is not public). For frames read by their ends, whose bytes the crate never sees whole.
+pub fn payload_in(region: Range<u64>, desc: &DataObjectDescriptor) -> Result<Range<u64>, String> {
+    let Some(masks) = &desc.masks else { return Ok(region) };
+    let length = region.end - region.start;
+    let mut end = length;
+    for (mask, kind) in [(&masks.nan, "nan"), (&masks.pos_inf, "inf+"), (&masks.neg_inf, "inf-")] {
+        if let Some(mask) = mask {
+            if mask.offset.checked_add(mask.length).is_none_or(|e| e > length) {
+                return Err(format!("mask_{kind}.offset + length exceeds the payload region ({length} bytes)"));
+            }
+            end = end.min(mask.offset);
+        }
+    }
+    Ok(region.start..region.start + end)
+}
+
 /// A descriptor parsed as `cbor_to_object_descriptor` parses it (the same descriptor, the same
 /// error), with its `szip_block_offsets` (a definite-length array of unsigned integers, given
 /// once) read by the walker and the rest parsed by upstream. Any other shape of the offsets,

@@ -24,12 +24,13 @@ The input is a :class:`~tgm_xarray.hypercube.table.MetadataTable` (one row per o
 keys as code columns); every pass works on those columns and runs Python once per distinct
 value, key, variable or message layout, never once per message.
 
->>> field = {"type": "ntensor", "ndim": 1, "shape": [3], "strides": [1], "dtype": "float32",
-...          "byte_order": "little", "encoding": "none", "filter": "none",
-...          "compression": "none", "masks": [], "params": {}}
->>> table = MetadataTable.from_messages(
-...     [({"base": [{"mars": {"param": "2t", "step": step}}], "_extra_": {}}, [field])
-...      for step in [12, 0]])
+>>> import numpy as np
+>>> from tgm_xarray._core import encode_message
+>>> field = {"type": "ntensor", "shape": [3], "dtype": "float32", "encoding": "none",
+...          "filter": "none", "compression": "none"}
+>>> table = MetadataTable.of_bytes(b"".join(
+...     encode_message({"base": [{"mars": {"param": "2t", "step": step}}]}, [(field, np.zeros(3, "float32"))])
+...     for step in [12, 0]))
 >>> plan = build_hypercube(table, PlanOptions(variable_key="mars.param"), source="demo.tgm",
 ...                        fingerprint=lambda msg, obj: b"")
 >>> plan.variables["2t"].dims, plan.variables["2t"].refs
@@ -88,7 +89,7 @@ def build_hypercube(
     TgmIndexError
         When ``message_index`` is not a message of the table.
 
-    >>> plan = build_hypercube(MetadataTable.from_messages([]), source="empty.tgm",
+    >>> plan = build_hypercube(MetadataTable.of_bytes(b""), source="empty.tgm",
     ...                        fingerprint=lambda m, o: b"")
     >>> plan.variables, plan.index_coords
     ({}, {})
@@ -117,7 +118,7 @@ def split_groups(
     that join no group form a ``"coordinates"`` group. Arguments are those of
     :func:`build_hypercube`.
 
-    >>> split_groups(MetadataTable.from_messages([]), source="empty.tgm",
+    >>> split_groups(MetadataTable.of_bytes(b""), source="empty.tgm",
     ...              fingerprint=lambda m, o: b"")
     {}
     """

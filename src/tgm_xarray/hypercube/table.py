@@ -1,18 +1,19 @@
 """A file's metadata as columns: one row per object, no Python object per message.
 
-The planner (:mod:`tgm_xarray.hypercube`) reads nothing else. The core builds a table in one
-call from mapped files and from remote files whose messages came whole
-(``_core.table_of_files``); tests and callers holding metadata as dicts build one with
-:meth:`MetadataTable.from_messages`. Both flatten
-metadata with the same rules (:func:`tgm_xarray.attrs.flatten`): nested maps become dotted keys,
-``_reserved_`` is left out, and the structural keys (``dim_names``, ``coordinate_attrs``) get
-columns of their own.
+The planner (:mod:`tgm_xarray.hypercube`) reads nothing else. Only the core builds a table
+(``core-rs/src/table.rs``), from messages' bytes: of files (``_core.table_of_files``: mapped
+ones, and remote ones from the bytes their open fetched) or of messages in memory
+(:meth:`MetadataTable.of_bytes`). It flattens metadata as :func:`tgm_xarray.attrs.flatten`
+does: nested maps become dotted keys, ``_reserved_`` is left out, and the structural keys
+(``dim_names``, ``coordinate_attrs``) get columns of their own.
 
->>> field = {"type": "ntensor", "ndim": 1, "shape": [3], "strides": [1], "dtype": "float32",
-...          "byte_order": "little", "encoding": "none", "filter": "none",
-...          "compression": "none", "masks": [], "params": {}}
->>> table = MetadataTable.from_messages(
-...     [({"base": [{"mars": {"param": "2t", "step": s}}], "_extra_": {}}, [field]) for s in (0, 6)])
+>>> import numpy as np
+>>> from tgm_xarray._core import encode_message
+>>> field = {"type": "ntensor", "shape": [3], "dtype": "float32", "encoding": "none",
+...          "filter": "none", "compression": "none"}
+>>> data = b"".join(encode_message({"base": [{"mars": {"param": "2t", "step": s}}]},
+...                                [(field, np.zeros(3, "float32"))]) for s in (0, 6))
+>>> table = MetadataTable.of_bytes(data)
 >>> table.n_messages, table.msg.tolist(), table.own["mars.step"].decoded()
 (2, [0, 1], [0, 6])
 """
@@ -25,15 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray.attrs import COORDINATE_ATTRS_KEY, flatten, freeze, without_structural
+from tgm_xarray import _core
 
 #: Descriptor ``params`` that belong to the codec pipeline (encoding, not attributes).
 CODEC_PARAM_PREFIXES = ("sp_", "szip_", "zstd_", "lz4_", "blosc2_", "zfp_", "sz3_", "shuffle_")
-#: The szip RSI offset table: an internal index, never a setting or an attribute.
-SZIP_OFFSETS = "szip_block_offsets"
-#: Descriptor entries kept in :attr:`MetadataTable.descriptors` (``params`` have columns).
-DESCRIPTOR_KEYS = ("type", "ndim", "shape", "strides", "dtype", "byte_order", "encoding", "filter",
-                   "compression", "masks")
 
 
 @dataclass(frozen=True)
@@ -135,21 +131,6 @@ class KeyColumns(Mapping):
         return {"names": self.names, "values": self.values, "value_starts": self.value_starts, "rows": self.rows,
                 "key": self.key, "code": self.code, "n": self.n}
 
-    @classmethod
-    def by_row(cls, by_key: Mapping[str, Mapping[int, Any]], n: int) -> KeyColumns:
-        """From ``{key: {row: value}}``, values told apart as ``_Interned`` does."""
-        names, values, starts, rows, key, code = [], [], [0], [], [], []
-        for i, (name, of_row) in enumerate(by_key.items()):
-            interned = _Interned()
-            for row, value in sorted(of_row.items()):
-                rows.append(row)
-                key.append(i)
-                code.append(interned.code(value))
-            names.append(name)
-            values += interned.values
-            starts.append(len(values))
-        return cls(names, values, starts, rows, key, code, n)
-
 
 @dataclass(frozen=True)
 class MetadataTable:
@@ -161,8 +142,7 @@ class MetadataTable:
     ``codec_params`` (the codec's ``params`` but the szip offset table), ``own_dim_names``
     (``base[obj]["dim_names"]`` as stored), the inline frame hash where the frame has one, and
     byte ranges in the file. Per message: ``extra`` (``_extra_`` flattened without structural
-    keys), ``extra_dim_names`` and ``coordinate_attrs`` (as stored), byte ranges. Byte ranges
-    are ``-1`` where unknown (tables built from dicts have only the frame ranges given them).
+    keys), ``extra_dim_names`` and ``coordinate_attrs`` (as stored), byte ranges.
     """
 
     n_messages: int
@@ -207,120 +187,7 @@ class MetadataTable:
         return cls(**fields)
 
     @classmethod
-    def from_messages(cls, messages: Sequence[tuple[Mapping, Sequence[Mapping]]],
-                      frames: Sequence[Sequence[tuple[int, int]] | None] | None = None) -> MetadataTable:
-        """A table from ``(metadata, descriptors)`` per message, as ``FileHandle.metadata`` and
-        ``FileHandle.descriptors`` return them. ``frames``: per message, ``(offset, length)`` in
-        the file of each object's data-object frame, or ``None`` where unknown (a remote
-        handle knows them before any descriptor is fetched: ``RemoteHandle.frame_spans``)."""
-        rows = _Builder()
-        for msg, (metadata, descriptors) in enumerate(messages):
-            spans = frames[msg] if frames is not None else None
-            metadata = metadata or {}
-            raw_extra = metadata.get("_extra_") or {}
-            rows.message(flatten(without_structural(raw_extra)), raw_extra.get("dim_names"),
-                         raw_extra.get(COORDINATE_ATTRS_KEY))
-            base = metadata.get("base") or []
-            for obj, descriptor in enumerate(descriptors):
-                raw = base[obj] if obj < len(base) and isinstance(base[obj], Mapping) else {}
-                params = descriptor.get("params") or {}
-                own = flatten(without_structural(raw))
-                for key, value in flatten({k: v for k, v in params.items()
-                                           if not str(k).startswith(CODEC_PARAM_PREFIXES)}).items():
-                    own.setdefault(key, value)
-                codec = {k: v for k, v in params.items()
-                         if str(k).startswith(CODEC_PARAM_PREFIXES) and k != SZIP_OFFSETS}
-                rows.object(msg, obj, descriptor, own, codec, raw.get("dim_names"),
-                            None if spans is None else spans[obj])
-        return rows.table(len(messages))
-
-
-class _Interned:
-    """Codes and distinct values of one column while a table is built."""
-
-    def __init__(self):
-        self.codes: list[int] = []
-        self.values: list[Any] = []
-        self._index: dict[Any, int] = {}
-
-    def code(self, value: Any) -> int:
-        key = (type(value).__name__, freeze(value))
-        if key not in self._index:
-            self._index[key] = len(self.values)
-            self.values.append(value)
-        return self._index[key]
-
-
-class _Builder:
-    def __init__(self):
-        self.msg: list[int] = []
-        self.obj: list[int] = []
-        self.shapes = _Interned()
-        self.descriptors = _Interned()
-        self.frame_start: list[int] = []
-        self.frame_end: list[int] = []
-        self.own: dict[str, dict[int, Any]] = {}
-        self.codec: dict[str, dict[int, Any]] = {}
-        self.own_dims: dict[int, Any] = {}
-        self.extra: dict[str, dict[int, Any]] = {}
-        self.extra_dims: dict[int, Any] = {}
-        self.coord_attrs: dict[int, Any] = {}
-        self.n_messages = 0
-
-    def message(self, extra: dict, dim_names: Any, coord_attrs: Any) -> None:
-        m = self.n_messages
-        for key, value in extra.items():
-            self.extra.setdefault(key, {})[m] = value
-        if dim_names is not None:
-            self.extra_dims[m] = dim_names
-        if coord_attrs is not None:
-            self.coord_attrs[m] = coord_attrs
-        self.n_messages += 1
-
-    def object(self, msg, obj, descriptor, own, codec, dim_names, frame) -> None:
-        row = len(self.msg)
-        start, end = (frame[0], frame[0] + frame[1]) if frame is not None else (-1, -1)
-        self.frame_start.append(start)
-        self.frame_end.append(end)
-        self.msg.append(msg)
-        self.obj.append(obj)
-        self.shapes.codes.append(self.shapes.code(tuple(int(n) for n in descriptor.get("shape") or ())))
-        summary = {k: descriptor[k] for k in DESCRIPTOR_KEYS if k in descriptor}
-        self.descriptors.codes.append(self.descriptors.code(summary))
-        for key, value in own.items():
-            self.own.setdefault(key, {})[row] = value
-        for key, value in codec.items():
-            self.codec.setdefault(key, {})[row] = value
-        if dim_names is not None:
-            self.own_dims[row] = dim_names
-
-    def table(self, n_messages: int) -> MetadataTable:
-        n = len(self.msg)
-        unknown = np.full(n, -1, dtype=np.int64)
-        return MetadataTable(
-            n_messages=n_messages,
-            msg=np.array(self.msg, dtype=np.int64), obj=np.array(self.obj, dtype=np.int64),
-            shape=np.array(self.shapes.codes, dtype=np.int32), shapes=self.shapes.values,
-            descriptor=np.array(self.descriptors.codes, dtype=np.int32),
-            descriptors=self.descriptors.values,
-            own=KeyColumns.by_row(self.own, n),
-            codec_params=KeyColumns.by_row(self.codec, n),
-            own_dim_names=_column(self.own_dims, n),
-            frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
-            frame_start=np.array(self.frame_start, dtype=np.int64),
-            frame_end=np.array(self.frame_end, dtype=np.int64),
-            payload_start=unknown, payload_end=unknown,
-            extra=KeyColumns.by_row(self.extra, n_messages),
-            extra_dim_names=_column(self.extra_dims, n_messages),
-            coordinate_attrs=_column(self.coord_attrs, n_messages),
-            message_offset=np.full(n_messages, -1, dtype=np.int64),
-            message_length=np.full(n_messages, -1, dtype=np.int64),
-        )
-
-
-def _column(by_row: dict[int, Any], n: int) -> Column:
-    interned = _Interned()
-    codes = np.full(n, -1, dtype=np.int32)
-    for row, value in by_row.items():
-        codes[row] = interned.code(value)
-    return Column(codes, interned.values)
+    def of_bytes(cls, data: bytes) -> MetadataTable:
+        """The table of the messages in ``data`` (whole messages one after the other, as a file
+        holds them; none when empty), built by the core as for a file: for tests and examples."""
+        return cls.from_core(_core.table_of_bytes(data))
