@@ -56,7 +56,8 @@ class KeyColumns(Mapping):
 
     def __init__(self, names: Sequence[str], values: Sequence, value_starts, rows, key, code, n: int):
         self.names = list(names)
-        self.values = list(values)
+        # Not `values`: that is Mapping's method (the keys' columns).
+        self.flat_values = list(values)
         self.value_starts = np.asarray(value_starts, dtype=np.int64)
         self.rows = np.asarray(rows, dtype=np.int64)
         self.key = np.asarray(key, dtype=np.int64)
@@ -83,7 +84,7 @@ class KeyColumns(Mapping):
         return found
 
     def _values_of(self, i: int) -> list:
-        return self.values[self.value_starts[i]:self.value_starts[i + 1]]
+        return self.flat_values[self.value_starts[i]:self.value_starts[i + 1]]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
@@ -124,11 +125,11 @@ class KeyColumns(Mapping):
         starts, order = self._row_entries()
         entries = np.sort(order[starts[row]:starts[row + 1]])
         at = self.value_starts[self.key[entries]] + self.code[entries]
-        return {self.names[k]: self.values[v] for k, v in zip(self.key[entries].tolist(), at.tolist())}
+        return {self.names[k]: self.flat_values[v] for k, v in zip(self.key[entries].tolist(), at.tolist())}
 
     def stored(self) -> dict[str, Any]:
         """The fields, as the constructor takes them (for an index)."""
-        return {"names": self.names, "values": self.values, "value_starts": self.value_starts, "rows": self.rows,
+        return {"names": self.names, "values": self.flat_values, "value_starts": self.value_starts, "rows": self.rows,
                 "key": self.key, "code": self.code, "n": self.n}
 
 
