@@ -85,14 +85,6 @@ def forecast() -> xr.Dataset:
                 "longitude": np.linspace(0, 330, 12)})
 
 
-@pytest.fixture(scope="module")
-def client():
-    """A dask.distributed client of 2 worker processes of one thread each."""
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                  dashboard_address=None) as cluster:
-        with distributed.Client(cluster, set_as_default=False) as client:
-            yield client
 
 
 def assert_is_forecast(read: xr.Dataset, forecast: xr.Dataset) -> None:
@@ -103,7 +95,7 @@ def assert_is_forecast(read: xr.Dataset, forecast: xr.Dataset) -> None:
 
 
 @pytest.mark.thread_unsafe(reason="starts a cluster of worker processes")
-def test_one_file_per_step_written_by_the_workers_opens_as_the_dataset(forecast, client, tmp_path):
+def test_one_file_per_step_written_by_the_workers_opens_as_the_dataset(forecast, dask_client, tmp_path):
     """docs/writer.md's recipe: ``to_tgm(..., compute=False)`` of each step of a lazy Dataset,
     computed together on the cluster; each write runs as one task on a worker, which computes
     its fields there; the files then open as one Dataset, equal to the one in memory."""
@@ -111,8 +103,8 @@ def test_one_file_per_step_written_by_the_workers_opens_as_the_dataset(forecast,
     lazy = forecast.chunk({"step": 1, "isobaricInhPa": 1})
     paths = [tmp_path / f"step{step:03d}.tgm" for step in STEPS]
     writes = [tgm_xarray.to_tgm(lazy.isel(step=[i]), path, threads=1, compute=False) for i, path in enumerate(paths)]
-    with distributed.get_task_stream(client) as stream:
-        client.compute(writes, sync=True)
+    with distributed.get_task_stream(dask_client) as stream:
+        dask_client.compute(writes, sync=True)
     assert len(stream.data) == len(paths)  # one task per file, nothing computed here
     assert [len(_core.FileHandle(str(path))) for path in paths] == [4] * len(paths)  # 2 variables x 2 levels
     with xr.open_dataset([str(p) for p in paths[::-1]], engine=ENGINE) as read:
@@ -127,23 +119,23 @@ def convert(source: str, target: str) -> str:
 
 
 @pytest.mark.thread_unsafe(reason="starts a cluster of worker processes")
-def test_inputs_converted_one_per_task_open_as_the_dataset(forecast, client, tmp_path):
+def test_inputs_converted_one_per_task_open_as_the_dataset(forecast, dask_client, tmp_path):
     pytest.importorskip("netCDF4")
     sources = [str(tmp_path / f"step{step:03d}.nc") for step in STEPS]
     for i, source in enumerate(sources):
         forecast.isel(step=[i]).to_netcdf(source, engine="netcdf4")
-    targets = client.gather(client.map(convert, sources, [s.replace(".nc", ".tgm") for s in sources]))
+    targets = dask_client.gather(dask_client.map(convert, sources, [s.replace(".nc", ".tgm") for s in sources]))
     with xr.open_dataset(targets, engine=ENGINE) as read:
         assert_is_forecast(read.load(), forecast)
 
 
 @pytest.mark.thread_unsafe(reason="starts a cluster of worker processes")
-def test_one_file_with_its_fields_computed_on_the_workers(forecast, client, tmp_path):
+def test_one_file_with_its_fields_computed_on_the_workers(forecast, dask_client, tmp_path):
     """With a distributed client as the scheduler, each writer thread has its field computed on
     the cluster and the file is written here, in order."""
     distributed = pytest.importorskip("distributed")
     path = tmp_path / "forecast.tgm"
-    with dask.config.set(scheduler=client), distributed.get_task_stream(client) as stream:
+    with dask.config.set(scheduler=dask_client), distributed.get_task_stream(dask_client) as stream:
         tgm_xarray.to_tgm(forecast.chunk({"step": 1, "isobaricInhPa": 1}), path, threads=2)
     assert len(stream.data) >= 16  # at least a task per field (2 variables x 4 steps x 2 levels)
     with xr.open_dataset(path, engine=ENGINE) as read:
