@@ -34,10 +34,10 @@ from typing import Any
 
 from tgm_xarray._core import decoded_bytes
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
-from tgm_xarray.file import open_file
-from tgm_xarray.handles import absolute
 from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canonical
 from tgm_xarray.remote import is_url
+from tgm_xarray.source import open_file
+from tgm_xarray.source.handles import absolute
 from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import EngineNameWarning
 
@@ -468,8 +468,8 @@ def why_not_one_dataset(path: str, storage_options: dict | None = None) -> str |
     """Why ``xr.open_dataset(path, engine="tgm")`` fails to make one Dataset of the file (the
     conflict's message, which names the keyword that opens it), or None when it does. Reads the
     metadata only, and writes no index."""
-    from tgm_xarray.backend import planned
     from tgm_xarray.hypercube import PlanOptions
+    from tgm_xarray.source import planned
 
     try:
         planned(path, storage_options, False, PlanOptions(), groups=False)
@@ -559,7 +559,7 @@ def check_output(output: str, inputs: Sequence[str], *, force: bool, append: boo
     ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes .tgm, .nc and .zarr files
     (writing GRIB is not supported yet); give OUTPUT.tgm last
     """
-    from tgm_xarray.backend import MAGIC
+    from tgm_xarray.source import MAGIC
 
     if is_url(output):
         raise ValueError(f"OUTPUT {output!r} is a URL: convert writes local .tgm files only")
@@ -948,8 +948,8 @@ def jsonable(value: Any) -> Any:
 
 def _index(args: argparse.Namespace) -> int:
     from tgm_xarray import index
-    from tgm_xarray.backend import planned
     from tgm_xarray.hypercube import PlanOptions
+    from tgm_xarray.source import planned
 
     paths = [p if is_url(p) else os.path.abspath(os.path.expanduser(p)) for p in args.paths]
     if args.beside and any(is_url(p) for p in paths):
