@@ -259,7 +259,12 @@ def _drop_indexes(paths: Iterable[str]) -> None:
 
 
 def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
-    """Run jobs on ``threads`` threads, at most ``threads`` at once, yielding results in order."""
+    """Run jobs on ``threads`` threads, at most ``threads`` at once, yielding results in order;
+    one thread is the caller's (no pool: handing each job to a thread and back costs more than
+    overlapping the file write gains)."""
+    if threads == 1:
+        yield from (job() for job in jobs)
+        return
     with ThreadPoolExecutor(threads, thread_name_prefix="tgm-write") as pool:
         window: deque[Future] = deque()
         try:
