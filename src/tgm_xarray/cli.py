@@ -168,6 +168,9 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--threads", type=int, help="messages encoded at once (default: CPUs)")
     convert.add_argument("--no-hash", dest="hash", action="store_false", default=None,
                          help="do not store xxh3 hashes")
+    convert.add_argument("--durable", action="store_true",
+                         help="fsync each output before it replaces its name, and its directory after: "
+                              "outputs that survive a power cut (slower; docs/writer.md)")
     _storage_options(convert)
     _progress_options(convert)
     convert.set_defaults(run=_convert)
@@ -271,7 +274,7 @@ def _convert(args: argparse.Namespace) -> int:
     plans = planner.plans(datasets)  # everything first: a bad option fails before OUTPUT is touched
     mode = "a" if args.append else "w"
     with TgmWriter(args.output, mode, hash=args.hash is not False, threads=args.threads,
-                   progress=progress) as writer:
+                   progress=progress, durable=args.durable) as writer:
         writer.write_plan(plans)
     _report_written(args.output, writer.messages, plural(len(inputs), "input"), why_not_one_dataset(args.output))
     return 0
@@ -438,7 +441,7 @@ def _write_each(pool, jobs: dict, args: argparse.Namespace, threads: int, progre
 
     def write(output: str, plans: Plans) -> tuple[int, str | None]:
         with TgmWriter(output, "a" if args.append else "w", hash=args.hash is not False,
-                       threads=threads, progress=tick) as writer:
+                       threads=threads, progress=tick, durable=args.durable) as writer:
             writer.write_plan(plans)
         return writer.messages, why_not_one_dataset(output)  # here: it overlaps the other writes
 
@@ -495,7 +498,8 @@ def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
     check_export_output(args.output, args.inputs, force=args.force)
     chunks = _chunks(args.chunks)
     [ds] = _selected(args, open_inputs(args.inputs[0], args.engine, chunks, args.storage_options))
-    export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr))
+    export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr),
+           durable=args.durable)
     print(f"{args.output}: wrote {plural(len(ds.data_vars), 'variable')} from {args.inputs[0]} as {name}")
     return 0
 
