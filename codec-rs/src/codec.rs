@@ -60,7 +60,7 @@ fn parse_dtype(name: &str) -> CoreResult<Dtype> {
 }
 
 /// A descriptor from upstream's dict form: the named fields, every other key a parameter.
-fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<DataObjectDescriptor> {
+pub(crate) fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<DataObjectDescriptor> {
     let mut fields: BTreeMap<String, Value> = map_from_py(dict, what)?;
     let mut text = |key: &str, default: &str| -> CoreResult<String> {
         match fields.remove(key) {

@@ -14,7 +14,7 @@ mod remote;
 mod table;
 
 // The core's modules, under the names the binding's modules use.
-use tgm_core::{counters, dtypes, encode, errors, fetch, mapped_file, message, read, selection};
+use tgm_core::{counters, dtypes, encode, errors, mapped_file, message, read, selection};
 
 /// mimalloc keeps the pages of the large buffers an encode frees (packed pieces, upstream's
 /// frame and message, the payload copies) for the next one: with glibc's malloc each of them
@@ -53,7 +53,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::parse_message, m)?,
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
-        wrap_pyfunction!(frames::read_payload_ranges, m)?,
         wrap_pyfunction!(table::table_of_files, m)?,
         wrap_pyfunction!(pyarray::py_numpy_dtype, m)?,
         wrap_pyfunction!(pyarray::decoded_bytes, m)?,

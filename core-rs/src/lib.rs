@@ -19,6 +19,7 @@ pub mod read;
 pub mod selection;
 pub mod szip;
 pub mod table;
+pub mod remote_file;
 pub mod remote_walk;
 #[cfg(test)]
 mod testing;
