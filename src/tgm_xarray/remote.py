@@ -31,7 +31,7 @@ import re
 import sys
 import threading
 import time
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from tgm_xarray.errors import (
     TgmFormatError,
 )
 from tgm_xarray.threads import check_threads
+
+if TYPE_CHECKING:
+    from tgm_xarray.hypercube.table import MetadataTable
 
 #: Attempts per range request before a transient failure is raised, and the first backoff (s).
 RETRIES = 5
@@ -504,7 +507,7 @@ class RemoteHandle:
     """
 
     def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: Fetcher | None = None,
-                 table=None):
+                 table: MetadataTable | None = None):
         # `fetcher`: another source of range requests with Fetcher's methods (virtual.py reads
         # through the object store a VirtualiZarr registry gives).
         self.path = url
