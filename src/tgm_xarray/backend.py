@@ -42,9 +42,10 @@ class TensogramBackendArray(BackendArray):
 
     Reads go straight to the Rust core, one call per field touched, writing into the result.
     ``threads`` caps the threads that decode one field (None: the core's process-wide budget).
-    ``async_getitem`` (``load_async``) reads off the event loop: a local file in one worker
+    ``async_getitem`` (``load_async``) reads a local file off the event loop, in one worker
     thread per call, whatever the number of fields; a remote one with every field's request in
-    flight at once (fsspec's async filesystem), each decoded off the loop as it arrives.
+    flight at once (fsspec's async filesystem) and no worker thread, each field decoded on the
+    loop as it arrives (the core releases the interpreter; the loop is busy for the decode).
     """
 
     def __init__(self, ref: SourceRef, plan: VariablePlan, lock: ReadLock | None = None,
