@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tgm_xarray._core import decoded_bytes
+from tgm_xarray.attrs import jsonable
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.file import open_file
 from tgm_xarray.handles import absolute
@@ -862,12 +863,12 @@ def _datasets(path: str, storage_options: dict | None) -> tuple[dict, dict | Non
 def _dataset_summary(ds) -> dict:
     def entry(var):
         return {"dims": list(var.dims), "shape": list(var.shape), "dtype": str(var.dtype),
-                "attrs": jsonable(var.attrs)}
+                "attrs": jsonable(var.attrs, strict=True)}
     return {
         "dims": {str(k): int(v) for k, v in ds.sizes.items()},
         "data_vars": {str(k): entry(v) for k, v in ds.data_vars.items()},
         "coords": {str(k): entry(v) for k, v in ds.coords.items()},
-        "attrs": jsonable(ds.attrs),
+        "attrs": jsonable(ds.attrs, strict=True),
     }
 
 
@@ -919,26 +920,9 @@ def _dump(args: argparse.Namespace) -> int:
         offset, length = handle.message_span(msg)
         entries.append({"message": msg, "offset": offset, "length": length,
                         "metadata": handle.metadata(msg), "descriptors": handle.descriptors(msg)})
-    json.dump(jsonable(entries), sys.stdout, indent=2)
+    json.dump(jsonable(entries, strict=True), sys.stdout, indent=2)
     print()
     return 0
-
-
-def jsonable(value: Any) -> Any:
-    """Metadata as strict JSON: byte strings as hex, non-finite numbers as strings.
-
-    >>> jsonable({"digest": b"\\x01\\xff", "v": [float("nan"), 1.5]})
-    {'digest': '01ff', 'v': ['NaN', 1.5]}
-    """
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).hex()
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
 
 
 # --------------------------------------------------------------------------------------------

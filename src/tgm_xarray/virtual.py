@@ -37,6 +37,7 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, 
 from virtualizarr.manifests.utils import create_v3_array_metadata
 from zarr.core.metadata import ArrayV3Metadata
 
+from tgm_xarray.attrs import jsonable
 from tgm_xarray.backend import FileRef, TensogramDataStore, _fill_value, metadata_table
 from tgm_xarray.file import TgmFile
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan, build_hypercube, split_groups
@@ -333,7 +334,7 @@ def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: b
             metadata = arrays[var]
             grid = tuple(-(-n // c) for n, c in zip(metadata.shape, metadata.chunks))
             arrays[var] = ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest(entries, shape=grid))
-    return ManifestGroup(arrays=arrays, attributes=_json_safe(attrs))
+    return ManifestGroup(arrays=arrays, attributes=jsonable(attrs))
 
 
 def _time_encodings(variables, names) -> dict[str, dict]:
@@ -366,7 +367,7 @@ def _virtual_array(url: str, frames: _FrameRanges, plan: VariablePlan, attrs: di
     codec = TensogramFrameCodec(descriptor=_descriptor(plan, object_shape), hash=hash)
     metadata = create_v3_array_metadata(
         shape=plan.shape, data_type=plan.dtype, chunk_shape=(1,) * n_outer + object_shape,
-        fill_value=_fill_value(plan.dtype), codecs=[codec.to_dict()], attributes=_json_safe(attrs),
+        fill_value=_fill_value(plan.dtype), codecs=[codec.to_dict()], attributes=jsonable(attrs),
         dimension_names=plan.dims,
     )
     return ManifestArray(metadata=metadata, chunkmanifest=manifest)
@@ -382,16 +383,5 @@ def _descriptor(plan: VariablePlan, object_shape: tuple[int, ...]) -> dict[str, 
             descriptor[key] = plan.encoding[f"tensogram_{key}"]
     params = {k: v for k, v in plan.encoding.get("tensogram_params", {}).items() if k not in PER_FIELD_PARAMS}
     if params:
-        descriptor["params"] = _json_safe(params)
+        descriptor["params"] = jsonable(params)
     return descriptor
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` with numpy scalars and arrays as JSON numbers and lists (zarr's metadata)."""
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | np.ndarray):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
