@@ -23,14 +23,13 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-#: Encoder-owned metadata (tensor layout, encode time, UUID): never user attributes.
-RESERVED_KEY = "_reserved_"
-#: ``_extra_`` entry holding the attributes of coordinates rebuilt from generic metadata keys:
-#: ``{"coordinate_attrs": {"member": {"long_name": "ensemble member"}}}``.
-COORDINATE_ATTRS_KEY = "coordinate_attrs"
-#: Metadata that shapes the Dataset (dimension-name hints, coordinate attributes) instead of
-#: describing the data: never attributes, dimensions or names.
-STRUCTURAL_KEYS = frozenset({RESERVED_KEY, "dim_names", COORDINATE_ATTRS_KEY})
+from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY
+
+#: Metadata that shapes the Dataset instead of describing the data: never attributes, dimensions
+#: or names. The core's table keeps them out of its key columns (core-rs/src/table.rs): the
+#: encoder's ``_reserved_`` (tensor layout, encode time, UUID), the ``dim_names`` hints and
+#: ``_extra_``'s ``coordinate_attrs`` (``{"member": {"long_name": "ensemble member"}}``).
+STRUCTURAL_KEYS = frozenset({RESERVED_KEY, DIM_NAMES_KEY, COORDINATE_ATTRS_KEY})
 #: CF attributes listed first, in this order; the rest follow sorted by name.
 CF_FIRST = ("units", "long_name", "standard_name")
 

@@ -350,7 +350,7 @@ class _AuxiliaryCoordinates:
                     continue
                 out = np.empty(descriptor["shape"], dtype)
                 handle.read_into(msg, obj, None, out)
-                self._known.append(({k: v for k, v in base.items() if k != "_reserved_"}, out))
+                self._known.append(({k: v for k, v in base.items() if k != _core.RESERVED_KEY}, out))
 
 
 def _same(base: dict, values: np.ndarray, other_base: dict, other: np.ndarray) -> bool:
