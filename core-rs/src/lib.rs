@@ -22,3 +22,6 @@ pub mod table;
 pub mod remote_walk;
 #[cfg(test)]
 mod testing;
+
+/// The version of the `tensogram` crate this core is built with (Cargo.lock's, by build.rs).
+pub const TENSOGRAM_VERSION: &str = env!("TGM_TENSOGRAM_VERSION");
