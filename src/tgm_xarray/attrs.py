@@ -19,7 +19,7 @@ import json
 import math
 import numbers
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 import numpy as np
 
@@ -134,6 +134,12 @@ def _list_value(items: list[Any] | tuple[Any, ...]) -> Any:
 
 #: A value of JSON's types.
 JSONValue: TypeAlias = "None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]"
+
+
+@overload
+def jsonable(value: Mapping[Any, Any], *, strict: bool = False) -> dict[str, JSONValue]: ...
+@overload
+def jsonable(value: Any, *, strict: bool = False) -> JSONValue: ...
 
 
 def jsonable(value: Any, *, strict: bool = False) -> JSONValue:

@@ -19,7 +19,7 @@ import urllib.parse
 import urllib.request
 import warnings
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from xarray.backends.common import AbstractDataStore, BackendArray, BackendEntrypoint
@@ -315,7 +315,15 @@ def _ref(path: str | list[str], storage_options: dict | None) -> FileRef | FileS
     return FileSetRef([FileRef(p, TgmFile(p, storage_options), storage_options) for p in path])
 
 
-def metadata_table(file: TgmFile | FileSet) -> MetadataTable:
+class HasHandle(Protocol):
+    """A file as :func:`metadata_table` reads it: a ``TgmFile``, or virtual.py's file over a
+    registry's store."""
+
+    @property
+    def handle(self) -> _core.FileHandle | RemoteHandle: ...
+
+
+def metadata_table(file: HasHandle | FileSet) -> MetadataTable:
     """Every message's metadata as columns, built by the core in one call (interpreter
     released for local files, no payload read). Remote files have the descriptors of their
     messages read by their header fetched first, in concurrent batches (``parse_all``)."""

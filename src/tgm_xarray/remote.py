@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 import time
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -478,6 +478,20 @@ def _selects_all(index, shape: list[int]) -> bool:
         isinstance(k, slice) and k.indices(n) == (0, n, 1) for k, n in zip(items, shape))
 
 
+class RangeFetcher(Protocol):
+    """What a :class:`RemoteHandle` reads its object through: :class:`Fetcher`, or virtual.py's
+    fetcher over a VirtualiZarr registry's object store."""
+
+    @property
+    def size(self) -> int: ...
+
+    def fetch(self, start: int, stop: int) -> bytes: ...
+
+    def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]: ...
+
+    async def fetch_async(self, start: int, stop: int) -> bytes: ...
+
+
 class RemoteHandle:
     """A remote ``.tgm`` object with ``FileHandle``'s methods; thread-safe.
 
@@ -488,7 +502,7 @@ class RemoteHandle:
     fetched on first use. ``parse_all`` fetches all of them in concurrent batches.
     """
 
-    def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: Fetcher | None = None):
+    def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: RangeFetcher | None = None):
         # `fetcher`: another source of range requests with Fetcher's methods (virtual.py reads
         # through the object store a VirtualiZarr registry gives).
         self.path = url
