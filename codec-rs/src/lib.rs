@@ -55,6 +55,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ] {
         m.add_function(f)?;
     }
+    m.add("MAGIC", pyo3::types::PyBytes::new(m.py(), tensogram::wire::MAGIC))?;
     m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
     // The metadata keys the core's table treats apart, and the params that are the pipeline's.
     m.add("RESERVED_KEY", tgm_core::table::RESERVED_KEY)?;

@@ -14,10 +14,12 @@ __all__ = [
     "read_payload_ranges", "table_of_files", "table_of_bytes", "decoded_elements", "take_max_concurrent_reads",
     "numpy_dtype", "decoded_bytes", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
     "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
-    "CODEC_PARAM_PREFIXES",
+    "CODEC_PARAM_PREFIXES", "MAGIC",
 ]
 
 TENSOGRAM_VERSION: str
+# The bytes every Tensogram message (so every .tgm file) starts with.
+MAGIC: bytes
 # Every Tensogram dtype name: the one table (core-rs/src/dtypes.rs).
 DTYPES: tuple[str, ...]
 # Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.

@@ -40,8 +40,6 @@ from tgm_xarray.versions import warn_if_engine_name_shared
 
 warn_if_engine_name_shared()  # upstream's tensogram-xarray registers engine="tensogram" too
 
-MAGIC = b"TENSOGRM"
-
 
 class FileRef:
     """A store's reference to its file, shared by its arrays.
@@ -422,19 +420,19 @@ def _is_tgm(filename_or_obj: Any) -> bool:
             if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block open()
                 return False
             with open(path, "rb") as f:
-                return f.read(len(MAGIC)) == MAGIC
+                return f.read(len(_core.MAGIC)) == _core.MAGIC
         except OSError:
             return False
     if isinstance(filename_or_obj, (bytes, bytearray, memoryview)):
-        return bytes(filename_or_obj[: len(MAGIC)]) == MAGIC
+        return bytes(filename_or_obj[: len(_core.MAGIC)]) == _core.MAGIC
     if hasattr(filename_or_obj, "read") and hasattr(filename_or_obj, "seek"):
         try:
             at = filename_or_obj.tell()
-            start = filename_or_obj.read(len(MAGIC))
+            start = filename_or_obj.read(len(_core.MAGIC))
             filename_or_obj.seek(at)
         except (OSError, ValueError):
             return False
-        return start == MAGIC
+        return start == _core.MAGIC
     return False
 
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tgm_xarray._core import decoded_bytes
+from tgm_xarray._core import MAGIC, decoded_bytes
 from tgm_xarray.attrs import jsonable
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.file import open_file
@@ -563,8 +563,6 @@ def check_output(output: str, inputs: Sequence[str], *, force: bool, append: boo
     ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes .tgm, .nc and .zarr files
     (writing GRIB is not supported yet); give OUTPUT.tgm last
     """
-    from tgm_xarray.backend import MAGIC
-
     if is_url(output):
         raise ValueError(f"OUTPUT {output!r} is a URL: convert writes local .tgm files only")
     name = output.rstrip("/")
