@@ -24,7 +24,7 @@ demo: setup
 test: lint test-rust test-deny test-py test-ft test-newest
 
 # ruff and mypy come with the test extra (pyproject.toml, which configures both). mypy checks the
-# package but the modules pyproject.toml's [[tool.mypy.overrides]] lists (backend, cli, virtual,
+# package but the modules pyproject.toml's [[tool.mypy.overrides]] lists (cli, virtual,
 # zarr_codec, hypercube.table, the _core stubs): they join when their owners finish them.
 # clippy: the release profile, as the builds and the Rust tests.
 lint: setup

@@ -30,7 +30,8 @@ import datagen
 from archive_data import NX, NY, write_archive
 from common import CaseResult, Context, Table, Target, check, optional, ours_entrypoint
 from harness import fmt_time, once_each
-from tgm_xarray import _core, handles
+from tgm_xarray import _core
+from tgm_xarray.source import handles
 
 PARAMS, LEVELS = 10, 5
 

@@ -24,7 +24,8 @@ from common import (
     upstream_xarray_entrypoint,
 )
 from harness import Samples, fmt_ratio, fmt_time, perf, rounds
-from tgm_xarray import handles, open_file
+from tgm_xarray import open_file
+from tgm_xarray.source import handles
 
 
 def _hours(value) -> float:

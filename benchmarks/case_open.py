@@ -13,7 +13,7 @@ from typing import Any
 import datagen
 from common import CaseResult, Context, Table, check, optional, ours_entrypoint, time_ratio, upstream_xarray_entrypoint
 from harness import fmt_ratio, fmt_time, once_each
-from tgm_xarray import handles
+from tgm_xarray.source import handles
 
 
 def case_open(ctx: Context) -> CaseResult:

@@ -12,7 +12,8 @@ import numpy as np
 import datagen
 from common import CaseResult, Context, Table, Target, check
 from harness import fmt_ratio, fmt_time, paired_ratio, timed_calls
-from tgm_xarray import handles, open_file
+from tgm_xarray import open_file
+from tgm_xarray.source import handles
 
 #: verify_hash values compared, as the table labels them.
 MODES = {"False": False, "None": None}

@@ -30,7 +30,8 @@ from common import (
     time_ratio,
 )
 from harness import fmt_ratio, fmt_time, once_each, paired_ratio, timed_calls
-from tgm_xarray import _core, handles, open_file
+from tgm_xarray import _core, open_file
+from tgm_xarray.source import handles
 
 HERE = Path(__file__).resolve().parent
 CONTROL_BYTES = 1 << 21  # sha256 of 2 MB: ~the time of one field's decode

@@ -31,7 +31,7 @@ import numpy as np
 import datagen
 from common import CaseResult, Context, Skip, Table, Target, optional
 from harness import fmt_time, rounds
-from tgm_xarray import handles
+from tgm_xarray.source import handles
 
 PARAMS = ("t", "q", "r", "gh")
 FUSED = {"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}

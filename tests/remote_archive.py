@@ -27,7 +27,7 @@ def measure(path, url_of, server) -> tuple[int, int, float]:
 
     import xarray as xr
 
-    from tgm_xarray import handles
+    from tgm_xarray.source import handles
 
     handles.CACHE.clear()
     server.reset()

@@ -31,8 +31,8 @@ from conftest import (
     shared_files,
     upstream_decode_cached,
 )
-from tgm_xarray import handles
 from tgm_xarray.backend import TensogramBackendArray, TensogramBackendEntrypoint, TensogramDataStore
+from tgm_xarray.source import handles
 
 dask = pytest.importorskip("dask")
 
@@ -280,7 +280,7 @@ def test_pickle_unpickles_in_a_fresh_process(ifs_file, ifs_eager, tmp_path):
         (tmp_path / "chunked.pkl").write_bytes(pickle.dumps(ds))
     script = textwrap.dedent(f"""
         import pickle, numpy as np
-        from tgm_xarray import handles
+        from tgm_xarray.source import handles
         assert handles.CACHE.opens == 0
         out = {{}}
         for kind in ("eager", "chunked"):
@@ -392,7 +392,7 @@ def test_close_releases_the_dataset_reference(ifs_file, ifs_eager, chunks):
     # Now the cache holds the only reference: dropping it from the cache frees the handle.
     handles.CACHE.release(ifs_file)
     assert sys.getrefcount(handle) == base - 1
-    # A read after close reopens through the cache (documented in backend.FileRef).
+    # A read after close reopens through the cache (documented in source.refs).
     opens = handles.CACHE.opens
     assert_same_bits(ds["lsm"][:5].values, ifs_eager["lsm"][:5].values, "read after close")
     assert handles.CACHE.opens == opens + 1

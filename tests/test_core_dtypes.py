@@ -4,7 +4,7 @@ calling back into the Python package."""
 import numpy as np
 import pytest
 
-import tgm_xarray.file
+import tgm_xarray.source.file
 from tgm_xarray import _core
 
 DTYPES = ["float16", "float32", "float64", "complex64", "complex128",
@@ -25,7 +25,7 @@ def test_reads_and_out_arrays_of_every_numpy_dtype(tmp_path, monkeypatch, dtype)
         raise AssertionError(f"the core asked the Python package for {name}")
 
     # The core used to look float16 and complex dtypes up in tgm_xarray.file.
-    monkeypatch.setattr(tgm_xarray.file, "numpy_dtype", no_callback)
+    monkeypatch.setattr(tgm_xarray.source.file, "numpy_dtype", no_callback)
     handle = _core.FileHandle(str(path))
     got = handle.read(0, 0)
     assert got.dtype == np.dtype(dtype) and np.array_equal(got, values)

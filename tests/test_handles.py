@@ -16,8 +16,8 @@ import pytest
 
 import tgm_xarray
 from conftest import small_file, upstream_decode
-from tgm_xarray import handles
-from tgm_xarray.handles import DEFAULT_MAX_OPEN, HandleCache
+from tgm_xarray.source import handles
+from tgm_xarray.source.handles import DEFAULT_MAX_OPEN, HandleCache
 
 # Every test here counts opens of, or empties, the process-wide cache.
 pytestmark = pytest.mark.thread_unsafe(reason="counts opens of the process-wide handle cache")
@@ -188,7 +188,7 @@ def test_an_evicted_handle_stays_valid_for_its_holder(tmp_path):
 FORK_CHILD = textwrap.dedent("""
     import multiprocessing as mp, sys
     import numpy as np, tgm_xarray
-    from tgm_xarray import handles
+    from tgm_xarray.source import handles
 
     def child(path, queue):
         try:

@@ -16,10 +16,11 @@ import pytest
 import xarray as xr
 
 from conftest import ENGINE
-from tgm_xarray import _core, handles, index
+from tgm_xarray import _core, index
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.hypercube.table import MetadataTable
+from tgm_xarray.source import handles
 
 CLI = [sys.executable, "-m", "tgm_xarray.cli"]
 

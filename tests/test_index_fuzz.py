@@ -13,8 +13,9 @@ import xarray as xr
 
 from conftest import ENGINE
 from test_index import archive, open_cold, own_cache  # noqa: F401
-from tgm_xarray import handles, index
+from tgm_xarray import index
 from tgm_xarray.errors import TgmIndexWarning
+from tgm_xarray.source import handles
 
 SEEDS = range(100)  # about 12 s on a busy 2-core machine
 

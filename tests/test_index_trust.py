@@ -19,11 +19,10 @@ import xarray as xr
 import tgm_xarray
 from conftest import ENGINE
 from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly, own_cache  # noqa: F401
-from tgm_xarray import handles, index
-from tgm_xarray.backend import _dimension_coords, metadata_table, planned
+from tgm_xarray import index
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
-from tgm_xarray.file import open_file
 from tgm_xarray.hypercube import PlanOptions
+from tgm_xarray.source import dimension_coords, handles, open_file, planned
 
 
 def forge(path: Path, target: Path, change, key: bytes | None = None) -> None:
@@ -31,8 +30,8 @@ def forge(path: Path, target: Path, change, key: bytes | None = None) -> None:
     with the data file's true identity, signed with ``key`` (default: not this user's)."""
     ref, plans, _, _ = planned(str(path), None, False, PlanOptions(), groups=False)
     with open_file(path) as f:
-        plans, values = change(dict(plans), {name: _dimension_coords(p, f, {}) for name, p in plans.items()})
-        table = metadata_table(f)
+        plans, values = change(dict(plans), {name: dimension_coords(p, f, {}) for name, p in plans.items()})
+        table = f.table()
         prints = index.fingerprints(table, f.handle)
     plan_key = index.plan_key(PlanOptions(), False)
     target.write_bytes(index.encode(key or os.urandom(index.KEY_SIZE), index.Identity.of_file(str(path)), table,

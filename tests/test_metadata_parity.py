@@ -19,10 +19,10 @@ import xarray as xr
 import tgm_xarray
 from conftest import ENGINE, REAL, require_shared, shared_files
 from hostile import MEMORY_LIMIT
-from tgm_xarray import _core, handles, remote
+from tgm_xarray import _core, remote
 from tgm_xarray.attrs import flatten
-from tgm_xarray.backend import metadata_table
 from tgm_xarray.hypercube import MetadataTable
+from tgm_xarray.source import handles
 
 tensogram = pytest.importorskip("tensogram")
 
@@ -289,8 +289,8 @@ def remote_and_local(range_server, path: Path, monkeypatch, large: bool) -> tupl
     target = range_server.root / path.name
     shutil.copyfile(path, target)
     handles.CACHE.clear()
-    got = table_rows(metadata_table(tgm_xarray.open_file(range_server.url(target.name))), ranges=True)
-    return got, table_rows(metadata_table(tgm_xarray.open_file(path)), ranges=True)
+    got = table_rows(tgm_xarray.open_file(range_server.url(target.name)).table(), ranges=True)
+    return got, table_rows(tgm_xarray.open_file(path).table(), ranges=True)
 
 
 @pytest.mark.thread_unsafe(reason="patches the remote module's settings")

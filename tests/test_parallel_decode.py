@@ -114,11 +114,10 @@ def test_threads_through_the_engine_and_the_zarr_codec(ours, tmp_path):
 def test_threads_through_the_frame_codec(ours, tmp_path, monkeypatch):
     """The frame codec (virtual references) hands its ``threads`` to the core's frame read: the
     core's read is wrapped to record what it is given, and still does the read."""
-    from tgm_xarray.backend import metadata_table
     from tgm_xarray.zarr_codec import TensogramFrameCodec
 
     f, obj = ours
-    table = metadata_table(f)
+    table = f.table()
     (start, end), = [(int(s), int(e)) for o, s, e in zip(table.obj, table.frame_start, table.frame_end, strict=True)
                      if o == obj]
     codec = TensogramFrameCodec(descriptor={"shape": [721, 1440]}, threads=2)

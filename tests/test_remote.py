@@ -28,8 +28,7 @@ from conftest import (  # noqa: E402
     write_message_file,
 )
 from range_server import Fault  # noqa: E402
-from tgm_xarray import _core, handles, remote  # noqa: E402
-from tgm_xarray.backend import metadata_table  # noqa: E402
+from tgm_xarray import _core, remote  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
     RemoteConnectionError,
     RemoteHTTPError,
@@ -39,6 +38,7 @@ from tgm_xarray.errors import (  # noqa: E402
     TgmFormatError,
     TgmIndexError,
 )
+from tgm_xarray.source import handles  # noqa: E402
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe
@@ -808,13 +808,13 @@ def test_the_table_of_large_remote_messages_is_the_local_one(range_server, ifs_f
     descriptors fetched once are not fetched again."""
     url, path = serve(range_server, ifs_file)
     remote_file = tgm_xarray.open_file(url)
-    remote_table, local_table = metadata_table(remote_file), metadata_table(tgm_xarray.open_file(path))
+    remote_table, local_table = remote_file.table(), tgm_xarray.open_file(path).table()
     for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "payload_end", "frame_hash",
                 "has_frame_hash", "message_offset", "message_length", "shape", "descriptor"):
         np.testing.assert_array_equal(getattr(remote_table, key), getattr(local_table, key), err_msg=key)
     assert remote_table.own.names == local_table.own.names
     range_server.reset()
-    metadata_table(remote_file)
+    remote_file.table()
     assert range_server.count() == 0
 
 
@@ -824,7 +824,7 @@ def test_a_tabled_message_fetches_its_metadata_on_first_use(range_server, archiv
     url, path = serve(range_server, archive)
     remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
     range_server.reset()
-    assert len(metadata_table(remote_file)) == len(metadata_table(local))
+    assert len(remote_file.table()) == len(local.table())
     assert range_server.count() == 0  # the table is the scan's
     assert remote_file.read(42, 0).tobytes() == local.read(42, 0).tobytes()
     assert remote_file.handle.fingerprint(42, 1) == local.handle.fingerprint(42, 1)
@@ -886,7 +886,7 @@ def test_descriptors_of_tabled_messages_are_their_own(range_server, tmp_path):
     url, path = serve(range_server, path)
     remote_file, local = tgm_xarray.open_file(url), tgm_xarray.open_file(path)
     range_server.reset()
-    metadata_table(remote_file)
+    remote_file.table()
     for msg in range(len(local)):
         assert np.array_equal(remote_file.read(msg, 0), local.read(msg, 0))
     assert range_server.count() <= len(local)  # a frame a read at most: layouts from the table

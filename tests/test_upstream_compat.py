@@ -17,9 +17,9 @@ import xarray as xr
 
 import upstream
 from conftest import require_shared
-from tgm_xarray import handles
 from tgm_xarray.backend import TensogramBackendEntrypoint as Ours
 from tgm_xarray.errors import TgmHashMismatchError, TgmIndexError
+from tgm_xarray.source import handles
 
 upstream.only_in_isolation()
 tensogram = pytest.importorskip("tensogram")

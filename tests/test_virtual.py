@@ -37,11 +37,11 @@ from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore  
 
 import tgm_xarray  # noqa: E402
 from conftest import ENGINE, FIXTURES, Spec, require_shared, shared_files, write_message_file  # noqa: E402
-from tgm_xarray import _core, handles  # noqa: E402
-from tgm_xarray.backend import metadata_table  # noqa: E402
+from tgm_xarray import _core  # noqa: E402
 from tgm_xarray.errors import TgmError  # noqa: E402
 from tgm_xarray.hypercube import PlanOptions  # noqa: E402
 from tgm_xarray.remote import RemoteHandle  # noqa: E402
+from tgm_xarray.source import handles  # noqa: E402
 from tgm_xarray.virtual import TensogramParser, _StoreFetcher, local_repository, no_credentials  # noqa: E402
 from tgm_xarray.zarr_codec import TensogramCodec, TensogramFrameCodec  # noqa: E402
 
@@ -58,7 +58,7 @@ def parse(path, **options):
 def frame_spans(path) -> dict[tuple[int, int], tuple[int, int]]:
     """``(offset, length)`` of every object's data-object frame by ``(message, object)``, from
     the metadata table (where the parser takes them too)."""
-    table = metadata_table(tgm_xarray.open_file(path))
+    table = tgm_xarray.open_file(path).table()
     return {(int(m), int(o)): (int(start), int(end - start))
             for m, o, start, end in zip(table.msg, table.obj, table.frame_start, table.frame_end)}
 

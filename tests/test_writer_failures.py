@@ -10,6 +10,7 @@ pipe once they hold the turn, so nothing depends on timing.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -186,3 +187,31 @@ def test_a_symlink_and_its_target_share_one_turn(tmp_path):
             TgmWriter(target, "a")
     assert sorted(_values(link)) == ["first", "second"]
     assert sorted(os.listdir(tmp_path)) == ["link.tgm", "t.tgm"]
+
+
+# What a write syncs, seen by strace in a child (the system calls themselves, not a stand-in).
+SYNCING_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np, xarray as xr
+    from tgm_xarray import to_tgm
+    to_tgm(xr.Dataset({"t": ("x", np.arange(4.0))}), sys.argv[1], durable=sys.argv[2] == "1")
+""")
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+@pytest.mark.parametrize("durable", [False, True])
+def test_only_a_durable_write_fsyncs_the_file_and_its_directory(tmp_path, durable):
+    target = tmp_path / "t.tgm"
+    trace = tmp_path / "trace"
+    subprocess.run(["strace", "-f", "-qq", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2", "-o", str(trace),
+                    sys.executable, "-c", SYNCING_CHILD, str(target), "1" if durable else "0"], check=True, timeout=600)
+    calls = [line.split(None, 1)[1] for line in trace.read_text().splitlines() if "(" in line]
+    renames = [i for i, c in enumerate(calls) if c.startswith("rename") and str(target) in c]
+    syncs = [i for i, c in enumerate(calls) if c.startswith(("fsync", "fdatasync"))]
+    assert len(renames) == 1, calls
+    if durable:  # the file before the rename, the directory after
+        assert any(i < renames[0] for i in syncs) and any(i > renames[0] for i in syncs), calls
+    else:
+        assert syncs == [], calls
+    with xr.open_dataset(target, engine=ENGINE) as ds:
+        assert ds["t"].values.tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -151,10 +151,9 @@ def test_referenced_frames_read_the_same_on_both_pipelines(ifs_file, tmp_path, m
     fused reads (each frame fetched and decoded in zarr's worker threads) equal batched ones
     (frames fetched together per event-loop turn) and the engine's values."""
     from tgm_xarray import open_file
-    from tgm_xarray.backend import metadata_table
 
     source = open_file(ifs_file)
-    table = metadata_table(source)
+    table = source.table()
     data = ifs_file.read_bytes()
     frames = [(int(s), int(e)) for o, s, e in zip(table.obj, table.frame_start, table.frame_end, strict=True)
               if o == obj]

@@ -16,6 +16,13 @@ mod table;
 // The core's modules, under the names the binding's modules use.
 use tgm_core::{counters, dtypes, encode, errors, fetch, mapped_file, message, read, selection};
 
+/// mimalloc keeps the pages of the large buffers an encode frees (packed pieces, upstream's
+/// frame and message, the payload copies) for the next one: with glibc's malloc each of them
+/// is a fresh mapping that faults in page by page (1,900 page faults and a third of the CPU
+/// time of encoding the 0.25-degree 2 m temperature field, none with mimalloc).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]
 fn decoded_elements() -> u64 {
@@ -40,6 +47,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(buffers::py_empty, m)?,
         wrap_pyfunction!(buffers::buffer_pool, m)?,
         wrap_pyfunction!(codec::encode_message, m)?,
+        wrap_pyfunction!(codec::finite_range, m)?,
         wrap_pyfunction!(codec::decode_message_into, m)?,
         wrap_pyfunction!(frames::frame_footer, m)?,
         wrap_pyfunction!(frames::parse_message, m)?,

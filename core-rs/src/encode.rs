@@ -13,7 +13,8 @@ use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::params::int_param;
-use crate::{packing, parallel, szip};
+use crate::packing::{self, PIECE_VALUES};
+use crate::{parallel, szip};
 
 /// Encodes one message of `objects` (descriptor and native-order values each). A large packed
 /// szip field is encoded on what the process-wide budget of [`parallel::budgeted`] has free, at
@@ -165,27 +166,14 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
 }
 
 /// The packing parameters upstream's `compute_params` finds in `values`, which depend only on
-/// their least and greatest: found on `threads` threads in pieces of [`PIECE_VALUES`], and by
-/// upstream's own scan where a value is not finite (its error then says which).
+/// their least and greatest (`packing::finite_range`, on `threads` threads); by upstream's own
+/// scan where a value is not finite (its error then says which).
 fn packing_params(values: &[f64], bits: u32, decimal: i32, threads: usize) -> Option<SimplePackingParams> {
-    let pieces = values.len().div_ceil(PIECE_VALUES);
-    if threads > 1 && pieces > 1 && bits > 0 {
-        let range_of = |i: usize| {
-            let piece = &values[i * PIECE_VALUES..((i + 1) * PIECE_VALUES).min(values.len())];
-            piece.iter().try_fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| v.is_finite().then(|| (lo.min(v), hi.max(v))))
-        };
-        let ranges = parallel::map_pieces(pieces, threads, range_of).into_iter().collect::<Option<Vec<_>>>();
-        if let Some(ranges) = ranges {
-            let (lo, hi) = ranges.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (lo, hi)| (a.min(lo), b.max(hi)));
-            return simple_packing::compute_params(&[lo, hi], bits, decimal).ok();
-        }
+    match packing::finite_range(values, threads) {
+        (Some((lo, hi)), true) if bits > 0 => simple_packing::compute_params(&[lo, hi], bits, decimal).ok(),
+        _ => simple_packing::compute_params(values, bits, decimal).ok(),
     }
-    simple_packing::compute_params(values, bits, decimal).ok()
 }
-
-/// Values per piece of a large szip field (rounded to whole RSI blocks): a millisecond or two of
-/// packing and szip, and 16 pieces for a 0.25-degree global field.
-const PIECE_VALUES: usize = 1 << 16;
 
 /// Packing and szip of a field of more than [`PIECE_VALUES`] values in pieces of whole RSI
 /// blocks, on `threads` threads (the caller's and helpers), joined at the bit where each piece

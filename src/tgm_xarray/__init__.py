@@ -26,7 +26,7 @@ from tgm_xarray.errors import (
     TgmIndexError,
     TgmStaleFileError,
 )
-from tgm_xarray.file import TgmFile, open_file
+from tgm_xarray.source import TgmFile, open_file
 
 try:
     __version__ = version("tgm-xarray")

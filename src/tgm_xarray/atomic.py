@@ -2,8 +2,11 @@
 
 A write goes to a temporary file ``.<name>.<pid>-<random>.tmp`` in the directory of the *real*
 target (symlinks are followed: the real file gets the data and a link stays a link). Once
-complete it is fsynced and renamed onto the target, and the directory is fsynced. Any failure,
-Ctrl-C or SIGTERM removes the temporary file and leaves the target as it was, or absent.
+complete it is renamed onto the target. Any failure, Ctrl-C or SIGTERM removes the temporary
+file and leaves the target as it was, or absent: readers, and a process that dies, never see a
+half-written target. ``durable=True`` also survives a power cut: the file is fsynced before the
+rename and the directory after it (as xarray's, zarr's and ecCodes' writes, not by default: it
+costs a disk flush per file, often longer than encoding the file's field).
 
 Writes of one target take turns, in threads and processes: a write in progress is a temporary
 file of its target that its writer holds an exclusive ``flock`` on, and a new write, after a
@@ -37,15 +40,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Literal, Self, get_args
 
-from tgm_xarray.handles import not_a_file
+from tgm_xarray.source.handles import not_a_file
 
 WriteMode = Literal["w", "w-", "a"]
 MODES = get_args(WriteMode)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = False) -> None:
     """Replaces ``path`` by ``data``, atomically (readers see the old contents or the new)."""
-    with AtomicFile(path) as out:
+    with AtomicFile(path, durable=durable) as out:
         out.write(data)
 
 
@@ -77,13 +80,16 @@ class AtomicFile(CommitsOnSuccess):
     None): a library creates ``tmp`` by its name (a file, or a directory such as a Zarr store),
     inside a temporary directory of ours; that directory holds the turn, as the library may lock
     or replace what it creates. The write holds the target's turn until its commit or abort.
+    ``durable``: the commit fsyncs the file before the rename and the directory after it.
     """
 
-    def __init__(self, path: str | os.PathLike, mode: WriteMode = "w", *, by_name: bool = False):
+    def __init__(self, path: str | os.PathLike, mode: WriteMode = "w", *, by_name: bool = False,
+                 durable: bool = False):
         if mode not in MODES or (by_name and mode == "a"):
             raise ValueError(f"mode must be one of {MODES} ('a' only for files), got {mode!r}")
         #: The real target (symlinks followed), the file that gets replaced.
         self.path = os.path.realpath(os.fspath(path))
+        self.durable = bool(durable)
         if _WRITES_HELD.get(self.path) == threading.get_ident():  # waiting would never end
             raise RuntimeError(f"{self.path}: this thread is already writing it (a writer of it is "
                                "open); close that writer first")
@@ -111,19 +117,21 @@ class AtomicFile(CommitsOnSuccess):
             self._opened().write(data)
 
     def commit(self) -> None:
-        """Moves the written file onto the target, durably (file and directory fsynced)."""
+        """Moves the written file onto the target (``durable``: file and directory fsynced)."""
         if self.closed:
             raise ValueError(f"{self.path}: the write is already committed or aborted")
         try:
             with self._naming_target():
                 if self.file is not None:
                     self.file.flush()
-                _fsync_tree(self.tmp)
+                if self.durable:
+                    _fsync_tree(self.tmp)
                 _replace(self.tmp, self.path)
         except BaseException:
             self.abort()
             raise
-        _sync_directory(os.path.dirname(self.path))
+        if self.durable:
+            _sync_directory(os.path.dirname(self.path))
         if self.tmp != self._holder:
             _remove(self._holder)
         self._end()

@@ -2,24 +2,20 @@
 
 Three roles, as in xarray's own engines: ``TensogramBackendArray`` knows how to read a key,
 ``TensogramDataStore`` turns a file into variables and attributes (the layout comes from
-``hypercube``), and ``TensogramBackendEntrypoint`` is what xarray calls.
+``hypercube``), and ``TensogramBackendEntrypoint`` is what xarray calls. Where the bytes come
+from (paths, URLs, lists of files, the index, the handle cache) is ``tgm_xarray.source``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
-import hashlib
-import io
+import dataclasses
 import os
-import stat
-import tempfile
-import threading
-import urllib.parse
 import urllib.request
 import warnings
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Hashable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
 
 import numpy as np
 from xarray.backends.common import AbstractDataStore, BackendArray, BackendEntrypoint
@@ -27,112 +23,18 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 from xarray.core.variable import Variable
 
-from tgm_xarray import _core, mars
+from tgm_xarray import _core
 from tgm_xarray import index as tgm_index
-from tgm_xarray.errors import TgmError
-from tgm_xarray.file import TgmFile
-from tgm_xarray.handles import FileVersion, absolute
-from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan, build_hypercube, split_groups
-from tgm_xarray.remote import RemoteHandle, is_url
+from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan
 from tgm_xarray.selection import outer
+from tgm_xarray.source import SourceRef, is_tgm, paths_of, planned
 from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import warn_if_engine_name_shared
 
 warn_if_engine_name_shared()  # upstream's tensogram-xarray registers engine="tensogram" too
 
-
-class FileRef:
-    """A store's reference to its file, shared by its arrays.
-
-    Closing the Dataset drops the reference; a read after that (or in another process, after
-    pickling) reopens through the process's handle cache, and only the version of the file the
-    Dataset was opened on (``TgmStaleFileError`` otherwise: its layout came from that version).
-    """
-
-    def __init__(self, path: str, file: TgmFile | None = None, storage_options: dict | None = None,
-                 version: FileVersion | None = None):
-        self.path = absolute(path)
-        self.storage_options = storage_options
-        self.version = file.version if file is not None else version
-        self._file = file
-        self._lock = threading.Lock()
-
-    @property
-    def file(self) -> TgmFile:
-        file = self._file
-        if file is None:
-            with self._lock:
-                if self._file is None:
-                    self._file = TgmFile(self.path, self.storage_options, self.version)
-                file = self._file
-        return file
-
-    def close(self) -> None:
-        self._file = None
-
-    def __reduce__(self):
-        return (FileRef, (self.path, None, self.storage_options, self.version))
-
-
-class FileSetRef:
-    """References to several files read as one Dataset (``open_dataset([paths...])``): message
-    numbers run on from one file to the next, in the order given."""
-
-    def __init__(self, refs: list[FileRef]):
-        self.refs = refs
-        self.path = refs[0].path if len(refs) == 1 else f"{refs[0].path} (and {len(refs) - 1} more files)"
-        self._files: FileSet | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def file(self) -> FileSet:
-        with self._lock:
-            if self._files is None:
-                self._files = FileSet([ref.file for ref in self.refs])
-            return self._files
-
-    def close(self) -> None:
-        for ref in self.refs:
-            ref.close()
-        self._files = None
-
-    def __reduce__(self):
-        return (FileSetRef, (self.refs,))
-
-
-class FileSet:
-    """``TgmFile``'s reads over several files, by message number across them."""
-
-    def __init__(self, files: list[TgmFile]):
-        self.files = files
-        self.starts = np.cumsum([0] + [len(f) for f in files])
-        self.handle = self  # what the planner asks for fingerprints
-
-    def _locate(self, msg: int) -> tuple[TgmFile, int]:
-        i = int(np.searchsorted(self.starts, msg, side="right")) - 1
-        return self.files[i], msg - int(self.starts[i])
-
-    def locate(self, msg: int) -> tuple[str, int]:
-        """The file of message ``msg`` (numbered across the files) and its number there: what
-        the planner's errors name."""
-        file, local = self._locate(msg)
-        return file.path, local
-
-    def read(self, msg: int, obj: int, *args, **kwargs):
-        file, msg = self._locate(msg)
-        return file.read(msg, obj, *args, **kwargs)
-
-    def layout(self, msg: int, obj: int):
-        file, msg = self._locate(msg)
-        return file.layout(msg, obj)
-
-    def fingerprint(self, msg: int, obj: int):
-        file, msg = self._locate(msg)
-        return file.handle.fingerprint(msg, obj)
-
-
-def _fill_value(dtype: np.dtype):
-    return np.nan if dtype.kind in "fc" else 0
+#: What ``lock`` may be: any lock xarray's engines take (threading's, dask's, xarray's own).
+ReadLock = AbstractContextManager[Any]
 
 
 class TensogramBackendArray(BackendArray):
@@ -145,13 +47,15 @@ class TensogramBackendArray(BackendArray):
     flight at once (fsspec's async filesystem), each decoded off the loop as it arrives.
     """
 
-    def __init__(self, ref: FileRef, plan: VariablePlan, lock=None, verify_hash: bool | None = None,
-                 threads: int | None = None, recorded: tgm_index.Recorded | None = None):
+    def __init__(self, ref: SourceRef, plan: VariablePlan, lock: ReadLock | None = None,
+                 verify_hash: bool | None = None, threads: int | None = None,
+                 recorded: tgm_index.Recorded | None = None):
         self.ref = ref
         self.fields = plan.fields
         self.refs = plan.refs
         self.shape = plan.shape
         self.dtype = plan.dtype
+        self.fill_value = plan.fill_value
         self.lock = lock
         self.verify_hash = verify_hash
         self.threads = threads
@@ -174,15 +78,14 @@ class TensogramBackendArray(BackendArray):
             return self._read_unlocked(key)
 
     async def _read_async(self, key: tuple) -> np.ndarray:
-        file = self.ref.file
-        read_async = getattr(file.handle, "read_async", None)
-        if read_async is None or self.lock is not None:  # a mapped file: one thread, every field
+        source = self.ref.source
+        if not source.remote or self.lock is not None:  # a mapped file: one thread, every field
             return await asyncio.to_thread(self._read, key)
         out, reads, final_shape = self._plan(key)
 
-        async def read(msg, obj, field_key, cell, direct):
-            values = await read_async(msg, obj, field_key, out=cell if direct else None,
-                                      verify_hash=self.verify_hash, threads=self.threads)
+        async def read(msg: int, obj: int, field_key: tuple, cell: np.ndarray, direct: bool) -> None:
+            values = await source.read_async(msg, obj, field_key, out=cell if direct else None,
+                                             verify_hash=self.verify_hash, threads=self.threads)
             if not direct:
                 cell[...] = values
 
@@ -191,15 +94,15 @@ class TensogramBackendArray(BackendArray):
 
     def _read_unlocked(self, key: tuple) -> np.ndarray:
         out, reads, final_shape = self._plan(key)
-        file = self.ref.file
+        source = self.ref.source
         for msg, obj, field_key, cell, direct in reads:
-            values = file.read(msg, obj, field_key, out=cell if direct else None, verify_hash=self.verify_hash,
+            values = source.read(msg, obj, field_key, out=cell if direct else None, verify_hash=self.verify_hash,
                                threads=self.threads)
             if not direct:
                 cell[...] = values
         return out.reshape(final_shape)
 
-    def _plan(self, key: tuple) -> tuple[np.ndarray, list[tuple], list[int]]:
+    def _plan(self, key: tuple) -> tuple[np.ndarray, list[tuple[int, int, tuple, np.ndarray, bool]], tuple[int, ...]]:
         """The result array (missing fields already filled), the reads that fill the rest as
         ``(msg, obj, field key, view of the result, whether the core can read into the view)``
         (it cannot where the field's stored dtype differs: it is read, then converted), and the
@@ -212,18 +115,18 @@ class TensogramBackendArray(BackendArray):
             if n_outer else self.fields
         field_shape = selection.decoded_shape[n_outer:]
         out = _core.empty(grid.shape + field_shape, self.dtype)  # recycled memory: no page faults
-        file = self.ref.file
+        source = self.ref.source
         reads = []
         for pos in np.ndindex(grid.shape):
-            which = grid[pos]
+            which = int(grid[pos])
             cell = pos + (Ellipsis,)  # a view even for 0-d fields
             if which < 0:
-                out[cell] = _fill_value(self.dtype)
+                out[cell] = self.fill_value
                 continue
             msg, obj = self.refs[which]
             if self.recorded is not None and not self.recorded.checked[which]:
-                self.recorded.check(file.handle, which, msg, obj)
-            _, stored = file.layout(msg, obj)
+                self.recorded.check(source, which, msg, obj)
+            _, stored = source.layout(msg, obj)
             reads.append((msg, obj, field_key, out[cell], stored == self.dtype))
         return out, reads, selection.result_shape
 
@@ -231,7 +134,7 @@ class TensogramBackendArray(BackendArray):
 class TensogramDataStore(AbstractDataStore):
     """A ``.tgm`` file as xarray variables, laid out by ``hypercube.build_hypercube``."""
 
-    def __init__(self, ref: FileRef | FileSetRef, plan: HypercubePlan, lock=None, verify_hash: bool | None = None,
+    def __init__(self, ref: SourceRef, plan: HypercubePlan, lock: ReadLock | None = None, verify_hash: bool | None = None,
                  threads: int | None = None, values: Mapping[str, np.ndarray] | None = None,
                  recorded: Mapping[str, tgm_index.Recorded] | None = None):
         self.ref = ref
@@ -244,7 +147,7 @@ class TensogramDataStore(AbstractDataStore):
         self.threads = threads
 
     @classmethod
-    def open(cls, path: str | list[str], *, lock=None, verify_hash: bool | None = None,
+    def open(cls, path: str | list[str], *, lock: ReadLock | None = None, verify_hash: bool | None = None,
              storage_options: dict | None = None, threads: int | None = None, index: str | bool = "auto",
              options: PlanOptions = PlanOptions()) -> TensogramDataStore:
         """The store of one file (through its index where there is one), or of several planned as
@@ -257,7 +160,7 @@ class TensogramDataStore(AbstractDataStore):
         # A Dataset pickles its store (its close): the index's values are its variables already.
         return {**self.__dict__, "values": {}}
 
-    def _variable(self, plan: VariablePlan) -> Variable:
+    def _variable(self, plan: VariablePlan, attrs: dict) -> Variable:
         array = TensogramBackendArray(self.ref, plan, self.lock, self.verify_hash, self.threads,
                                       self.recorded.get(plan.name))
         encoding = dict(plan.encoding)  # preferred_chunks included (hypercube.plan)
@@ -266,174 +169,23 @@ class TensogramDataStore(AbstractDataStore):
         # coordinate and the Dataset's indexes (a plain array gets two, pickled twice).
         data = indexing.LazilyIndexedArray(
             indexing.NumpyIndexingAdapter(self.values[plan.name]) if plan.name in self.values else array)
-        return Variable(plan.dims, data, dict(plan.attrs), encoding)
+        return Variable(plan.dims, data, attrs, encoding)
 
     def get_variables(self) -> dict[str, Variable]:
-        variables = {name: Variable(dims, values, dict(attrs))
-                     for name, (dims, values, attrs) in self.plan.index_coords.items()}
-        variables.update({name: self._variable(p) for name, p in self.plan.variables.items()})
+        attrs = self.plan.cf_attrs()[0]
+        variables = {name: Variable(dims, values, attrs[name])
+                     for name, (dims, values, _) in self.plan.index_coords.items()}
+        variables.update({name: self._variable(p, attrs[name]) for name, p in self.plan.variables.items()})
         return variables
 
     def get_attrs(self) -> dict:
-        return dict(self.plan.attrs)
+        return self.plan.cf_attrs()[1]
 
-    def get_dimensions(self):
+    def get_dimensions(self) -> dict[Hashable, int]:
         return {dim: size for v in self.get_variables().values() for dim, size in zip(v.dims, v.shape)}
-
-    def load(self):
-        variables = self.get_variables()
-        coord_names = set(self.plan.coord_names) | set(self.plan.index_coords)
-        # CF's "coordinates" attribute tells StoreBackendEntrypoint which variables are coordinates.
-        # A scalar level coordinate is named by the variables the planner declared it for (those
-        # on that level), so that the writer keys each variable's own level.
-        for name, var in variables.items():
-            if name not in coord_names:
-                declared = var.attrs.get("coordinates", "").split()
-                extra = sorted(c for c in coord_names if c not in var.dims and set(variables[c].dims) <= set(var.dims)
-                               and (variables[c].dims or c not in mars.LEVEL_NAMES or c in declared))
-                if extra:
-                    var.attrs["coordinates"] = " ".join(sorted(set(extra) | set(declared)))
-        # The Dataset's `coordinates` (xarray reads it as CF's) keeps every scalar level a
-        # coordinate, also when the variables naming it are dropped (drop_variables).
-        attrs = self.get_attrs()
-        levels = {c for c in self.plan.index_coords if c in mars.LEVEL_NAMES and not variables[c].dims}
-        if levels:
-            attrs["coordinates"] = " ".join(sorted(levels | set(str(attrs.get("coordinates", "")).split())))
-        return variables, attrs
 
     def close(self) -> None:
         self.ref.close()
-
-
-def _ref(path: str | list[str], storage_options: dict | None) -> FileRef | FileSetRef:
-    if isinstance(path, str):
-        return FileRef(path, TgmFile(path, storage_options), storage_options)
-    if not path:
-        raise ValueError("open_dataset was given an empty list of files")
-    return FileSetRef([FileRef(p, TgmFile(p, storage_options), storage_options) for p in path])
-
-
-class HasHandle(Protocol):
-    """A file as :func:`metadata_table` reads it: a ``TgmFile``, or virtual.py's file over a
-    registry's store."""
-
-    @property
-    def handle(self) -> _core.FileHandle | RemoteHandle: ...
-
-
-def metadata_table(file: HasHandle | FileSet) -> MetadataTable:
-    """Every message's metadata as columns, built by the core in one call (interpreter
-    released for local files, no payload read). Remote files have the descriptors of their
-    messages read by their header fetched first, in concurrent batches (``parse_all``)."""
-    handles = [f.handle for f in (file.files if isinstance(file, FileSet) else [file])]
-    for h in handles:
-        if isinstance(h, RemoteHandle):
-            h.parse_all()
-    return MetadataTable.from_core(
-        _core.table_of_files([h.messages if isinstance(h, RemoteHandle) else h for h in handles]))
-
-
-def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: PlanOptions, *,
-            groups: bool, identify: bool = False, must_write: bool = False,
-            ) -> tuple[FileRef | FileSetRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]],
-                       dict[str, dict[str, tgm_index.Recorded]]]:
-    """The file's reference, its plans with ``options`` (``split_groups``'s with ``groups``, else one under
-    ``""``), the values of their dimension coordinates where an index holds them and, for plans
-    from an index, what it recorded of their variables' objects (checked at each one's first
-    read), from a fresh index where there is one (docs/archives.md): then the data file is
-    neither scanned nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a
-    cold open), ``"beside"`` (write beside the data instead), ``False`` (neither). ``identify``:
-    index a remote object opened cold too (``tgm_xarray.index.find``); ``must_write``: an index
-    that cannot be written is an error, not a warning (``tgm-xarray index``). A list of paths is
-    planned as one, without an index."""
-    if index not in tgm_index.MODES:
-        raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
-
-    def plan(table: MetadataTable, fingerprint, source: str, locate=None) -> dict[str, HypercubePlan]:
-        if groups:
-            return split_groups(table, options, source=source, fingerprint=fingerprint, locate=locate)
-        return {"": build_hypercube(table, options, source=source, fingerprint=fingerprint, locate=locate)}
-
-    if not isinstance(path, str) or index is False:
-        ref = _ref(path, storage_options)
-        files = ref.file
-        plans = plan(metadata_table(files), files.handle.fingerprint, path if isinstance(path, str) else ref.path,
-                     files.locate if isinstance(files, FileSet) else None)
-        return ref, plans, {name: {} for name in plans}, {}
-    found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
-    key = tgm_index.plan_key(options, groups)
-    stored = table = prints = None
-    if found.index is not None:
-        try:
-            stored = found.index.plans(key, path)
-            table, prints = found.index.table() if stored is None else (None, None)
-        except Exception as err:  # noqa: BLE001 - a damaged index is not used, whatever broke
-            tgm_index.warn(found.index.path, f"it is corrupt ({err})")
-            found = tgm_index.Found(found.identity, None)
-    if found.index is not None:
-        ref = FileRef(path, None, storage_options, found.identity.version)
-        if stored is not None:
-            return ref, *stored
-        plans = plan(table, lambda msg, obj: ref.file.handle.fingerprint(msg, obj), path)
-        recorded = tgm_index.record(plans, table, prints, path)
-    else:
-        file = TgmFile(path, storage_options, found.identity.version if found.identity else None)
-        ref = FileRef(path, file, storage_options)
-        table = metadata_table(file)
-        plans = plan(table, file.handle.fingerprint, path)
-        recorded = {}
-    if found.identity is None:  # a remote object without any index: none is written
-        return ref, plans, {name: {} for name in plans}, recorded
-    values = {name: _dimension_coords(p, ref.file, recorded.get(name, {})) for name, p in plans.items()}
-    tgm_index.save(path, found, table, (lambda: prints) if prints is not None
-                   else (lambda: tgm_index.fingerprints(table, ref.file.handle)),
-                   key, plans, values, to_beside=index == "beside", must_write=must_write)
-    return ref, plans, values, recorded
-
-
-def _dimension_coords(plan: HypercubePlan, file: TgmFile, recorded: Mapping[str, tgm_index.Recorded]
-                      ) -> dict[str, np.ndarray]:
-    """The values of the plan's dimension coordinates read from objects: xarray reads them at
-    every open (they become indexes), so an index keeps them. One that cannot be read, or is
-    not the object ``recorded`` says, is left out (and read, and fails, as without an index)."""
-    values = {}
-    for name in plan.coord_names:
-        var = plan.variables[name]
-        if var.dims == (name,) and len(var.refs) == 1:
-            try:
-                if name in recorded:
-                    recorded[name].check(file.handle, 0, *var.refs[0])
-                values[name] = np.asarray(file.read(*var.refs[0])).astype(var.dtype, copy=False)
-            except TgmError:
-                continue
-    return values
-
-
-def _is_tgm(filename_or_obj: Any) -> bool:
-    if isinstance(filename_or_obj, (str, os.PathLike)):
-        path = _local_path(filename_or_obj)
-        if path.endswith(".tgm"):
-            return True
-        if is_url(path):
-            return False
-        try:
-            if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would block open()
-                return False
-            with open(path, "rb") as f:
-                return f.read(len(_core.MAGIC)) == _core.MAGIC
-        except OSError:
-            return False
-    if isinstance(filename_or_obj, (bytes, bytearray, memoryview)):
-        return bytes(filename_or_obj[: len(_core.MAGIC)]) == _core.MAGIC
-    if hasattr(filename_or_obj, "read") and hasattr(filename_or_obj, "seek"):
-        try:
-            at = filename_or_obj.tell()
-            start = filename_or_obj.read(len(_core.MAGIC))
-            filename_or_obj.seek(at)
-        except (OSError, ValueError):
-            return False
-        return start == _core.MAGIC
-    return False
 
 
 #: cfgrib's ``open_dataset`` keywords that are not ours, each with cfgrib's default where this
@@ -495,7 +247,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
-        return _is_tgm(filename_or_obj)
+        return is_tgm(filename_or_obj)
 
     def open_dataset(
         self,
@@ -618,7 +370,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
                                  time_dims=time_dims, errors=errors, extra_coords=extra_coords,
                                  coords_as_attributes=coords_as_attributes,
                                  cache_geo_coords=cache_geo_coords, values_dtype=values_dtype)
-        paths = _paths(filename_or_obj)
+        paths = paths_of(filename_or_obj)
         options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
                               duplicates=duplicates, merge_objects=merge_objects, message_index=message_index,
                               squeeze=squeeze, source=str(paths))
@@ -627,40 +379,26 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         return _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords,
                        drop_variables, use_cftime, decode_timedelta)
 
-    def open_groups_as_dict(
-        self,
-        filename_or_obj,
-        *,
-        mask_and_scale=True,
-        decode_times=True,
-        concat_characters=True,
-        decode_coords=True,
-        drop_variables: str | Iterable[str] | None = None,
-        use_cftime=None,
-        decode_timedelta=None,
-        lock=None,
-        variable_key: str | None = None,
-        dim_names: Iterable[str] | Mapping | None = None,
-        filter_by_keys: Mapping | None = None,
-        duplicates: str = "error",
-        merge_objects: bool = True,
-        verify_hash: bool | None = None,
-        storage_options: dict | None = None,
-        threads: int | None = None,
-        index: str | bool = "auto",
-    ):
-        """One Dataset per consistent group of messages (by level type and grid)."""
-        paths = _paths(filename_or_obj)
-        options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
-                              duplicates=duplicates, merge_objects=merge_objects, source=str(paths))
+    def open_groups_as_dict(self, filename_or_obj, *, drop_variables: str | Iterable[str] | None = None,
+                            lock=None, verify_hash: bool | None = None, storage_options: dict | None = None,
+                            threads: int | None = None, index: str | bool = "auto", **keywords):
+        """One Dataset per consistent group of messages (by level type and grid). ``keywords``:
+        xarray's CF decoders and the planner's keywords, as ``open_dataset`` takes them (xarray
+        reads an engine's keywords from ``open_dataset`` alone; a wrong one fails in
+        ``PlanOptions``)."""
+        decoders = {name: keywords.pop(name, default) for name, default in DECODERS.items()}
+        paths = paths_of(filename_or_obj)
+        unknown = sorted(set(keywords) - {f.name for f in dataclasses.fields(PlanOptions)})
+        if unknown:
+            raise TypeError(f"{paths}: open_datatree takes no keyword {', '.join(map(repr, unknown))}")
+        options = PlanOptions(**keywords, source=str(paths))
         threads = check_threads(threads, str(paths))
         ref, groups, values, recorded = planned(paths, storage_options, index, options, groups=True)
         result = {}
         for name, plan in groups.items():
             store = TensogramDataStore(ref, plan, lock, verify_hash, threads, values[name], recorded.get(name))
             result[name if name.startswith("/") else f"/{name}"] = _decode(
-                store, mask_and_scale, decode_times, concat_characters, decode_coords,
-                drop_variables, use_cftime, decode_timedelta)
+                store, drop_variables=drop_variables, **decoders)
         if "/" not in result:
             import xarray as xr
 
@@ -673,64 +411,9 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
 
 
-def _local_path(path: str | os.PathLike) -> str:
-    """``path`` as the core opens it: ``~`` expanded, ``file://`` URLs as local paths; other URLs
-    as they are."""
-    path = os.fspath(path)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if path.startswith("file://"):
-        parsed = urllib.parse.urlsplit(path)
-        return urllib.request.url2pathname(parsed.path)
-    return path if is_url(path) else os.path.expanduser(path)
-
-
-def _path(filename_or_obj) -> str:
-    """What ``open_dataset`` was given as a path the core opens: paths and URLs (``_local_path``),
-    the contents of a file (bytes, or a binary file object, read from its current position) as a
-    temporary copy (``_contents_path``). A file object of a file on disk opens that file."""
-    if isinstance(filename_or_obj, (str, os.PathLike)):
-        return _local_path(filename_or_obj)
-    if isinstance(filename_or_obj, (bytes, bytearray, memoryview)):
-        return _contents_path(bytes(filename_or_obj))
-    if hasattr(filename_or_obj, "read"):
-        name = getattr(filename_or_obj, "name", None)
-        if isinstance(filename_or_obj, io.BufferedReader) and isinstance(name, str) and os.path.isfile(name):
-            return os.path.realpath(name)
-        data = filename_or_obj.read()
-        if not isinstance(data, bytes):
-            raise TypeError("engine='tgm' reads binary file objects; open the file with mode 'rb'")
-        return _contents_path(data)
-    raise TypeError(f"engine='tgm' opens paths, URLs, bytes and binary file objects, "
-                    f"not {type(filename_or_obj).__name__}")
-
-
-def _paths(filename_or_obj) -> str | list[str]:
-    """``_path``, or a list of them: several files planned as one Dataset."""
-    if isinstance(filename_or_obj, (list, tuple)):
-        return [_path(item) for item in filename_or_obj]
-    return _path(filename_or_obj)
-
-
-def _contents_path(data: bytes) -> str:
-    """A temporary file holding ``data`` (the core maps files): named by its contents, so the
-    same bytes opened again share it, and removed when the interpreter exits."""
-    digest = hashlib.sha256(data).hexdigest()[:32]
-    path = os.path.join(tempfile.gettempdir(), f"tgm-xarray-{os.getpid()}-{digest}.tgm")
-    if not os.path.exists(path):
-        fd, partial = tempfile.mkstemp(suffix=".partial", dir=os.path.dirname(path))
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(partial, path)  # complete or absent, also with threads opening the same bytes
-        atexit.register(_remove, path)
-    return path
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
+#: xarray's CF decoding keywords and their defaults, as every engine's ``open_dataset`` takes them.
+DECODERS = {"mask_and_scale": True, "decode_times": True, "concat_characters": True, "decode_coords": True,
+            "use_cftime": None, "decode_timedelta": None}
 
 
 def _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords, drop_variables,

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 from tgm_xarray._core import MAGIC, decoded_bytes
 from tgm_xarray.attrs import jsonable
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
-from tgm_xarray.file import open_file
-from tgm_xarray.handles import absolute
 from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canonical
 from tgm_xarray.remote import is_url
+from tgm_xarray.source import open_file
+from tgm_xarray.source.handles import absolute
 from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import EngineNameWarning
 
@@ -172,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--threads", type=int, help="messages encoded at once (default: CPUs)")
     convert.add_argument("--no-hash", dest="hash", action="store_false", default=None,
                          help="do not store xxh3 hashes")
+    convert.add_argument("--durable", action="store_true",
+                         help="fsync each output before it replaces its name, and its directory after: "
+                              "outputs that survive a power cut (slower; docs/writer.md)")
     _storage_options(convert)
     _progress_options(convert)
     convert.set_defaults(run=_convert)
@@ -274,7 +277,7 @@ def _convert(args: argparse.Namespace) -> int:
                                 for ds in open_inputs(path, args.engine, chunks, args.storage_options)])
     plans = planner.plans(datasets)  # everything first: a bad option fails before OUTPUT is touched
     with TgmWriter(args.output, "a" if args.append else "w", hash=args.hash is not False, threads=args.threads,
-                   progress=progress) as writer:
+                   progress=progress, durable=args.durable) as writer:
         writer.write_plan(plans)
     _report_written(args.output, writer.messages, plural(len(inputs), "input"), why_not_one_dataset(args.output))
     return 0
@@ -442,7 +445,7 @@ def _write_each(pool, jobs: dict, args: argparse.Namespace, threads: int, progre
 
     def write(output: str, plans: Plans) -> tuple[int, str | None]:
         with TgmWriter(output, "a" if args.append else "w", hash=args.hash is not False,
-                       threads=threads, progress=tick) as writer:
+                       threads=threads, progress=tick, durable=args.durable) as writer:
             writer.write_plan(plans)
         return writer.messages, why_not_one_dataset(output)  # here: it overlaps the other writes
 
@@ -472,8 +475,8 @@ def why_not_one_dataset(path: str, storage_options: dict | None = None) -> str |
     """Why ``xr.open_dataset(path, engine="tgm")`` fails to make one Dataset of the file (the
     conflict's message, which names the keyword that opens it), or None when it does. Reads the
     metadata only, and writes no index."""
-    from tgm_xarray.backend import planned
     from tgm_xarray.hypercube import PlanOptions
+    from tgm_xarray.source import planned
 
     try:
         planned(path, storage_options, False, PlanOptions(), groups=False)
@@ -499,7 +502,8 @@ def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
     check_export_output(args.output, args.inputs, force=args.force)
     chunks = _chunks(args.chunks)
     [ds] = _selected(args, open_inputs(args.inputs[0], args.engine, chunks, args.storage_options))
-    export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr))
+    export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr),
+           durable=args.durable)
     print(f"{args.output}: wrote {plural(len(ds.data_vars), 'variable')} from {args.inputs[0]} as {name}")
     return 0
 
@@ -938,8 +942,8 @@ def _dump(args: argparse.Namespace) -> int:
 
 def _index(args: argparse.Namespace) -> int:
     from tgm_xarray import index
-    from tgm_xarray.backend import planned
     from tgm_xarray.hypercube import PlanOptions
+    from tgm_xarray.source import planned
 
     paths = [p if is_url(p) else os.path.abspath(os.path.expanduser(p)) for p in args.paths]
     if args.beside and any(is_url(p) for p in paths):

@@ -46,11 +46,10 @@ from earthkit.data.utils.summary import DataDescriber
 
 from tgm_xarray import mars
 from tgm_xarray.attrs import STRUCTURAL_KEYS
-from tgm_xarray.backend import metadata_table
-from tgm_xarray.file import TgmFile
 from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.hypercube.objects import HORIZONTAL_NAMES, Objects, Row
 from tgm_xarray.hypercube.variables import variable_name
+from tgm_xarray.source import TgmFile
 
 
 class TgmSource(Source):
@@ -123,8 +122,8 @@ class TgmValues(DataFieldComponentHandler):
 
 def fields(file: TgmFile) -> list[Field]:
     """The earthkit fields of ``file``: one per data object, in file order."""
-    table = metadata_table(file)
-    objects = Objects(table, PlanOptions(), source=file.path, fingerprint=file.handle.fingerprint)
+    table = file.table()
+    objects = Objects(table, PlanOptions(), source=file.path, fingerprint=file.fingerprint)
     rows = np.flatnonzero(objects.coordinate < 0).tolist()
     keys = [objects.view(row) for row in rows]
     # Decided for all fields at once, as the engine decides its dimensions.
@@ -185,7 +184,7 @@ class _Grids:
         self.arrays: dict[str, np.ndarray] = {}
 
     def read(self, ref: tuple[int, int]) -> np.ndarray:
-        key = self.file.handle.fingerprint(*ref)
+        key = self.file.fingerprint(*ref)
         if key not in self.arrays:
             self.arrays[key] = self.file.read(*ref)
         return self.arrays[key]

@@ -89,7 +89,7 @@ def encodings(ds: xr.Dataset, fmt: str, warn: Callable[[str], None]) -> dict[str
     return out
 
 
-def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None]) -> None:
+def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None], *, durable: bool = False) -> None:
     """Writes ``ds`` to ``output`` (NetCDF or Zarr) atomically (:mod:`tgm_xarray.atomic`): into
     a temporary name beside it, renamed over ``output`` once complete (an existing ``output`` is
     replaced)."""
@@ -98,7 +98,7 @@ def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None]) -
     ds = ds.copy()
     for var in ds.variables.values():
         var.encoding = {k: v for k, v in var.encoding.items() if k in _KEPT_ENCODING}
-    with AtomicFile(output.rstrip("/"), by_name=True) as out:
+    with AtomicFile(output.rstrip("/"), by_name=True, durable=durable) as out:
         if fmt == "netcdf":
             ds.attrs = _netcdf_attrs(ds.attrs)
             for var in ds.variables.values():

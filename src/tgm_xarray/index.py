@@ -44,10 +44,10 @@ import numpy as np
 from tgm_xarray import _core
 from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
-from tgm_xarray.handles import FileKey, FileVersion, absolute
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan
 from tgm_xarray.hypercube.table import Column, KeyColumns
 from tgm_xarray.remote import is_url
+from tgm_xarray.source.handles import FileKey, FileVersion, absolute
 
 FORMAT = "tgm-xarray-index"
 #: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that

@@ -41,11 +41,10 @@ from virtualizarr.manifests.utils import create_v3_array_metadata
 from zarr.core.metadata import ArrayV3Metadata
 
 from tgm_xarray.attrs import jsonable
-from tgm_xarray.backend import FileRef, TensogramDataStore, _fill_value, metadata_table
-from tgm_xarray.file import TgmFile
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.remote import RemoteHandle
+from tgm_xarray.source import TgmFile
 from tgm_xarray.zarr_codec import TensogramFrameCodec
 
 __all__ = ["READ_CONFIG", "TensogramParser", "TensogramManifestStore", "local_repository", "no_credentials"]
@@ -98,14 +97,14 @@ class TensogramParser:
 
     def __call__(self, url: str, registry) -> TensogramManifestStore:
         url = _reference_url(url)
-        handle = _open_handle(url, registry)
-        infos = metadata_table(_Infos(handle))
+        source = _open_source(url, registry)
+        infos = source.table()
         frames = _FrameRanges(infos)
         if self.group is None and not self.groups:
-            plan = build_hypercube(infos, self.options, source=url, fingerprint=handle.fingerprint)
+            plan = build_hypercube(infos, self.options, source=url, fingerprint=source.fingerprint)
             return _manifest_store(url, frames, {"": plan}, registry, self.hash)
         groups = {name.strip("/"): plan for name, plan in
-                  split_groups(infos, self.options, source=url, fingerprint=handle.fingerprint).items()}
+                  split_groups(infos, self.options, source=url, fingerprint=source.fingerprint).items()}
         if self.group is None:  # groups=True
             return _manifest_store(url, frames, groups, registry, self.hash)
         name = self.group.strip("/")
@@ -178,13 +177,6 @@ def _as_plain_data(variables: Mapping[Hashable, xr.Variable], loaded: Iterable[s
 # --------------------------------------------------------------------------------------------
 
 
-class _Infos:
-    """What ``backend.metadata_table`` needs of a ``TgmFile``: its handle."""
-
-    def __init__(self, handle):
-        self.handle = handle
-
-
 class _FrameRanges:
     """``(offset, length)`` in the file of objects' data-object frames, the bytes a reference
     points at: the metadata table's (local and remote files' tables have every frame range)."""
@@ -241,14 +233,14 @@ def _reference_url(url: str) -> str:
     return Path(url).resolve().as_uri()
 
 
-def _open_handle(url: str, registry):
-    """The file's handle: the process's mapped handle for ``file://`` URLs, else a remote handle
+def _open_source(url: str, registry) -> TgmFile:
+    """The file: through the process's mapped handle for ``file://`` URLs, else a remote handle
     whose range requests go through the registry's object store."""
     parsed = urlparse(url)
     if parsed.scheme in ("", "file"):
-        return TgmFile(unquote(parsed.path)).handle
+        return TgmFile(unquote(parsed.path))
     store, path = registry.resolve(url)
-    return RemoteHandle(url, fetcher=_StoreFetcher(url, store, str(path)))
+    return TgmFile(url, handle=RemoteHandle(url, fetcher=_StoreFetcher(url, store, str(path))))
 
 
 class _StoreFetcher:
@@ -320,14 +312,15 @@ def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: b
                     inline: dict[str, bytes]) -> ManifestGroup:
     """One group's arrays; the chunks of its metadata-built arrays are inlined in their manifests
     (INLINED_CHUNKS), else go into ``inline`` under the store keys of group ``name``."""
-    # The engine's variables (attributes, `coordinates`, metadata coordinates' values): one home
-    # for those rules. Nothing is read: its arrays stay lazy and unused.
-    variables, attrs = TensogramDataStore(FileRef(url), plan).load()
-    arrays = {var: _virtual_array(url, frames, p, variables[var].attrs, hash) for var, p in plan.variables.items()}
+    # The engine's attributes (CF's `coordinates` included): one home for those rules.
+    var_attrs, attrs = plan.cf_attrs()
+    arrays = {var: _virtual_array(url, frames, p, var_attrs[var], hash) for var, p in plan.variables.items()}
     if plan.index_coords:
         memory: dict = {}  # a dict is a zarr store (zarr writes it through a MemoryStore)
-        xr.Dataset({var: variables[var] for var in plan.index_coords}).to_zarr(
-            memory, zarr_format=3, consolidated=False, encoding=_time_encodings(variables, plan.index_coords))
+        coords = xr.Dataset({var: xr.Variable(dims, values, var_attrs[var])
+                             for var, (dims, values, _) in plan.index_coords.items()})
+        coords.to_zarr(memory, zarr_format=3, consolidated=False,
+                       encoding=_time_encodings(coords.variables, plan.index_coords))
         prefix = f"{name}/" if name else ""
         chunks: dict[str, dict[str, dict]] = {var: {} for var in plan.index_coords}
         metadata: dict[str, ArrayV3Metadata] = {}
@@ -380,7 +373,7 @@ def _virtual_array(url: str, frames: _FrameRanges, plan: VariablePlan, attrs: di
     codec = TensogramFrameCodec(descriptor=_descriptor(plan, object_shape), hash=hash)
     metadata = create_v3_array_metadata(
         shape=plan.shape, data_type=plan.dtype, chunk_shape=(1,) * n_outer + object_shape,
-        fill_value=_fill_value(plan.dtype), codecs=[codec.to_dict()], attributes=jsonable(attrs),
+        fill_value=plan.fill_value, codecs=[codec.to_dict()], attributes=jsonable(attrs),
         dimension_names=plan.dims,
     )
     return ManifestArray(metadata=metadata, chunkmanifest=manifest)

@@ -54,6 +54,7 @@ def to_tgm(
     field_dims: Sequence[str] | None = None,
     skip_nan_fields: bool | None = None,
     progress: bool | None | Callable[[int], object] = False,
+    durable: bool = False,
 ):
     """Write ``ds`` to the Tensogram file ``path``, readable by ``xr.open_dataset(path,
     engine="tgm")``.
@@ -89,6 +90,10 @@ def to_tgm(
     progress
         Show a progress bar (``None``: only when stderr is a terminal), or call this function
         with 1 after each message written (one bar of the caller's over several writes).
+    durable
+        Also survive a power cut: the file is fsynced before it replaces ``path``, and its
+        directory after. Without it the write is atomic all the same (readers and a process that
+        dies never see half a file), as xarray's and ecCodes' writes are (docs/writer.md).
 
     Raises
     ------
@@ -101,7 +106,8 @@ def to_tgm(
     """
     write_plan = plan(ds, encoding=encoding, layout=layout, field_dims=field_dims)
     write = functools.partial(_write, write_plan, os.fspath(path), mode=mode, hash=hash,
-                              threads=threads, skip_nan_fields=skip_nan_fields, progress=progress)
+                              threads=threads, skip_nan_fields=skip_nan_fields, progress=progress,
+                              durable=durable)
     if compute:
         write()
         return None
@@ -131,7 +137,8 @@ class TgmWriter(CommitsOnSuccess):
     """Writes any number of Datasets into one Tensogram file, atomically.
 
     Messages go to a temporary file in the target's directory; leaving the ``with`` block
-    normally moves it onto ``path``, an exception removes it. ETL that merges several inputs
+    normally moves it onto ``path`` (``durable``: as :func:`to_tgm`'s), an exception removes it.
+    ETL that merges several inputs
     into one file uses it directly:
 
     >>> import xarray as xr, tempfile, os
@@ -144,7 +151,8 @@ class TgmWriter(CommitsOnSuccess):
     """
 
     def __init__(self, path: str | os.PathLike, mode: WriteMode = "w", *, hash: bool = True,
-                 threads: int | None = None, progress: bool | None | Callable[[int], object] = False):
+                 threads: int | None = None, progress: bool | None | Callable[[int], object] = False,
+                 durable: bool = False):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.path = os.path.abspath(os.fspath(path))
@@ -156,7 +164,7 @@ class TgmWriter(CommitsOnSuccess):
         self._progress = None  # made at the first write, when its total is known
         # Holds the target's turn until commit or abort: writers of one target take turns, so an
         # append starts from the file the previous writer left.
-        self._out = AtomicFile(self.path, mode)
+        self._out = AtomicFile(self.path, mode, durable=durable)
         try:
             # An existing file must be intact before anything is appended.
             self._existing = _core.FileHandle(self._out.path) if mode == "a" and self._out.existed \
@@ -225,7 +233,7 @@ class TgmWriter(CommitsOnSuccess):
         return lambda: (spec, encode(spec))
 
     def commit(self) -> None:
-        """Move the written file onto ``path`` (durably: file and directory are synced), and
+        """Move the written file onto ``path`` (``durable``: file and directory synced), and
         drop this user's indexes of it, which describe the file it replaced."""
         try:
             self._out.commit()
@@ -261,7 +269,12 @@ def _drop_indexes(paths: Iterable[str]) -> None:
 
 
 def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
-    """Run jobs on ``threads`` threads, at most ``threads`` at once, yielding results in order."""
+    """Run jobs on ``threads`` threads, at most ``threads`` at once, yielding results in order;
+    one thread is the caller's (no pool: handing each job to a thread and back costs more than
+    overlapping the file write gains)."""
+    if threads == 1:
+        yield from (job() for job in jobs)
+        return
     with ThreadPoolExecutor(threads, thread_name_prefix="tgm-write") as pool:
         window: deque[Future] = deque()
         try:
@@ -321,7 +334,9 @@ def _dask_scheduler() -> str | None:
 
 
 def _all_nan(values: np.ndarray) -> bool:
-    return values.dtype.kind in "fc" and values.size > 0 and bool(np.isnan(values).all())
+    # The first value settles it for almost every field: no pass over the rest.
+    return (values.dtype.kind in "fc" and values.size > 0 and bool(np.isnan(values.flat[0]))
+            and bool(np.isnan(values).all()))
 
 
 class _AuxiliaryCoordinates:

@@ -37,7 +37,7 @@ class VariablePlan:
     """One Dataset variable: stored fields laid out on a grid of stacked (outer) dimensions.
 
     ``fields`` has the outer shape; each entry indexes ``refs`` (the ``(message, object)`` of a
-    stored field), or is ``-1`` for a hole, read as NaN.
+    stored field), or is ``-1`` for a hole, read as ``fill_value``.
     """
 
     name: str
@@ -48,6 +48,11 @@ class VariablePlan:
     refs: tuple[tuple[int, int], ...]
     attrs: dict
     encoding: dict
+
+    @property
+    def fill_value(self) -> float | int:
+        """What a hole reads as: NaN, or 0 for dtypes without one."""
+        return np.nan if self.dtype.kind in "fc" else 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,30 @@ class HypercubePlan:
     coord_names: frozenset[str]
     index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]]
     attrs: dict
+
+    def cf_attrs(self) -> tuple[dict[str, dict], dict]:
+        """The attributes of every variable (``index_coords`` and ``variables``, by name) and of
+        the Dataset, with CF's ``coordinates`` attributes: they tell xarray (and a zarr store's
+        reader) which variables are coordinates. A scalar level coordinate is named by the
+        variables the planner declared it for (those on that level), so that the writer keys
+        each variable's own level; the Dataset's ``coordinates`` keeps every scalar level a
+        coordinate, also when the variables naming it are dropped (``drop_variables``)."""
+        dims = {name: d for name, (d, _, _) in self.index_coords.items()}
+        attrs = {name: dict(a) for name, (_, _, a) in self.index_coords.items()}
+        dims.update((name, p.dims) for name, p in self.variables.items())
+        attrs.update((name, dict(p.attrs)) for name, p in self.variables.items())
+        coord_names = set(self.coord_names) | set(self.index_coords)
+        for name in set(attrs) - coord_names:
+            declared = attrs[name].get("coordinates", "").split()
+            extra = [c for c in coord_names if c not in dims[name] and set(dims[c]) <= set(dims[name])
+                     and (dims[c] or c not in mars.LEVEL_NAMES or c in declared)]
+            if extra:
+                attrs[name]["coordinates"] = " ".join(sorted(set(extra) | set(declared)))
+        dataset = dict(self.attrs)
+        levels = {c for c in self.index_coords if c in mars.LEVEL_NAMES and not dims[c]}
+        if levels:
+            dataset["coordinates"] = " ".join(sorted(levels | set(str(dataset.get("coordinates", "")).split())))
+        return attrs, dataset
 
 
 def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> HypercubePlan:

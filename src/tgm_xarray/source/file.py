@@ -1,15 +1,20 @@
-"""``open_file``: the low-level API over one ``.tgm`` file (what the backend and benchmarks call)."""
+"""``open_file``: the low-level API over one ``.tgm`` file or URL, and the ``Source`` of one file."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from tgm_xarray import handles
+from tgm_xarray import _core
 from tgm_xarray._core import FileHandle, numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
+from tgm_xarray.hypercube import MetadataTable
 from tgm_xarray.remote import RemoteHandle
+from tgm_xarray.source import handles
 from tgm_xarray.threads import check_threads
 
 #: An object's ``(shape, numpy dtype)``, or why its dtype cannot be read.
@@ -30,7 +35,8 @@ class TgmFile:
     of threads at once, and pickle as their absolute path and the version of the file they
     opened: a worker reopens through its own cache, and raises ``TgmStaleFileError`` if the file
     has been replaced or rewritten since (rather than read other values than the client's).
-    ``version`` is that check: ``None`` opens whatever version is there.
+    ``version`` is that check: ``None`` opens whatever version is there. ``handle``: a
+    ``remote.RemoteHandle`` of one's own (over another fetcher) instead of the cache's.
 
     ``read(msg, obj, index=None, out=None, verify_hash=None, threads=None)`` reads an object, or
     the part ``index`` selects (outer indexing), into ``out``. ``index`` is a slice, an int, a
@@ -46,22 +52,49 @@ class TgmFile:
     """
 
     def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,
-                 version: handles.FileVersion | None = None):
+                 version: handles.FileVersion | None = None, *, handle: RemoteHandle | None = None):
         self.path = handles.absolute(path)
         self.storage_options = storage_options
         self._handle: FileHandle | RemoteHandle | _ClosedHandle
-        self._handle, self.version = handles.acquire_version(self.path, storage_options, version)
+        if handle is None:
+            self._handle, self.version = handles.acquire_version(self.path, storage_options, version)
+        else:  # a remote object read through a fetcher of its own, not the cache's
+            self._handle, self.version = handle, None
+        self.remote = isinstance(self._handle, RemoteHandle)
         # Per message, its objects' layouts. Lists, not a dict keyed by (msg, obj): on free-
         # threaded CPython a dict lookup with an equal-but-not-identical tuple key from another
         # thread than the writer's can take ~50 us (the lock-free lookup's retry path).
         self._layouts: list[list[_Layout] | None] = [None] * len(self._handle)
 
-    def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
+    def read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
              verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """See the class docstring. ``threads`` is checked here: the core takes any count."""
         if threads is not None:
             threads = check_threads(threads, self.path)
         return self._handle.read(msg, obj, index, out, verify_hash, threads)
+
+    async def read_async(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
+                         verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
+        """``read`` for event loops: a URL's request overlaps with any others in flight
+        (``RemoteHandle.read_async``); a local file's read runs in a worker thread."""
+        if not isinstance(self._handle, RemoteHandle):
+            return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
+        if threads is not None:
+            threads = check_threads(threads, self.path)
+        return await self._handle.read_async(msg, obj, index, out, verify_hash, threads)
+
+    def table(self) -> MetadataTable:
+        """Every message's metadata as columns (``table_of``)."""
+        return table_of([self])
+
+    def fingerprint(self, msg: int, obj: int) -> str:
+        """What identifies an object's stored payload: its frame's inline hash where it has one,
+        else a hash of the payload (read, or fetched for a URL)."""
+        return self._handle.fingerprint(msg, obj)
+
+    def locate(self, msg: int) -> tuple[str, int]:
+        """``(path, msg)``: one file holds every message."""
+        return self.path, msg
 
     def __reduce__(self):
         return (type(self), (self.path, self.storage_options, self.version))
@@ -119,6 +152,19 @@ class TgmFile:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def table_of(files: Sequence[TgmFile]) -> MetadataTable:
+    """The messages of ``files``, one after the other, as one metadata table, built by the core
+    in one call (interpreter released for local files, no payload read). URLs have the
+    descriptors of their messages read by their header fetched first, in concurrent batches
+    (``RemoteHandle.parse_all``)."""
+    handles = [f.handle for f in files]
+    for h in handles:
+        if isinstance(h, RemoteHandle):
+            h.parse_all()
+    return MetadataTable.from_core(
+        _core.table_of_files([h.messages if isinstance(h, RemoteHandle) else h for h in handles]))
 
 
 class _ClosedHandle:

@@ -1,0 +1,26 @@
+"""Where a Dataset's bytes come from: one ``Source`` interface over a local file, a URL and a
+list of files, and everything between what an open is given and the core's reads.
+
+- :mod:`.protocol`: ``Source`` (its metadata table, fingerprints, version, ``read``,
+  ``read_async``, ``locate``), what the engine, the planner, the CLI and earthkit use;
+- :mod:`.inputs`: paths, ``file://`` URLs, bytes and file objects as paths the core opens;
+- :mod:`.opening`: ``open_source``, their ``Source``;
+- :mod:`.file`: ``TgmFile`` (``open_file``), one file or URL, over a handle of
+  :mod:`.handles` (the per-process cache of the core's mapped files and of
+  ``remote.RemoteHandle``);
+- :mod:`.fileset`: ``FileSet``, several files read as one;
+- :mod:`.refs`: ``FileRef``/``FileSetRef``, references that survive closing and pickling;
+- :mod:`.planning`: ``planned``, a source's plans, through its sidecar index (``tgm_xarray.index``).
+"""
+
+from tgm_xarray.source.file import TgmFile, open_file, table_of
+from tgm_xarray.source.fileset import FileSet
+from tgm_xarray.source.inputs import MAGIC, is_tgm, local_path, path_of, paths_of
+from tgm_xarray.source.opening import open_source
+from tgm_xarray.source.planning import Planned, dimension_coords, planned
+from tgm_xarray.source.protocol import Source
+from tgm_xarray.source.refs import FileRef, FileSetRef, SourceRef, reference
+
+__all__ = ["MAGIC", "FileRef", "FileSet", "FileSetRef", "Planned", "Source", "SourceRef", "TgmFile",
+           "dimension_coords", "is_tgm", "local_path", "open_file", "open_source", "path_of", "paths_of",
+           "planned", "reference", "table_of"]

@@ -1,0 +1,101 @@
+"""A source planned into Datasets, through its sidecar index where there is a fresh one
+(docs/archives.md): then the data file is neither scanned nor opened to plan it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from tgm_xarray import index as tgm_index
+from tgm_xarray.errors import TgmError
+from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, build_hypercube, split_groups
+from tgm_xarray.hypercube.objects import Fingerprint, Locate
+from tgm_xarray.source.file import TgmFile
+from tgm_xarray.source.opening import open_source
+from tgm_xarray.source.protocol import Source
+from tgm_xarray.source.refs import FileRef, SourceRef, reference
+
+#: ``planned``'s result: the source's reference, its plans by group name, the values of their
+#: dimension coordinates that an index holds, and what an index recorded of their objects.
+Planned = tuple[SourceRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndarray]],
+                dict[str, dict[str, tgm_index.Recorded]]]
+
+
+def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: PlanOptions, *,
+            groups: bool, identify: bool = False, must_write: bool = False) -> Planned:
+    """The file's reference, its plans with ``options`` (``split_groups``'s with ``groups``, else one under
+    ``""``), the values of their dimension coordinates where an index holds them and, for plans
+    from an index, what it recorded of their variables' objects (checked at each one's first
+    read), from a fresh index where there is one (docs/archives.md): then the data file is
+    neither scanned nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a
+    cold open), ``"beside"`` (write beside the data instead), ``False`` (neither). ``identify``:
+    index a remote object opened cold too (``tgm_xarray.index.find``); ``must_write``: an index
+    that cannot be written is an error, not a warning (``tgm-xarray index``). A list of paths is
+    planned as one, without an index."""
+    if index not in tgm_index.MODES:
+        raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
+
+    def plan(table: MetadataTable, fingerprint: Fingerprint, source: str,
+             locate: Locate | None = None) -> dict[str, HypercubePlan]:
+        if groups:
+            return split_groups(table, options, source=source, fingerprint=fingerprint, locate=locate)
+        return {"": build_hypercube(table, options, source=source, fingerprint=fingerprint, locate=locate)}
+
+    if not isinstance(path, str) or index is False:
+        opened = open_source(path, storage_options)
+        plans = plan(opened.table(), opened.fingerprint, path if isinstance(path, str) else opened.path,
+                     None if isinstance(opened, TgmFile) else opened.locate)
+        return reference(opened), plans, {name: {} for name in plans}, {}
+    found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
+    identity, key = found.identity, tgm_index.plan_key(options, groups)
+    stored = indexed = None  # the index's plans with `options`, else its table and fingerprints
+    if found.index is not None:
+        try:
+            stored = found.index.plans(key, path)
+            indexed = found.index.table() if stored is None else None
+        except Exception as err:  # noqa: BLE001 - a damaged index is not used, whatever broke
+            tgm_index.warn(found.index.path, f"it is corrupt ({err})")
+            found = tgm_index.Found(identity, None)
+    version = identity.version if identity is not None else None
+    if stored is not None:
+        return (FileRef(path, None, storage_options, version), *stored)
+    ref = FileRef(path, None, storage_options, version) if indexed is not None \
+        else FileRef.of(TgmFile(path, storage_options, version))
+    prints: np.ndarray | None = None
+    if indexed is not None:
+        table, prints = indexed
+        plans = plan(table, lambda msg, obj: ref.source.fingerprint(msg, obj), path)
+        recorded = tgm_index.record(plans, table, prints, path)
+    else:
+        table = ref.source.table()
+        plans = plan(table, ref.source.fingerprint, path)
+        recorded = {}
+    if identity is None:  # a remote object without any index: none is written
+        return ref, plans, {name: {} for name in plans}, recorded
+
+    def table_prints() -> np.ndarray:  # the index's, else computed when the index is written
+        return prints if prints is not None else tgm_index.fingerprints(table, ref.source)
+
+    values = {name: dimension_coords(p, ref.source, recorded.get(name, {})) for name, p in plans.items()}
+    tgm_index.save(path, found, table, table_prints, key, plans, values, to_beside=index == "beside",
+                   must_write=must_write)
+    return ref, plans, values, recorded
+
+
+def dimension_coords(plan: HypercubePlan, source: Source, recorded: Mapping[str, tgm_index.Recorded]
+                     ) -> dict[str, np.ndarray]:
+    """The values of the plan's dimension coordinates read from objects: xarray reads them at
+    every open (they become indexes), so an index keeps them. One that cannot be read, or is
+    not the object ``recorded`` says, is left out (and read, and fails, as without an index)."""
+    values = {}
+    for name in plan.coord_names:
+        var = plan.variables[name]
+        if var.dims == (name,) and len(var.refs) == 1:
+            try:
+                if name in recorded:
+                    recorded[name].check(source, 0, *var.refs[0])
+                values[name] = np.asarray(source.read(*var.refs[0])).astype(var.dtype, copy=False)
+            except TgmError:
+                continue
+    return values

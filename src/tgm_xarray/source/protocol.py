@@ -1,0 +1,65 @@
+"""``Source``: what every reader of ``.tgm`` bytes (the xarray engine, the planner, the CLI, the
+virtual references, earthkit) asks of where those bytes come from.
+
+Implementations: ``TgmFile`` (one local file, mapped through the process's handle cache, or one
+URL, read by byte ranges through ``remote.RemoteHandle``) and ``FileSet`` (several files read
+as one, message numbers running on from one file to the next). ``open_source`` opens either.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from tgm_xarray.hypercube import MetadataTable
+from tgm_xarray.source.handles import FileVersion
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Messages of objects, their metadata as a table, and reads of (parts of) objects.
+
+    Messages are numbered from 0 across the source (across its files for a ``FileSet``).
+    """
+
+    #: What errors and encodings name: a path, a URL, or the first of several files.
+    path: str
+    #: Whether reads wait on the network: concurrent ``read_async`` calls then overlap their
+    #: fetches; a local source's reads are CPU work, better batched into one worker thread.
+    remote: bool
+
+    def __len__(self) -> int:
+        """The number of messages."""
+        ...
+
+    @property
+    def version(self) -> FileVersion | None:
+        """The version of the contents the source was opened on (``None`` for URLs and sets)."""
+        ...
+
+    def table(self) -> MetadataTable:
+        """Every message's metadata as columns, one row per object: what the planner plans from."""
+        ...
+
+    def fingerprint(self, msg: int, obj: int) -> str:
+        """What identifies an object's stored payload (its inline hash where it has one)."""
+        ...
+
+    def locate(self, msg: int) -> tuple[str, int]:
+        """The file of message ``msg`` and its number there: what errors name."""
+        ...
+
+    def layout(self, msg: int, obj: int) -> tuple[tuple[int, ...], np.dtype]:
+        """``(shape, numpy dtype)`` of an object as stored."""
+        ...
+
+    def read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
+             verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
+        """An object, or the part ``index`` selects (outer indexing), read into ``out``."""
+        ...
+
+    async def read_async(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
+                         verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
+        """``read`` for event loops."""
+        ...
