@@ -62,8 +62,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ] {
         m.add_function(f)?;
     }
+    m.add("MAGIC", pyo3::types::PyBytes::new(m.py(), tensogram::wire::MAGIC))?;
     m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
-    m.add("TENSOGRAM_VERSION", "0.24.0")?;
+    // The metadata keys the core's table treats apart, and the params that are the pipeline's.
+    m.add("RESERVED_KEY", tgm_core::table::RESERVED_KEY)?;
+    m.add("DIM_NAMES_KEY", tgm_core::table::DIM_NAMES_KEY)?;
+    m.add("COORDINATE_ATTRS_KEY", tgm_core::table::COORDINATE_ATTRS_KEY)?;
+    m.add("CODEC_PARAM_PREFIXES", pyo3::types::PyTuple::new(m.py(), tgm_core::table::CODEC_PARAM_PREFIXES)?)?;
+    m.add("TENSOGRAM_VERSION", tgm_core::TENSOGRAM_VERSION)?;
     m.add("DTYPES", pyo3::types::PyTuple::new(m.py(), dtypes::names())?)?;
     // Raw reads below this much work keep the interpreter (read::worth_releasing).
     m.add("RELEASE_MIN_BYTES", read::RELEASE_MIN_BYTES)?;

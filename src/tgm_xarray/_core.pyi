@@ -13,15 +13,25 @@ __all__ = [
     "read_frame", "frame_fingerprint", "table_of_files", "table_of_bytes", "decoded_elements",
     "take_max_concurrent_reads",
     "numpy_dtype", "decoded_bytes", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
-    "RELEASE_MIN_BYTES", "BYTES_PER_PIECE",
+    "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
+    "CODEC_PARAM_PREFIXES", "MAGIC",
 ]
 
 TENSOGRAM_VERSION: str
+# The bytes every Tensogram message (so every .tgm file) starts with.
+MAGIC: bytes
 # Every Tensogram dtype name: the one table (core-rs/src/dtypes.rs).
 DTYPES: tuple[str, ...]
 # Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.
 RELEASE_MIN_BYTES: int
 BYTES_PER_PIECE: int
+# Metadata keys the table keeps out of its key columns (core-rs/src/table.rs): the encoder's
+# `_reserved_`, and the dimension-name hints and coordinate attributes that get columns of their own.
+RESERVED_KEY: str
+DIM_NAMES_KEY: str
+COORDINATE_ATTRS_KEY: str
+# Descriptor params of these prefixes are the codec pipeline's (the table's `codec_params`).
+CODEC_PARAM_PREFIXES: tuple[str, ...]
 
 # The core makes these (named as tgm_xarray.errors' classes, which re-exports them).
 class TgmError(ValueError): ...

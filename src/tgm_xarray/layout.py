@@ -45,7 +45,7 @@ import xarray as xr
 from xarray import conventions
 
 from tgm_xarray import mars
-from tgm_xarray.attrs import COORDINATE_ATTRS_KEY
+from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import Codec, reader_options, resolve
 
@@ -58,7 +58,7 @@ MARS_DIMS = frozenset({*mars.AXIS_ORDER, *mars.LEVEL_NAMES})
 #: Metadata keys the reader gives a meaning of their own: a dimension of one of these names is
 #: stacked only through its MARS rule, never under a plain key of its name (except ``time``
 #: holding numbers, which the reader takes as a plain key).
-RESERVED_KEYS = frozenset({"name", "mars", "dim_names", "coordinates", "_reserved_", "_extra_",
+RESERVED_KEYS = frozenset({"name", "mars", DIM_NAMES_KEY, "coordinates", RESERVED_KEY, "_extra_",
                            "param", "shortName", "number", "date", "time", "step", "levtype",
                            "levelist", "level", COORDINATE_ATTRS_KEY})
 
@@ -315,8 +315,8 @@ def _put(tree: dict, parts: list[str], value: Any) -> bool:
 def _base(name: str, attrs: Mapping[str, Any], dims: Sequence[str]) -> dict:
     # The object's own `name` and `dim_names` win over attributes of those names.
     meta = unflatten({k: v for k, v in to_metadata(dict(attrs)).items()
-                      if k not in ("name", "dim_names", "_reserved_")})
-    return {"name": name, "dim_names": list(dims), **meta}
+                      if k not in ("name", DIM_NAMES_KEY, RESERVED_KEY)})
+    return {"name": name, DIM_NAMES_KEY: list(dims), **meta}
 
 
 def _object(ds: xr.Dataset, name: str, encoding: Mapping) -> ObjectSpec:

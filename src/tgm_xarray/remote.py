@@ -31,7 +31,7 @@ import re
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -492,6 +492,20 @@ async def drive_async(walk, fetcher):
     return walk.finish()
 
 
+class RangeFetcher(Protocol):
+    """What a :class:`RemoteHandle` reads its object through: :class:`Fetcher`, or virtual.py's
+    fetcher over a VirtualiZarr registry's object store."""
+
+    @property
+    def size(self) -> int: ...
+
+    def fetch(self, start: int, stop: int) -> bytes: ...
+
+    def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]: ...
+
+    async def fetch_async(self, start: int, stop: int) -> bytes: ...
+
+
 class RemoteHandle:
     """A remote ``.tgm`` object with ``FileHandle``'s methods; thread-safe.
 
@@ -506,7 +520,7 @@ class RemoteHandle:
     first use, the message whole, and checked against the table.
     """
 
-    def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: Fetcher | None = None,
+    def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: RangeFetcher | None = None,
                  table: MetadataTable | None = None):
         # `fetcher`: another source of range requests with Fetcher's methods (virtual.py reads
         # through the object store a VirtualiZarr registry gives).
