@@ -7,9 +7,7 @@ repositories on disk, a real HTTP server on loopback."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import importlib
-import inspect
 import json
 import os
 import shutil
@@ -179,11 +177,14 @@ def test_engine_options_apply_to_the_references(ifs_file, options):
     assert_parity(ifs_file, **options)
 
 
-def test_the_parsers_planner_keywords_are_plan_options():
-    """The parser takes the engine's planner keywords, with ``PlanOptions``' defaults."""
-    defaults = {f.name: f.default for f in dataclasses.fields(PlanOptions)}
-    given = {name: p.default for name, p in inspect.signature(TensogramParser).parameters.items() if name in defaults}
-    assert len(given) >= 6 and given == {name: defaults[name] for name in given}
+def test_the_parser_takes_the_planners_keywords_and_names_a_wrong_one():
+    """The parser passes the engine's planner keywords on to ``PlanOptions``, which checks them."""
+    assert TensogramParser(variable_key="mars.param", squeeze=False).options == \
+        PlanOptions(variable_key="mars.param", squeeze=False)
+    with pytest.raises(TypeError, match=r"TensogramParser takes no keyword 'variable_keys'"):
+        TensogramParser(variable_keys="mars.param")
+    with pytest.raises(ValueError, match="duplicates"):
+        TensogramParser(duplicates="any")
 
 
 def test_a_group_of_the_datatree(ifs_file):

@@ -9,7 +9,6 @@ from (paths, URLs, lists of files, the index, the handle cache) is ``tgm_xarray.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import urllib.request
 import warnings
@@ -389,10 +388,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         ``PlanOptions``)."""
         decoders = {name: keywords.pop(name, default) for name, default in DECODERS.items()}
         paths = paths_of(filename_or_obj)
-        unknown = sorted(set(keywords) - {f.name for f in dataclasses.fields(PlanOptions)})
-        if unknown:
-            raise TypeError(f"{paths}: open_datatree takes no keyword {', '.join(map(repr, unknown))}")
-        options = PlanOptions(**keywords, source=str(paths))
+        options = PlanOptions.of_keywords(keywords, "open_datatree", str(paths))
         threads = check_threads(threads, str(paths))
         ref, groups, values, recorded = planned(paths, storage_options, index, options, groups=True)
         result = {}

@@ -66,34 +66,22 @@ class TensogramParser:
 
     Keywords are the engine's (``xr.open_dataset(path, engine="tgm", ...)``):
     ``variable_key``, ``dim_names``, ``filter_by_keys``, ``duplicates``, ``merge_objects``,
-    ``message_index``; ``group`` picks one group of ``xr.open_datatree(path,
+    ``message_index``, ``squeeze`` (``PlanOptions``); ``group`` picks one group of ``xr.open_datatree(path,
     engine="tgm")`` (``"pl_721x1440"``), and ``groups=True`` gives all of them, one subgroup
     each, for ``virtualizarr.open_virtual_datatree``. ``hash=False`` skips the check of each
     frame's stored hash when a chunk is read (on by default: wrong bytes then fail instead of
     decoding).
     """
 
-    def __init__(
-        self,
-        *,
-        group: str | None = None,
-        variable_key: str | None = None,
-        dim_names: Iterable[str] | Mapping | None = None,
-        filter_by_keys: Mapping | None = None,
-        duplicates: str = "error",
-        merge_objects: bool = True,
-        message_index: int | None = None,
-        groups: bool = False,
-        hash: bool = True,
-    ):
+    def __init__(self, *, group: str | None = None, groups: bool = False, hash: bool = True, **plan_keywords: Any):
         if groups and group is not None:
             raise ValueError("group picks one group, groups=True takes them all: pass one of them")
         self.group, self.groups = group, groups
         self.hash = hash
         # Groups are planned as the engine's open_datatree plans them: from every message.
-        self.options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
-                                   duplicates=duplicates, merge_objects=merge_objects,
-                                   message_index=None if groups or group is not None else message_index)
+        if groups or group is not None:
+            plan_keywords.pop("message_index", None)
+        self.options = PlanOptions.of_keywords(plan_keywords, "TensogramParser")
 
     def __call__(self, url: str, registry) -> TensogramManifestStore:
         url = _reference_url(url)
