@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use tensogram::wire::FrameHeader;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
-use crate::errors::{CoreError, CoreResult};
+use crate::errors::{CoreError, CoreResult, Kind};
 use crate::packing::Packed;
 
 pub mod walk;
@@ -115,8 +115,18 @@ impl ParsedMessage {
     /// Parses a buffer that must hold one message and nothing else (a zarr chunk, a message
     /// given whole): a second message after it is an error, not ignored.
     pub fn parse_single(buf: &[u8]) -> CoreResult<ParsedMessage> {
-        if crate::mapped_file::index_messages(buf)?.len() != 1 {
-            return Err(CoreError::new(crate::errors::Kind::Format, "the buffer holds more than one Tensogram message"));
+        if !buf.starts_with(tensogram::wire::MAGIC) {
+            return Err(format_error("not a Tensogram message (it does not start with the magic bytes TENSOGRM)".into()));
+        }
+        match crate::wire::message_length(buf) {
+            Ok(length) if length == buf.len() => {}
+            Ok(length) => {
+                return Err(format_error(format!(
+                    "the buffer holds more than one Tensogram message, or bytes after one (the first ends at byte {length} of {})",
+                    buf.len()
+                )))
+            }
+            Err(why) => return Err(format_error(format!("the {} bytes of the buffer {why}", buf.len()))),
         }
         ParsedMessage::parse(buf)
     }
@@ -167,4 +177,8 @@ pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
     }
 }
 
-pub use crate::frame::inline_hash;
+fn format_error(message: String) -> CoreError {
+    CoreError::new(Kind::Format, message)
+}
+
+pub use crate::wire::inline_hash;
