@@ -46,7 +46,7 @@ fn index_messages_with(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult
         if !data[pos..].starts_with(MAGIC) {
             return Err(here("are not a message: trailing garbage or a corrupt file"));
         }
-        let length = wire::message_length(&data[pos..]).map_err(|m| here(&m))?;
+        let length = wire::message_length(&data[pos..]).map_err(|e| here(&format!("are {}", e.message)))?;
         spans.push((pos, length));
         pos += length;
         passed(pos);

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use tensogram::wire::FrameHeader;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
-use crate::errors::{CoreError, CoreResult, Kind};
+use crate::errors::{CoreError, CoreResult};
 use crate::packing::Packed;
 
 pub mod walk;
@@ -116,17 +116,15 @@ impl ParsedMessage {
     /// given whole): a second message after it is an error, not ignored.
     pub fn parse_single(buf: &[u8]) -> CoreResult<ParsedMessage> {
         if !buf.starts_with(tensogram::wire::MAGIC) {
-            return Err(format_error("not a Tensogram message (it does not start with the magic bytes TENSOGRM)".into()));
+            return Err(CoreError::format("not a Tensogram message (it does not start with the magic bytes TENSOGRM)"));
         }
-        match crate::wire::message_length(buf) {
-            Ok(length) if length == buf.len() => {}
-            Ok(length) => {
-                return Err(format_error(format!(
-                    "the buffer holds more than one Tensogram message, or bytes after one (the first ends at byte {length} of {})",
-                    buf.len()
-                )))
-            }
-            Err(why) => return Err(format_error(format!("the {} bytes of the buffer {why}", buf.len()))),
+        let length = crate::wire::message_length(buf)
+            .map_err(|e| CoreError::format(format!("the buffer of {} bytes is {}", buf.len(), e.message)))?;
+        if length != buf.len() {
+            return Err(CoreError::format(format!(
+                "the buffer holds more than one Tensogram message, or bytes after one (the first ends at byte {length} of {})",
+                buf.len()
+            )));
         }
         ParsedMessage::parse(buf)
     }
@@ -175,10 +173,6 @@ pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
         Stored::FrameHash(hash) => format!("{summary}:frame-xxh3:{hash:016x}"),
         Stored::Payload(payload) => format!("{summary}:xxh3:{}", tensogram::compute_hash(payload)),
     }
-}
-
-fn format_error(message: String) -> CoreError {
-    CoreError::new(Kind::Format, message)
 }
 
 pub use crate::wire::inline_hash;

@@ -21,7 +21,7 @@ use tensogram::wire::{
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::cbor::Walker;
-use crate::errors::{CoreError, CoreResult, Kind};
+use crate::errors::{CoreError, CoreResult};
 use crate::message::walk;
 use crate::wire::{self, FrameWalk, Taken};
 
@@ -71,7 +71,7 @@ pub enum Layout {
 
 /// `(total_length, layout)` of the preamble that starts `buf`.
 pub fn preamble(buf: &[u8]) -> CoreResult<(u64, Layout)> {
-    let preamble = Preamble::read_from(buf).map_err(|e| corrupt(format!("not a message start (bad preamble): {e}")))?;
+    let preamble = Preamble::read_from(buf).map_err(|e| CoreError::format(format!("not a message start (bad preamble): {e}")))?;
     let has = |flag| preamble.flags.has(flag);
     let layout = if preamble.total_length == 0 {
         Layout::Whole
@@ -94,10 +94,6 @@ pub fn preamble(buf: &[u8]) -> CoreResult<(u64, Layout)> {
 pub fn postamble(buf: &[u8]) -> CoreResult<(u64, u64)> {
     let postamble = wire::postamble_at_end(buf)?;
     Ok((postamble.first_footer_offset, postamble.total_length))
-}
-
-fn corrupt(message: String) -> CoreError {
-    CoreError::new(Kind::Format, message)
 }
 
 /// How a walk over a message's non-data frames ended.
@@ -169,7 +165,7 @@ pub fn check_index_order(offsets: &[u64], lengths: &[u64]) -> CoreResult<()> {
     let disordered = offsets.len() != lengths.len()
         || offsets.windows(2).zip(lengths).any(|(pair, &length)| pair[0].saturating_add(length) > pair[1]);
     if disordered {
-        return Err(corrupt("its index does not list the data-object frames in order: corrupt".into()));
+        return Err(CoreError::format("its index does not list the data-object frames in order: corrupt"));
     }
     Ok(())
 }
@@ -178,9 +174,9 @@ pub fn check_index_order(offsets: &[u64], lengths: &[u64]) -> CoreResult<()> {
 /// is `length` bytes long say: `(cbor_offset, flags, inline hash)` (`wire::object_footer`). The
 /// descriptor is the CBOR item at `cbor_offset`. The frame's own header must agree with the index.
 pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> CoreResult<(u64, u16, Option<u64>)> {
-    let header = FrameHeader::read_from(head).map_err(|e| corrupt(format!("bad frame header: {e}")))?;
+    let header = FrameHeader::read_from(head).map_err(|e| CoreError::format(format!("bad frame header: {e}")))?;
     if header.frame_type == FrameType::NTensorFrame && header.total_length != length {
-        return Err(corrupt(format!(
+        return Err(CoreError::format(format!(
             "the index gives a data-object frame {length} bytes, its header {}: corrupt",
             header.total_length
         )));

@@ -12,11 +12,7 @@ use tensogram::wire::{
     END_MAGIC, FRAME_COMMON_FOOTER_SIZE, FRAME_END, FRAME_HEADER_SIZE, FRAME_MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
 };
 
-use crate::errors::{CoreError, CoreResult, Kind};
-
-fn corrupt(message: String) -> CoreError {
-    CoreError::new(Kind::Format, message)
-}
+use crate::errors::{CoreError, CoreResult};
 
 /// A checked frame: its header and where it lies in the bytes walked.
 #[derive(Debug, Clone)]
@@ -49,7 +45,7 @@ pub fn phase(frame_type: FrameType) -> u8 {
 pub fn frame_length(header: &FrameHeader, at: usize) -> CoreResult<usize> {
     let min = FRAME_HEADER_SIZE + footer_size_for(header.frame_type);
     usize::try_from(header.total_length).ok().filter(|&len| len >= min).ok_or_else(|| {
-        corrupt(format!(
+        CoreError::format(format!(
             "the {:?} frame at byte {at} is {} bytes long, shorter than its header and footer ({min})",
             header.frame_type, header.total_length
         ))
@@ -136,7 +132,7 @@ impl<'a> FrameWalk<'a> {
             let at = self.base + self.pos;
             return FrameHeader::read_from(rest)
                 .map(Next::Header)
-                .map_err(|e| corrupt(format!("the frame at byte {at}: {e}")));
+                .map_err(|e| CoreError::format(format!("the frame at byte {at}: {e}")));
         }
         Ok(Next::End)
     }
@@ -151,7 +147,7 @@ impl<'a> FrameWalk<'a> {
             return Ok(Taken::Needs(self.pos.saturating_add(len)));
         };
         if !frame.ends_with(FRAME_END) {
-            return Err(corrupt(format!("the {:?} frame at byte {at} does not end with ENDF", header.frame_type)));
+            return Err(CoreError::format(format!("the {:?} frame at byte {at} does not end with ENDF", header.frame_type)));
         }
         let range = self.pos..self.pos + len;
         self.pos = after_frame(self.pos, len, self.bytes.len());
@@ -173,17 +169,17 @@ impl<'a> FrameWalk<'a> {
     }
 
     fn runs_past(&self) -> CoreError {
-        corrupt(format!("the frame at byte {} runs past the end of the message", self.base + self.pos))
+        CoreError::format(format!("the frame at byte {} runs past the end of the message", self.base + self.pos))
     }
 }
 
 /// The data-object (or other) frame that is all of `bytes`: a frame fetched on its own.
 pub fn whole_frame(bytes: &[u8]) -> CoreResult<Frame> {
-    let header = FrameHeader::read_from(bytes).map_err(|e| corrupt(format!("bad frame header: {e}")))?;
+    let header = FrameHeader::read_from(bytes).map_err(|e| CoreError::format(format!("bad frame header: {e}")))?;
     let length = header.total_length;
     match FrameWalk::new(bytes, 0, 1, 0).frame(header)? {
         Taken::Frame(frame) if frame.range.end == bytes.len() => Ok(frame),
-        _ => Err(corrupt(format!("{} bytes hold a frame of {length}", bytes.len()))),
+        _ => Err(CoreError::format(format!("{} bytes hold a frame of {length}", bytes.len()))),
     }
 }
 
@@ -191,19 +187,19 @@ pub fn whole_frame(bytes: &[u8]) -> CoreResult<Frame> {
 /// `decode_message` checks them: the preamble, the postamble (whose length, when not 0, must be
 /// the preamble's), each frame, and the order of header, data-object and footer frames.
 pub fn message_frames(bytes: &[u8]) -> CoreResult<Vec<Frame>> {
-    let preamble = Preamble::read_from(bytes).map_err(|e| corrupt(format!("bad preamble: {e}")))?;
+    let preamble = Preamble::read_from(bytes).map_err(|e| CoreError::format(format!("bad preamble: {e}")))?;
     let msg_end = if preamble.total_length == 0 {
-        bytes.len().checked_sub(POSTAMBLE_SIZE).ok_or_else(|| corrupt("the message has no postamble".into()))?
+        bytes.len().checked_sub(POSTAMBLE_SIZE).ok_or_else(|| CoreError::format("the message has no postamble"))?
     } else {
         let total = usize::try_from(preamble.total_length)
             .ok()
             .filter(|&t| (PREAMBLE_SIZE + POSTAMBLE_SIZE..=bytes.len()).contains(&t))
             .ok_or_else(|| {
-                corrupt(format!("the preamble gives {} bytes, the message has {}", preamble.total_length, bytes.len()))
+                CoreError::format(format!("the preamble gives {} bytes, the message has {}", preamble.total_length, bytes.len()))
             })?;
         let postamble = postamble_at_end(&bytes[..total])?;
         if postamble.total_length != 0 && postamble.total_length != preamble.total_length {
-            return Err(corrupt(format!(
+            return Err(CoreError::format(format!(
                 "the postamble gives {} bytes, the preamble {}",
                 postamble.total_length, preamble.total_length
             )));
@@ -215,7 +211,7 @@ pub fn message_frames(bytes: &[u8]) -> CoreResult<Vec<Frame>> {
     while let Some(frame) = walk.next_frame()? {
         let frame_phase = phase(frame.header.frame_type);
         if frame_phase < current {
-            return Err(corrupt(format!(
+            return Err(CoreError::format(format!(
                 "the {:?} frame at byte {} comes after frames it must precede (header frames, data objects, footer frames)",
                 frame.header.frame_type, frame.range.start
             )));
@@ -228,19 +224,21 @@ pub fn message_frames(bytes: &[u8]) -> CoreResult<Vec<Frame>> {
 
 /// The length of the message that starts `bytes` (whatever follows it): its preamble's, its end
 /// marker where that says; for a message written in streaming mode (length 0), up to the
-/// postamble after its last frame. `Err(the reason)` when the bytes hold no whole message.
-pub fn message_length(bytes: &[u8]) -> Result<usize, String> {
-    let preamble = Preamble::read_from(bytes).map_err(|_| "are a truncated message".to_string())?;
+/// postamble after its last frame. The error says what the bytes are ("a truncated message").
+pub fn message_length(bytes: &[u8]) -> CoreResult<usize> {
+    let truncated = || CoreError::format("a truncated message");
+    let preamble = Preamble::read_from(bytes).map_err(|_| truncated())?;
     if preamble.total_length == 0 {
-        return streaming_length(bytes)
-            .map_err(|e| format!("are a truncated or corrupt streaming-mode message ({})", e.message));
+        return streaming_length(bytes).map_err(|e| {
+            CoreError::format(format!("a truncated or corrupt streaming-mode message ({})", e.message))
+        });
     }
     let length = usize::try_from(preamble.total_length).unwrap_or(usize::MAX);
     if length > bytes.len() || length < PREAMBLE_SIZE + POSTAMBLE_SIZE {
-        return Err("are a truncated message".into());
+        return Err(truncated());
     }
     if !bytes[..length].ends_with(END_MAGIC) {
-        return Err("are a message whose end marker is missing (corrupt file)".into());
+        return Err(CoreError::format("a message whose end marker is missing (corrupt file)"));
     }
     Ok(length)
 }
@@ -252,15 +250,15 @@ fn streaming_length(bytes: &[u8]) -> CoreResult<usize> {
     while walk.next_frame()?.is_some() {}
     match walk.pos() {
         at if at < bytes.len() => Ok(at + POSTAMBLE_SIZE),
-        _ => Err(corrupt("no postamble follows its frames".into())),
+        _ => Err(CoreError::format("no postamble follows its frames")),
     }
 }
 
 /// The postamble in the last bytes of `bytes`.
 pub fn postamble_at_end(bytes: &[u8]) -> CoreResult<Postamble> {
     let tail = bytes.len().checked_sub(POSTAMBLE_SIZE).map(|at| &bytes[at..]);
-    let tail = tail.ok_or_else(|| corrupt("the message does not end with a postamble".into()))?;
-    Postamble::read_from(tail).map_err(|_| corrupt("the message does not end with a postamble".into()))
+    let tail = tail.ok_or_else(|| CoreError::format("the message does not end with a postamble"))?;
+    Postamble::read_from(tail).map_err(|_| CoreError::format("the message does not end with a postamble"))
 }
 
 /// What a data-object frame's footer says.
@@ -279,10 +277,10 @@ pub struct ObjectFooter {
 /// and the footer.
 pub fn object_footer(header: &FrameHeader, tail: &[u8]) -> CoreResult<ObjectFooter> {
     if header.frame_type != FrameType::NTensorFrame {
-        return Err(corrupt(format!("expected a data-object frame, found a {:?} frame", header.frame_type)));
+        return Err(CoreError::format(format!("expected a data-object frame, found a {:?} frame", header.frame_type)));
     }
     if tail.len() < DATA_OBJECT_FOOTER_SIZE || !tail.ends_with(FRAME_END) {
-        return Err(corrupt("the data-object frame does not end with ENDF: corrupt or truncated".into()));
+        return Err(CoreError::format("the data-object frame does not end with ENDF: corrupt or truncated"));
     }
     let footer = &tail[tail.len() - DATA_OBJECT_FOOTER_SIZE..];
     let u64_at = |at: usize| u64::from_be_bytes(footer[at..at + 8].try_into().expect("8 bytes"));
@@ -291,7 +289,7 @@ pub fn object_footer(header: &FrameHeader, tail: &[u8]) -> CoreResult<ObjectFoot
     let cbor_offset = usize::try_from(raw)
         .ok()
         .filter(|&o| o >= FRAME_HEADER_SIZE && footer_start.is_some_and(|f| raw <= f))
-        .ok_or_else(|| corrupt(format!("the descriptor offset {raw} lies outside the data-object frame")))?;
+        .ok_or_else(|| CoreError::format(format!("the descriptor offset {raw} lies outside the data-object frame")))?;
     let hash = (header.flags & FrameFlags::HASH_PRESENT != 0).then(|| u64_at(DATA_OBJECT_FOOTER_SIZE - FRAME_COMMON_FOOTER_SIZE));
     Ok(ObjectFooter { cbor_offset, hash })
 }
@@ -355,7 +353,7 @@ pub(crate) mod tests {
                 let msg = padded(&message(&[1, 2, 3, 4], written), first_footer_or_frame(&message(&[1, 2, 3, 4], written)), n);
                 let (ours, upstream) = object_offsets(&msg);
                 assert_eq!(ours, upstream, "{written:?}, {n} bytes");
-                assert_eq!(message_length(&[msg.as_slice(), &msg].concat()), Ok(msg.len()), "{written:?}, {n} bytes");
+                assert_eq!(message_length(&[msg.as_slice(), &msg].concat()).ok(), Some(msg.len()), "{written:?}, {n} bytes");
                 assert_eq!(tensogram::scan(&msg), vec![(0, msg.len())]);
             }
         }
@@ -376,7 +374,7 @@ pub(crate) mod tests {
         // only when upstream read it.
         let msg = streaming_with_frame_end(b"ENDX");
         assert!(tensogram::framing::decode_message(&msg).is_err());
-        let err = message_length(&msg).expect_err("no end marker");
+        let err = message_length(&msg).expect_err("no end marker").message;
         assert!(err.contains("streaming-mode") && err.contains("does not end with ENDF"), "{err}");
         assert!(message_length(&streaming_with_frame_end(b"ENDF")).is_ok());
     }
@@ -396,7 +394,7 @@ pub(crate) mod tests {
             }
             let crafted = [&msg[..at], &short, &msg[at..]].concat();
             assert!(tensogram::framing::decode_message(&crafted).is_err());
-            let err = message_length(&crafted).expect_err("too short");
+            let err = message_length(&crafted).expect_err("too short").message;
             assert!(err.contains("shorter than its header and footer"), "{err}");
         }
     }

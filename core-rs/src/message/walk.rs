@@ -19,7 +19,7 @@ use tensogram::wire::{DataObjectFlags, FrameHeader, FrameType, Preamble, DATA_OB
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::cbor::{push_head, Head, Walker};
-use crate::errors::{CoreError, CoreResult, Kind};
+use crate::errors::{CoreError, CoreResult};
 use crate::szip::OFFSETS_KEY;
 use crate::wire::{self, Frame};
 
@@ -127,20 +127,16 @@ fn object(frame: &[u8], header: &FrameHeader, pos: usize) -> Option<WalkedObject
 pub(crate) fn locate(frame: &[u8], header: &FrameHeader) -> CoreResult<(Range<usize>, Range<usize>)> {
     let cbor_offset = wire::object_footer(header, frame)?.cbor_offset;
     let footer = frame.len() - DATA_OBJECT_FOOTER_SIZE;
-    let region = frame.get(cbor_offset..footer).ok_or_else(|| format_error(format!(
+    let region = frame.get(cbor_offset..footer).ok_or_else(|| CoreError::format(format!(
         "the descriptor offset {cbor_offset} lies past the footer of the {}-byte data-object frame", frame.len()
     )))?;
     if header.flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 {
         Ok((cbor_offset..footer, FRAME_HEADER_SIZE..cbor_offset))
     } else {
-        let item = Walker::new(region).item().map_err(|e| format_error(format!("bad object descriptor: {}", e.0)))?;
+        let item = Walker::new(region).item().map_err(|e| CoreError::format(format!("bad object descriptor: {}", e.0)))?;
         let cbor_end = cbor_offset + item.len();
         Ok((cbor_offset..cbor_end, cbor_end..footer))
     }
-}
-
-fn format_error(message: String) -> CoreError {
-    CoreError::new(Kind::Format, message)
 }
 
 /// The payload at the start of `region` (a data-object frame's bytes between its descriptor and
@@ -154,7 +150,7 @@ pub fn payload_in(region: Range<u64>, desc: &DataObjectDescriptor) -> CoreResult
     for (mask, kind) in [(&masks.nan, "nan"), (&masks.pos_inf, "inf+"), (&masks.neg_inf, "inf-")] {
         if let Some(mask) = mask {
             if mask.offset.checked_add(mask.length).is_none_or(|e| e > length) {
-                return Err(format_error(format!("mask_{kind}.offset + length exceeds the payload region ({length} bytes)")));
+                return Err(CoreError::format(format!("mask_{kind}.offset + length exceeds the payload region ({length} bytes)")));
             }
             end = end.min(mask.offset);
         }
