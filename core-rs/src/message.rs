@@ -3,7 +3,6 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use tensogram::wire::FrameHeader;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult};
@@ -142,14 +141,12 @@ impl ParsedMessage {
             .map_err(|e| CoreError::from_tensogram(&e, "cannot parse message frames"))?;
         let mut objects = Vec::with_capacity(decoded.objects.len());
         for (i, (desc, payload, masks, frame_offset)) in decoded.objects.into_iter().enumerate() {
-            let header = FrameHeader::read_from(&bytes[frame_offset..])
-                .map_err(|e| CoreError::from_tensogram(&e, &format!("object {i}")))?;
-            let frame_end = frame_offset + header.total_length as usize;
+            let frame = crate::wire::frame_range(bytes, frame_offset).map_err(|e| e.context(&format!("object {i}")))?;
             let payload_start = offset_in(bytes, payload);
             let has_masks = has_masks(&desc, masks);
             objects.push(ObjectEntry::new(
                 desc,
-                frame_offset..frame_end,
+                frame,
                 payload_start..payload_start + payload.len(),
                 has_masks,
             ));

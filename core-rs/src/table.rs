@@ -17,7 +17,7 @@ use tensogram::wire::FrameHeader;
 use tensogram::DataObjectDescriptor;
 
 use crate::cbor::{self, Walker};
-use crate::wire::inline_hash;
+use crate::wire::{self, inline_hash};
 use crate::message::walk;
 
 /// Encoder-owned metadata: never flattened.
@@ -466,8 +466,7 @@ impl Builder {
         let meta = self.metadata(&cbor)?;
         let msg = self.table.n_messages;
         for (obj, (desc, payload, _, frame_offset)) in decoded.objects.iter().enumerate() {
-            let header = FrameHeader::read_from(&bytes[*frame_offset..]).map_err(|e| format!("object {obj}: {e}"))?;
-            let frame = *frame_offset..frame_offset + header.total_length as usize;
+            let frame = wire::frame_range(bytes, *frame_offset).map_err(|e| format!("object {obj}: {}", e.message))?;
             let payload_start = payload.as_ptr() as usize - bytes.as_ptr() as usize;
             let known = self.known(desc, &tensogram::metadata::object_descriptor_to_cbor(desc).map_err(|e| e.to_string())?)?;
             self.object(msg, obj, &meta, known, offset, frame.clone(), payload_start..payload_start + payload.len(), inline_hash(&bytes[frame]));

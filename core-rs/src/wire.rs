@@ -173,6 +173,18 @@ impl<'a> FrameWalk<'a> {
     }
 }
 
+/// Where the frame at `offset` of `bytes` lies: one that upstream's `decode_message` found and
+/// checked, which gives only its start.
+pub fn frame_range(bytes: &[u8], offset: usize) -> CoreResult<Range<usize>> {
+    let header = bytes.get(offset..).map(FrameHeader::read_from);
+    let header = header.and_then(Result::ok).ok_or_else(|| CoreError::format(format!("no frame at byte {offset}")))?;
+    let end = offset + frame_length(&header, offset)?;
+    if end > bytes.len() {
+        return Err(CoreError::format(format!("the frame at byte {offset} runs past the end of the message")));
+    }
+    Ok(offset..end)
+}
+
 /// The data-object (or other) frame that is all of `bytes`: a frame fetched on its own.
 pub fn whole_frame(bytes: &[u8]) -> CoreResult<Frame> {
     let header = FrameHeader::read_from(bytes).map_err(|e| CoreError::format(format!("bad frame header: {e}")))?;
