@@ -113,7 +113,7 @@ pub struct Frames {
     /// The metadata, and where its frame's CBOR lies in the buffer.
     pub metadata: Option<(GlobalMetadata, Range<usize>)>,
     pub index: Option<IndexFrame>,
-    /// Bytes of complete frames and the padding after them.
+    /// Bytes of complete frames (and their padding to 8 bytes).
     pub end: usize,
     pub next: Next,
 }
@@ -156,7 +156,9 @@ pub fn frames(buf: &[u8], offset: u64) -> CoreResult<Frames> {
             _ => {}
         }
     };
-    Ok(Frames { metadata, index, end: walk.pos().min(buf.len()), next })
+    // Bytes passed as padding up to the end of the buffer do not count: they may run on into
+    // bytes not fetched, and a header walk asks for more only where a frame ends the buffer.
+    Ok(Frames { metadata, index, end: walk.passed().min(buf.len()), next })
 }
 
 /// An index lists the data-object frames in the order they are stored, one after the other: a
@@ -811,6 +813,21 @@ mod tests {
                 assert_eq!(frames.len(), 1, "{written:?}, {n} bytes");
             }
         }
+    }
+
+    #[test]
+    fn zeros_where_a_header_frame_should_be_are_not_fetched_a_few_bytes_at_a_time() {
+        // Padding is skipped only as far as the bytes at hand: a message that is zeros after its
+        // metadata frame fails after a few requests, not one per frame header's worth of bytes.
+        let mut one = message(4096, 1);
+        let metadata = FrameHeader::read_from(&one[PREAMBLE_SIZE..]).expect("a frame");
+        let index_at = PREAMBLE_SIZE + (metadata.total_length as usize).next_multiple_of(8);
+        let end = one.len() - POSTAMBLE_SIZE;
+        one[index_at..end].fill(0);
+        let settings = Settings { first_block: 64, whole_message_max: 1024, header_guess: 64, ..Settings::default() };
+        let (found, batches) = scan(&one, settings).expect("scans");
+        assert!(batches.len() < 10, "{} batches", batches.len());
+        assert_eq!(indexed(&found[0]).expect_err("no index"), "its metadata or index frame is missing");
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub enum Taken {
 pub struct FrameWalk<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// The end of the last frame taken and its padding to 8 bytes (the walk's start before one).
+    passed: usize,
     /// Frames start before this.
     end: usize,
     base: usize,
@@ -96,20 +98,26 @@ impl<'a> FrameWalk<'a> {
     /// A walk over the frames that start in `bytes[start..end]`, which begin `base` bytes into
     /// their message (frames may run on past `end`, as upstream lets them).
     pub fn new(bytes: &'a [u8], start: usize, end: usize, base: usize) -> Self {
-        FrameWalk { bytes, pos: start, end: end.min(bytes.len()), base, streaming: false }
+        FrameWalk { bytes, pos: start, passed: start, end: end.min(bytes.len()), base, streaming: false }
     }
 
     /// A walk over the frames of the streaming-mode message (length 0 in its preamble) that
     /// starts `bytes`, ending at the first postamble between frames. Upstream's scan instead
     /// searches for the end marker, which stops inside any payload that holds those 8 bytes.
     pub fn streaming(bytes: &'a [u8]) -> Self {
-        FrameWalk { bytes, pos: PREAMBLE_SIZE, end: bytes.len(), base: 0, streaming: true }
+        FrameWalk { bytes, pos: PREAMBLE_SIZE, passed: PREAMBLE_SIZE, end: bytes.len(), base: 0, streaming: true }
     }
 
     /// Where the walk is in its bytes: at the header `next_header` found, past the frame `frame` took,
     /// or, at the end of a streaming message, at its postamble.
     pub fn pos(&self) -> usize {
         self.pos
+    }
+
+    /// Where the last frame taken and its padding to 8 bytes end: bytes after that up to `pos`
+    /// were passed as padding, a remote reader having fetched no further than this knows.
+    pub fn passed(&self) -> usize {
+        self.passed
     }
 
     /// The next frame header, past any padding.
@@ -151,6 +159,7 @@ impl<'a> FrameWalk<'a> {
         }
         let range = self.pos..self.pos + len;
         self.pos = after_frame(self.pos, len, self.bytes.len());
+        self.passed = self.pos;
         Ok(Taken::Frame(Frame { header, range }))
     }
 
