@@ -108,14 +108,14 @@ impl<'a> FrameWalk<'a> {
         FrameWalk { bytes, pos: PREAMBLE_SIZE, passed: PREAMBLE_SIZE, end: bytes.len(), base: 0, streaming: true }
     }
 
-    /// Where the walk is in its bytes: at the header `next_header` found, past the frame `frame` took,
-    /// or, at the end of a streaming message, at its postamble.
+    /// Where the walk is in its bytes: at the header `next_header` found, past the frame `frame`
+    /// took, or, at the end of a streaming message, at its postamble.
     pub fn pos(&self) -> usize {
         self.pos
     }
 
-    /// Where the last frame taken and its padding to 8 bytes end: bytes after that up to `pos`
-    /// were passed as padding, a remote reader having fetched no further than this knows.
+    /// Where the last frame taken ends, with its padding to 8 bytes: what follows up to `pos`
+    /// was skipped as padding, which may go on in bytes not fetched yet.
     pub fn passed(&self) -> usize {
         self.passed
     }
