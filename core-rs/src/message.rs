@@ -7,6 +7,7 @@ use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult};
 use crate::packing::Packed;
+use crate::wire::inline_hash;
 
 pub mod walk;
 
@@ -171,5 +172,3 @@ pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
         Stored::Payload(payload) => format!("{summary}:xxh3:{}", tensogram::compute_hash(payload)),
     }
 }
-
-pub use crate::wire::inline_hash;

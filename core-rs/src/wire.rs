@@ -39,6 +39,20 @@ pub fn phase(frame_type: FrameType) -> u8 {
     }
 }
 
+/// A frame type as errors name it.
+fn kind(frame_type: FrameType) -> &'static str {
+    match frame_type {
+        FrameType::HeaderMetadata => "header metadata",
+        FrameType::HeaderIndex => "header index",
+        FrameType::HeaderHash => "header hash",
+        FrameType::NTensorFrame => "data-object",
+        FrameType::PrecederMetadata => "preceder metadata",
+        FrameType::FooterHash => "footer hash",
+        FrameType::FooterIndex => "footer index",
+        FrameType::FooterMetadata => "footer metadata",
+    }
+}
+
 /// The length of the frame with this header, checked as upstream checks it: a header and its
 /// type's footer at least, and no more than the address space holds. `at`: the frame's byte in
 /// its message, for the error.
@@ -46,8 +60,9 @@ pub fn frame_length(header: &FrameHeader, at: usize) -> CoreResult<usize> {
     let min = FRAME_HEADER_SIZE + footer_size_for(header.frame_type);
     usize::try_from(header.total_length).ok().filter(|&len| len >= min).ok_or_else(|| {
         CoreError::format(format!(
-            "the {:?} frame at byte {at} is {} bytes long, shorter than its header and footer ({min})",
-            header.frame_type, header.total_length
+            "the {} frame at byte {at} is {} bytes long, shorter than its header and footer ({min})",
+            kind(header.frame_type),
+            header.total_length
         ))
     })
 }
@@ -155,7 +170,7 @@ impl<'a> FrameWalk<'a> {
             return Ok(Taken::Needs(self.pos.saturating_add(len)));
         };
         if !frame.ends_with(FRAME_END) {
-            return Err(CoreError::format(format!("the {:?} frame at byte {at} does not end with ENDF", header.frame_type)));
+            return Err(CoreError::format(format!("the {} frame at byte {at} does not end with ENDF", kind(header.frame_type))));
         }
         let range = self.pos..self.pos + len;
         self.pos = after_frame(self.pos, len, self.bytes.len());
@@ -233,8 +248,9 @@ pub fn message_frames(bytes: &[u8]) -> CoreResult<Vec<Frame>> {
         let frame_phase = phase(frame.header.frame_type);
         if frame_phase < current {
             return Err(CoreError::format(format!(
-                "the {:?} frame at byte {} comes after frames it must precede (header frames, data objects, footer frames)",
-                frame.header.frame_type, frame.range.start
+                "the {} frame at byte {} comes after frames it must precede (header frames, data objects, footer frames)",
+                kind(frame.header.frame_type),
+                frame.range.start
             )));
         }
         current = frame_phase;
@@ -298,7 +314,7 @@ pub struct ObjectFooter {
 /// and the footer.
 pub fn object_footer(header: &FrameHeader, tail: &[u8]) -> CoreResult<ObjectFooter> {
     if header.frame_type != FrameType::NTensorFrame {
-        return Err(CoreError::format(format!("expected a data-object frame, found a {:?} frame", header.frame_type)));
+        return Err(CoreError::format(format!("expected a data-object frame, found a {} frame", kind(header.frame_type))));
     }
     if tail.len() < DATA_OBJECT_FOOTER_SIZE || !tail.ends_with(FRAME_END) {
         return Err(CoreError::format("the data-object frame does not end with ENDF: corrupt or truncated"));
