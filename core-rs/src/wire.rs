@@ -160,8 +160,8 @@ impl<'a> FrameWalk<'a> {
         Ok(Next::End)
     }
 
-    /// Checks the frame whose header `next_header` found (its length, its `ENDF`) and passes it and
-    /// its padding.
+    /// Checks the frame whose header `next_header` found (its length, its `ENDF`) and passes it
+    /// and its padding.
     pub fn frame(&mut self, header: FrameHeader) -> CoreResult<Taken> {
         let at = self.base + self.pos;
         let len = frame_length(&header, at)?;
@@ -202,10 +202,8 @@ impl<'a> FrameWalk<'a> {
 pub fn frame_range(bytes: &[u8], offset: usize) -> CoreResult<Range<usize>> {
     let header = bytes.get(offset..).map(FrameHeader::read_from);
     let header = header.and_then(Result::ok).ok_or_else(|| CoreError::format(format!("no frame at byte {offset}")))?;
-    let end = offset + frame_length(&header, offset)?;
-    if end > bytes.len() {
-        return Err(CoreError::format(format!("the frame at byte {offset} runs past the end of the message")));
-    }
+    let end = offset.checked_add(frame_length(&header, offset)?).filter(|&end| end <= bytes.len());
+    let end = end.ok_or_else(|| CoreError::format(format!("the frame at byte {offset} runs past the end of the message")))?;
     Ok(offset..end)
 }
 
