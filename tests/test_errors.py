@@ -115,6 +115,26 @@ def test_truncated_streaming_messages(tmp_path):
         assert_open_fails(path, TgmFormatError)
 
 
+def test_a_streaming_message_whose_frame_lacks_its_end_marker(tmp_path):
+    """Its frames are walked to find where it ends, each checked as upstream checks it: the file
+    does not open (upstream refuses the message too) rather than failing at a read."""
+    import tensogram
+
+    enc = tensogram.StreamingEncoder({"base": [{"name": "s"}]})
+    enc.write_object({"type": "ntensor", "shape": [4], "dtype": "float32", "byte_order": "little",
+                      "encoding": "none", "filter": "none", "compression": "none"}, np.arange(4, dtype=np.float32))
+    data = bytearray(enc.finish())
+    frame = data.index(b"FR", 24 + 8)  # the data-object frame, after the header metadata frame
+    end = frame + int.from_bytes(data[frame + 8:frame + 16], "big")
+    assert data[end - 4:end] == b"ENDF"
+    data[end - 4:end] = b"ENDX"
+    with pytest.raises(ValueError):
+        tensogram.decode(bytes(data))
+    path = tmp_path / "no-endf.tgm"
+    path.write_bytes(bytes(data))
+    assert_open_fails(path, TgmFormatError, "streaming-mode", "does not end with ENDF")
+
+
 def test_random_bytes_named_tgm(tmp_path):
     path = tmp_path / "garbage.tgm"
     path.write_bytes(np.random.default_rng(0).bytes(10_000))

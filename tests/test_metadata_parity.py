@@ -210,6 +210,27 @@ def _bytes_of(text: str) -> tuple[bytes, bytes]:
     return bytes([0x60 + len(raw)]) + raw, bytes([0x40 + len(raw)]) + raw
 
 
+def streamed_with_bytes_between_frames(frame: int, seekable: bool) -> bytes:
+    """A message streamed by upstream (metadata and index after its object) with 8 zero bytes
+    after the padding of its ``frame``-th frame: upstream's walk passes any bytes other than a
+    frame's start between frames. ``seekable``: its lengths filled in, as a seekable sink has
+    them (read by its footer remotely); else 0 (streaming mode, whose end the frames' walk finds)."""
+    enc = tensogram.StreamingEncoder({"base": [{"name": "a"}]})
+    enc.write_object(FIELD, np.arange(2.0))
+    msg = bytearray(enc.finish())
+    at = 24  # the first frame, after the preamble
+    for _ in range(frame + 1):
+        at += -(-int.from_bytes(msg[at + 8:at + 16], "big") // 8) * 8
+    msg[at:at] = bytes(8)
+    first_footer = int.from_bytes(msg[-24:-16], "big")
+    if first_footer >= at:
+        msg[-24:-16] = (first_footer + 8).to_bytes(8, "big")
+    if seekable:
+        for slot in (16, len(msg) - 16):
+            msg[slot:slot + 8] = len(msg).to_bytes(8, "big")
+    return bytes(msg)
+
+
 def crafted_messages() -> dict[str, bytes]:
     """Messages whose metadata takes the less travelled paths of the CBOR walk."""
     field = [(FIELD, np.arange(2.0))]
@@ -252,6 +273,9 @@ def crafted_messages() -> dict[str, bytes]:
         # descriptor params: metadata where base lacks it, codec settings apart
         "params": _core.encode_message({"base": [{"name": "a"}]}, [(
             {**FIELD, "units": "K", "name": "params lose", "nested": {"k": 1}}, np.arange(2.0))]),
+        # frame walks: bytes after a frame's padding, before the footer's index or the object
+        "bytes between footer frames": streamed_with_bytes_between_frames(2, seekable=True),
+        "bytes between a streaming message's frames": streamed_with_bytes_between_frames(0, seekable=False),
     }
 
 
@@ -317,3 +341,22 @@ def test_the_table_of_remote_crafted_and_mixed_messages_is_the_local_one(range_s
     assert_as_upstream(path.read_bytes())
     got, expected = remote_and_local(range_server, path, monkeypatch, large)
     assert got == expected
+
+
+@pytest.mark.thread_unsafe(reason="patches the remote module's settings")
+@pytest.mark.parametrize("seekable", [True, False], ids=["lengths-filled-in", "streaming-mode"])
+def test_bytes_between_frames_read_as_upstream_reads_them(range_server, monkeypatch, seekable):
+    """Messages with bytes between frames read locally and remotely by their footer: the remote
+    walk stopped at those bytes (the index missing), and a streaming one did not open."""
+    pytest.importorskip("aiohttp")
+    data = streamed_with_bytes_between_frames(2 if seekable else 0, seekable) * 2
+    assert [span for span in tensogram.scan(data)] == [(0, len(data) // 2), (len(data) // 2, len(data) // 2)]
+    path = range_server.root / f"between-frames-{seekable}.tgm"
+    path.write_bytes(data)
+    monkeypatch.setattr(remote, "FIRST_BLOCK", 1024)  # as test_remote's `read_as_large_files`
+    monkeypatch.setattr(remote, "WHOLE_MESSAGE_MAX", 256)
+    handles.CACHE.clear()
+    for f in (tgm_xarray.open_file(path), tgm_xarray.open_file(range_server.url(path.name))):
+        assert len(f) == 2
+        for msg in range(2):
+            np.testing.assert_array_equal(f.read(msg, 0), np.arange(2.0))

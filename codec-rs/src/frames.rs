@@ -7,7 +7,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tgm_core::remote_walk;
 
-use crate::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
 use crate::message::{ObjectEntry, ParsedMessage};
@@ -20,7 +19,7 @@ use crate::read::Verify;
 /// rule, for the zarr codec and the tests' hostile files).
 #[pyfunction]
 pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> PyResult<(u64, Option<u64>)> {
-    let (cbor_offset, _, hash) = remote_walk::frame_footer(head, tail, length).map_err(|e| CoreError::new(Kind::Format, e)).raised()?;
+    let (cbor_offset, _, hash) = remote_walk::frame_footer(head, tail, length).raised()?;
     Ok((cbor_offset, hash))
 }
 

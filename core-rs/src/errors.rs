@@ -32,6 +32,11 @@ impl CoreError {
         CoreError { kind, message: message.into() }
     }
 
+    /// A file's bytes break a format rule: `TgmFormatError`.
+    pub fn format(message: impl Into<String>) -> Self {
+        CoreError::new(Kind::Format, message)
+    }
+
     /// Classifies an error of the `tensogram` crate and prefixes it with where it happened.
     pub fn from_tensogram(err: &TensogramError, context: &str) -> Self {
         let kind = match err {

@@ -9,7 +9,6 @@ pub mod dtypes;
 pub mod encode;
 pub mod errors;
 pub mod fetch;
-pub mod frame;
 pub mod mapped_file;
 pub mod message;
 pub mod packing;
@@ -21,6 +20,7 @@ pub mod szip;
 pub mod table;
 pub mod remote_file;
 pub mod remote_walk;
+pub mod wire;
 #[cfg(test)]
 mod testing;
 

@@ -6,10 +6,11 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use memmap2::Mmap;
-use tensogram::wire::{FrameHeader, Preamble, END_MAGIC, FRAME_HEADER_SIZE, FRAME_MAGIC, MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE};
+use tensogram::wire::MAGIC;
 
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::message::ParsedMessage;
+use crate::wire;
 
 /// A `.tgm` file mapped once and shared by every thread: `&self` methods only.
 pub struct MappedFile {
@@ -45,44 +46,12 @@ fn index_messages_with(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult
         if !data[pos..].starts_with(MAGIC) {
             return Err(here("are not a message: trailing garbage or a corrupt file"));
         }
-        let preamble = Preamble::read_from(&data[pos..]).map_err(|_| here("are a truncated message"))?;
-        let length = if preamble.total_length > 0 {
-            let length = usize::try_from(preamble.total_length).unwrap_or(usize::MAX);
-            let end = pos.checked_add(length).filter(|&e| e <= data.len() && length >= PREAMBLE_SIZE + POSTAMBLE_SIZE);
-            match end {
-                Some(end) if &data[end - END_MAGIC.len()..end] == END_MAGIC => length,
-                Some(_) => return Err(here("are a message whose end marker is missing (corrupt file)")),
-                None => return Err(here("are a truncated message")),
-            }
-        } else {
-            streaming_length(&data[pos..]).ok_or_else(|| here("are a truncated or corrupt streaming-mode message"))?
-        };
+        let length = wire::message_length(&data[pos..]).map_err(|e| here(&format!("are {}", e.message)))?;
         spans.push((pos, length));
         pos += length;
         passed(pos);
     }
     Ok(spans)
-}
-
-/// The length of a message written in streaming mode (no length in its preamble), found by
-/// walking its frame headers to the postamble: searching for the end marker instead would stop
-/// inside any payload that happens to contain those eight bytes.
-fn streaming_length(msg: &[u8]) -> Option<usize> {
-    let mut pos = PREAMBLE_SIZE;
-    loop {
-        let rest = msg.get(pos..)?;
-        if rest.starts_with(FRAME_MAGIC) {
-            let length = usize::try_from(FrameHeader::read_from(rest).ok()?.total_length).ok()?;
-            if length < FRAME_HEADER_SIZE {
-                return None;
-            }
-            // Frames start at 8-byte offsets from the message start.
-            pos = pos.checked_add(length)?.checked_add(7)? & !7;
-        } else {
-            let end = pos.checked_add(POSTAMBLE_SIZE)?;
-            return (msg.get(end - END_MAGIC.len()..end)? == END_MAGIC).then_some(end);
-        }
-    }
 }
 
 /// Scans release the pages they have passed every this many bytes.
@@ -215,22 +184,18 @@ impl MappedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::vector_descriptor;
-    use tensogram::{Dtype, EncodeOptions, GlobalMetadata, StreamingEncoder};
+    use crate::testing::{self, Written};
+    use tensogram::wire::END_MAGIC;
 
     /// A message of one object holding `values`.
     fn message(values: &[u8]) -> Vec<u8> {
-        let desc = vector_descriptor(values.len() as u64, Dtype::Uint8, Default::default());
-        tensogram::encode(&GlobalMetadata::default(), &[(&desc, values)], &EncodeOptions::default()).unwrap()
+        testing::message(values, Written::Header)
     }
 
     /// The same, written in streaming mode (no length in the preamble). Its payload holds the
     /// end marker: a walk that searched for it would stop inside the payload.
     fn streaming_message() -> Vec<u8> {
-        let mut encoder = StreamingEncoder::new(Vec::new(), &GlobalMetadata::default(), &EncodeOptions::default()).unwrap();
-        let values = [END_MAGIC.as_slice(), END_MAGIC].concat();
-        encoder.write_object(&vector_descriptor(values.len() as u64, Dtype::Uint8, Default::default()), &values).unwrap();
-        encoder.finish().unwrap()
+        testing::message(&[END_MAGIC.as_slice(), END_MAGIC].concat(), Written::Streaming)
     }
 
     fn error(data: &[u8]) -> String {

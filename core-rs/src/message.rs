@@ -3,11 +3,11 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use tensogram::wire::FrameHeader;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult};
 use crate::packing::Packed;
+use crate::wire::inline_hash;
 
 pub mod walk;
 
@@ -115,8 +115,16 @@ impl ParsedMessage {
     /// Parses a buffer that must hold one message and nothing else (a zarr chunk, a message
     /// given whole): a second message after it is an error, not ignored.
     pub fn parse_single(buf: &[u8]) -> CoreResult<ParsedMessage> {
-        if crate::mapped_file::index_messages(buf)?.len() != 1 {
-            return Err(CoreError::new(crate::errors::Kind::Format, "the buffer holds more than one Tensogram message"));
+        if !buf.starts_with(tensogram::wire::MAGIC) {
+            return Err(CoreError::format("not a Tensogram message (it does not start with the magic bytes TENSOGRM)"));
+        }
+        let length = crate::wire::message_length(buf)
+            .map_err(|e| CoreError::format(format!("the buffer of {} bytes is {}", buf.len(), e.message)))?;
+        if length != buf.len() {
+            return Err(CoreError::format(format!(
+                "the buffer holds more than one Tensogram message, or bytes after one (the first ends at byte {length} of {})",
+                buf.len()
+            )));
         }
         ParsedMessage::parse(buf)
     }
@@ -134,14 +142,12 @@ impl ParsedMessage {
             .map_err(|e| CoreError::from_tensogram(&e, "cannot parse message frames"))?;
         let mut objects = Vec::with_capacity(decoded.objects.len());
         for (i, (desc, payload, masks, frame_offset)) in decoded.objects.into_iter().enumerate() {
-            let header = FrameHeader::read_from(&bytes[frame_offset..])
-                .map_err(|e| CoreError::from_tensogram(&e, &format!("object {i}")))?;
-            let frame_end = frame_offset + header.total_length as usize;
+            let frame = crate::wire::frame_range(bytes, frame_offset).map_err(|e| e.context(&format!("object {i}")))?;
             let payload_start = offset_in(bytes, payload);
             let has_masks = has_masks(&desc, masks);
             objects.push(ObjectEntry::new(
                 desc,
-                frame_offset..frame_end,
+                frame,
                 payload_start..payload_start + payload.len(),
                 has_masks,
             ));
@@ -166,5 +172,3 @@ pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
         Stored::Payload(payload) => format!("{summary}:xxh3:{}", tensogram::compute_hash(payload)),
     }
 }
-
-pub use crate::frame::inline_hash;

@@ -15,13 +15,15 @@ use std::ops::Range;
 
 use tensogram::types::IndexFrame;
 use tensogram::wire::{
-    DataObjectFlags, FrameFlags, FrameHeader, FrameType, MessageFlags, Postamble, Preamble, DATA_OBJECT_FOOTER_SIZE,
-    END_MAGIC, FRAME_COMMON_FOOTER_SIZE, FRAME_END, FRAME_HEADER_SIZE, FRAME_MAGIC, MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
+    DataObjectFlags, FrameHeader, FrameType, MessageFlags, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_HEADER_SIZE, MAGIC,
+    POSTAMBLE_SIZE, PREAMBLE_SIZE,
 };
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::cbor::Walker;
+use crate::errors::{CoreError, CoreResult};
 use crate::message::walk;
+use crate::wire::{self, FrameWalk, Taken};
 
 /// Byte ranges `[start, stop)` of the file.
 pub type Ranges = Vec<(u64, u64)>;
@@ -68,8 +70,8 @@ pub enum Layout {
 }
 
 /// `(total_length, layout)` of the preamble that starts `buf`.
-pub fn preamble(buf: &[u8]) -> Result<(u64, Layout), String> {
-    let preamble = Preamble::read_from(buf).map_err(|e| format!("not a message start (bad preamble): {e}"))?;
+pub fn preamble(buf: &[u8]) -> CoreResult<(u64, Layout)> {
+    let preamble = Preamble::read_from(buf).map_err(|e| CoreError::format(format!("not a message start (bad preamble): {e}")))?;
     let has = |flag| preamble.flags.has(flag);
     let layout = if preamble.total_length == 0 {
         Layout::Whole
@@ -89,10 +91,8 @@ pub fn preamble(buf: &[u8]) -> Result<(u64, Layout), String> {
 }
 
 /// `(first_footer_offset, total_length)` of the postamble in the last bytes of `buf`.
-pub fn postamble(buf: &[u8]) -> Result<(u64, u64), String> {
-    let tail = buf.len().checked_sub(POSTAMBLE_SIZE).map(|at| &buf[at..]);
-    let tail = tail.filter(|t| t.ends_with(END_MAGIC)).ok_or("the message does not end with a postamble")?;
-    let postamble = Postamble::read_from(tail).map_err(|e| format!("bad postamble: {e}"))?;
+pub fn postamble(buf: &[u8]) -> CoreResult<(u64, u64)> {
+    let postamble = wire::postamble_at_end(buf)?;
     Ok((postamble.first_footer_offset, postamble.total_length))
 }
 
@@ -101,7 +101,7 @@ pub fn postamble(buf: &[u8]) -> Result<(u64, u64), String> {
 pub enum Next {
     /// At a data-object (or preceder) frame: the header frames are complete.
     Data,
-    /// At the end of the buffer, at bytes that are no frame (the postamble), or done.
+    /// At the end of the buffer, or done.
     End,
     /// In a frame that continues past the buffer: this many bytes from its start are needed.
     More(usize),
@@ -113,97 +113,78 @@ pub struct Frames {
     /// The metadata, and where its frame's CBOR lies in the buffer.
     pub metadata: Option<(GlobalMetadata, Range<usize>)>,
     pub index: Option<IndexFrame>,
-    /// Bytes of complete frames.
+    /// Bytes of complete frames (and their padding to 8 bytes).
     pub end: usize,
     pub next: Next,
 }
 
 /// Walks the metadata, index and hash frames at the start of `buf`, which begins `offset` bytes
-/// into its message (frames sit at 8-byte offsets from the message start), until it has the
+/// into its message at a frame, by the wire's frame rule (`wire::FrameWalk`), until it has the
 /// metadata and the index.
-pub fn frames(buf: &[u8], offset: u64) -> Result<Frames, String> {
-    let (mut metadata, mut index, mut pos) = (None, None, 0usize);
-    let align = |p: usize| ((offset as usize + p + 7) & !7) - offset as usize;
+pub fn frames(buf: &[u8], offset: u64) -> CoreResult<Frames> {
+    let (mut metadata, mut index) = (None, None);
+    let mut walk = FrameWalk::new(buf, 0, buf.len(), offset as usize);
     let next = loop {
         if metadata.is_some() && index.is_some() {
             break Next::End; // what comes next (the hash frame) is not needed
         }
-        let rest = &buf[pos.min(buf.len())..];
-        if rest.is_empty() || !FRAME_MAGIC.starts_with(&rest[..rest.len().min(2)]) {
-            break Next::End;
-        }
-        if rest.len() < FRAME_HEADER_SIZE {
-            break Next::More(pos + FRAME_HEADER_SIZE);
-        }
-        let header = FrameHeader::read_from(rest).map_err(|e| format!("bad frame header: {e}"))?;
-        if matches!(header.frame_type, FrameType::NTensorFrame | FrameType::PrecederMetadata) {
+        let header = match walk.next_header()? {
+            wire::Next::End => break Next::End,
+            wire::Next::Needs(need) => break Next::More(need),
+            wire::Next::Header(header) => header,
+        };
+        if wire::phase(header.frame_type) == 1 {
             break Next::Data;
         }
-        let length = usize::try_from(header.total_length).unwrap_or(usize::MAX);
-        if length < FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE {
-            return Err(format!("frame at byte {} is {length} bytes long: corrupt", offset as usize + pos));
-        }
-        let Some(frame) = rest.get(..length) else {
-            break Next::More(pos.saturating_add(length));
+        let frame = match walk.frame(header)? {
+            Taken::Frame(frame) => frame,
+            Taken::Needs(need) => break Next::More(need),
         };
-        if !frame.ends_with(FRAME_END) {
-            return Err(format!("frame at byte {} has no end marker: corrupt", offset as usize + pos));
-        }
-        let body = &frame[FRAME_HEADER_SIZE..length - FRAME_COMMON_FOOTER_SIZE];
-        match header.frame_type {
+        let body = &buf[frame.body()];
+        match frame.header.frame_type {
             FrameType::HeaderMetadata | FrameType::FooterMetadata => {
-                let parsed = tensogram::metadata::cbor_to_global_metadata(body).map_err(|e| format!("bad metadata frame: {e}"))?;
-                let start = pos + FRAME_HEADER_SIZE;
-                metadata = Some((parsed, start..start + body.len()));
+                let parsed = tensogram::metadata::cbor_to_global_metadata(body)
+                    .map_err(|e| CoreError::from_tensogram(&e, "bad metadata frame"))?;
+                metadata = Some((parsed, frame.body()));
             }
             FrameType::HeaderIndex | FrameType::FooterIndex => {
-                let parsed = tensogram::metadata::cbor_to_index(body).map_err(|e| format!("bad index frame: {e}"))?;
+                let parsed = tensogram::metadata::cbor_to_index(body)
+                    .map_err(|e| CoreError::from_tensogram(&e, "bad index frame"))?;
                 check_index_order(&parsed.offsets, &parsed.lengths)?;
                 index = Some(parsed)
             }
             _ => {}
         }
-        pos = align(pos + length);
     };
-    Ok(Frames { metadata, index, end: pos.min(buf.len()), next })
+    // Bytes passed as padding up to the end of the buffer do not count: they may run on into
+    // bytes not fetched, and a header walk asks for more only where a frame ends the buffer.
+    Ok(Frames { metadata, index, end: walk.passed().min(buf.len()), next })
 }
 
 /// An index lists the data-object frames in the order they are stored, one after the other: a
 /// reader that trusts it (a remote one) must never be sent to another object's frame.
-pub fn check_index_order(offsets: &[u64], lengths: &[u64]) -> Result<(), String> {
+pub fn check_index_order(offsets: &[u64], lengths: &[u64]) -> CoreResult<()> {
     let disordered = offsets.len() != lengths.len()
         || offsets.windows(2).zip(lengths).any(|(pair, &length)| pair[0].saturating_add(length) > pair[1]);
     if disordered {
-        return Err("its index does not list the data-object frames in order: corrupt".into());
+        return Err(CoreError::format("its index does not list the data-object frames in order: corrupt"));
     }
     Ok(())
 }
 
-fn u64_at(buf: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
-/// is `length` bytes long say: `(cbor_offset, flags, inline hash)`. The descriptor is the CBOR
-/// item at `cbor_offset`. The frame's own header must agree with the index.
-pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> Result<(u64, u16, Option<u64>), String> {
-    let header = FrameHeader::read_from(head).map_err(|e| format!("bad frame header: {e}"))?;
-    if header.frame_type != FrameType::NTensorFrame {
-        return Err(format!("expected a data-object frame, found {:?}", header.frame_type));
+/// is `length` bytes long say: `(cbor_offset, flags, inline hash)` (`wire::object_footer`). The
+/// descriptor is the CBOR item at `cbor_offset`. The frame's own header must agree with the index.
+pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> CoreResult<(u64, u16, Option<u64>)> {
+    let header = FrameHeader::read_from(head).map_err(|e| CoreError::format(format!("bad frame header: {e}")))?;
+    if header.frame_type == FrameType::NTensorFrame && header.total_length != length {
+        return Err(CoreError::format(format!(
+            "the index gives a data-object frame {length} bytes, its header {}: corrupt",
+            header.total_length
+        )));
     }
-    if header.total_length != length {
-        return Err(format!("the index gives a data-object frame {length} bytes, its header {}: corrupt", header.total_length));
-    }
-    if tail.len() < DATA_OBJECT_FOOTER_SIZE || !tail.ends_with(FRAME_END) {
-        return Err("the data-object frame has no end marker: corrupt or truncated".into());
-    }
-    let footer = &tail[tail.len() - DATA_OBJECT_FOOTER_SIZE..];
-    let cbor_offset = u64_at(footer, 0);
-    let hash = (header.flags & FrameFlags::HASH_PRESENT != 0).then(|| u64_at(footer, 8));
-    if cbor_offset < FRAME_HEADER_SIZE as u64 || cbor_offset + DATA_OBJECT_FOOTER_SIZE as u64 > header.total_length {
-        return Err(format!("descriptor offset {cbor_offset} lies outside the frame: corrupt"));
-    }
-    Ok((cbor_offset, header.flags, hash))
+    let footer = wire::object_footer(&header, tail)?;
+    Ok((footer.cbor_offset as u64, header.flags, footer.hash))
 }
 
 /// What `Scan` fetched of a message.
@@ -246,18 +227,18 @@ pub fn indexed(found: &Found) -> Result<Indexed, String> {
                 return Err("its postamble does not match its preamble".into());
             }
             let start = PREAMBLE_SIZE.min(found.data.len());
-            let parsed = frames(&found.data[start..], PREAMBLE_SIZE as u64)?;
+            let parsed = frames(&found.data[start..], PREAMBLE_SIZE as u64).map_err(|e| e.message)?;
             if matches!(parsed.next, Next::More(_)) {
                 return Err("a header frame runs past the message end".into());
             }
             (parsed, start)
         }
         Part::Footer => {
-            let (first_footer, length) = postamble(&found.data)?;
+            let (first_footer, length) = postamble(&found.data).map_err(|e| e.message)?;
             if length != found.length || first_footer != found.length - found.data.len() as u64 {
                 return Err("its postamble does not match its preamble".into());
             }
-            (frames(&found.data[..found.data.len() - POSTAMBLE_SIZE], first_footer)?, 0)
+            (frames(&found.data[..found.data.len() - POSTAMBLE_SIZE], first_footer).map_err(|e| e.message)?, 0)
         }
     };
     let (Some((metadata, cbor)), Some(index)) = (parsed.metadata, parsed.index) else {
@@ -508,7 +489,7 @@ impl Scan {
             }
         } else if layout == Layout::Header {
             let mut at_hand = self.window.take(pos + head, end.min(self.window.stop()));
-            let mut parsed = frames(at_hand, head)?;
+            let mut parsed = frames(at_hand, head).map_err(|e| e.message)?;
             // A header longer than the guess: its tail (a frame that runs past the message end
             // is left for `indexed` to report).
             loop {
@@ -527,7 +508,7 @@ impl Scan {
                 match self.need(pos, pos + head + need as u64, 0) {
                     Ok(bytes) => {
                         at_hand = &bytes[head as usize..];
-                        parsed = frames(at_hand, head)?;
+                        parsed = frames(at_hand, head).map_err(|e| e.message)?;
                     }
                     Err(ranges) => return Ok(Err(ranges)),
                 }
@@ -624,7 +605,7 @@ impl Describe {
         let mut asked = Vec::new();
         let mut ranges = Ranges::new();
         for (i, (&(start, length), (head, tail))) in self.frames.iter().zip(&self.ends).enumerate() {
-            let (cbor_offset, _, _) = frame_footer(head, tail, length).map_err(|e| (i, e))?;
+            let (cbor_offset, _, _) = frame_footer(head, tail, length).map_err(|e| (i, e.message))?;
             if cbor_offset < length - tail.len() as u64 {
                 asked.push(i);
                 ranges.push((start + cbor_offset, start + length - DATA_OBJECT_FOOTER_SIZE as u64));
@@ -657,7 +638,7 @@ impl Describe {
     pub fn finish(mut self) -> Result<Vec<Described>, FrameError> {
         let mut described = Vec::with_capacity(self.frames.len());
         for (i, (&(start, length), (head, tail))) in self.frames.iter().zip(&self.ends).enumerate() {
-            let (cbor_offset, flags, hash) = frame_footer(head, tail, length).map_err(|e| (i, e))?;
+            let (cbor_offset, flags, hash) = frame_footer(head, tail, length).map_err(|e| (i, e.message))?;
             let footer = length - DATA_OBJECT_FOOTER_SIZE as u64;
             let region = match self.regions.remove(&i) {
                 Some(region) => region,
@@ -673,7 +654,7 @@ impl Describe {
             let cbor_after = flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0;
             let region_of_payload =
                 if cbor_after { payload_start..cbor_offset } else { cbor_offset + cbor.len() as u64..footer };
-            let stored = walk::payload_in(region_of_payload, &descriptor).map_err(|e| (i, e))?;
+            let stored = walk::payload_in(region_of_payload, &descriptor).map_err(|e| (i, e.message))?;
             let stored = start + stored.start..start + stored.end;
             let payload = (cbor_after && cbor_offset > payload_start).then(|| (region, start + payload_start..start + cbor_offset));
             let frame = (hash.is_none() && tail.len() as u64 == length).then(|| tail.clone());
@@ -802,6 +783,43 @@ mod tests {
     }
 
     #[test]
+    fn a_header_or_footer_with_bytes_after_a_frames_padding_is_read_as_upstream_reads_it() {
+        // Upstream passes any bytes other than `FR` between frames; this walk stopped at them,
+        // before the index, and the message could not be read.
+        use crate::testing::{message, Written};
+        use crate::wire::tests::{first_footer_or_frame, padded};
+        for (written, part) in [(Written::Header, Part::Header { postamble: Vec::new() }), (Written::Footer, Part::Footer)] {
+            for n in [3, 8, 21] {
+                let one = message(&[1, 2, 3, 4], written);
+                let msg = padded(&one, first_footer_or_frame(&one), n);
+                let (length, tail) = (msg.len() as u64, msg[msg.len() - POSTAMBLE_SIZE..].to_vec());
+                let (part, data) = match &part {
+                    Part::Header { .. } => (Part::Header { postamble: tail }, msg.clone()),
+                    _ => (Part::Footer, msg[first_footer_or_frame(&msg)..].to_vec()),
+                };
+                let found = Found { offset: 0, length, part, data };
+                let frames = indexed(&found).unwrap_or_else(|e| panic!("{written:?}, {n} bytes: {e}")).frames;
+                assert_eq!(frames.len(), 1, "{written:?}, {n} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn zeros_where_a_header_frame_should_be_are_not_fetched_a_few_bytes_at_a_time() {
+        // Padding is skipped only as far as the bytes at hand: a message that is zeros after its
+        // metadata frame fails after a few requests, not one per frame header's worth of bytes.
+        let mut one = message(4096, 1);
+        let metadata = FrameHeader::read_from(&one[PREAMBLE_SIZE..]).expect("a frame");
+        let index_at = PREAMBLE_SIZE + (metadata.total_length as usize).next_multiple_of(8);
+        let end = one.len() - POSTAMBLE_SIZE;
+        one[index_at..end].fill(0);
+        let settings = Settings { first_block: 64, whole_message_max: 1024, header_guess: 64, ..Settings::default() };
+        let (found, batches) = scan(&one, settings).expect("scans");
+        assert!(batches.len() < 10, "{} batches", batches.len());
+        assert_eq!(indexed(&found[0]).expect_err("no index"), "its metadata or index frame is missing");
+    }
+
+    #[test]
     fn a_frame_of_another_length_than_its_index_entry_is_an_error() {
         let one = message(64, 1);
         let frames = {
@@ -811,6 +829,6 @@ mod tests {
         let (start, length) = frames[0];
         let frame = &one[start as usize..(start + length) as usize];
         let err = frame_footer(frame, frame, length + 8).expect_err("wrong length");
-        assert!(err.starts_with("the index gives a data-object frame"), "{err}");
+        assert!(err.message.starts_with("the index gives a data-object frame"), "{}", err.message);
     }
 }

@@ -17,7 +17,7 @@ use tensogram::wire::FrameHeader;
 use tensogram::DataObjectDescriptor;
 
 use crate::cbor::{self, Walker};
-use crate::frame::inline_hash;
+use crate::wire::{self, inline_hash};
 use crate::message::walk;
 use crate::szip;
 
@@ -400,11 +400,11 @@ impl Builder {
         };
         let meta = self.message_metadata(metadata, layout.objects.len())?;
         let msg = self.table.n_messages;
-        for (obj, (range, flags)) in layout.objects.iter().enumerate() {
-            let frame = &bytes[range.clone()];
-            let (desc, payload) = self.descriptor(frame, *flags).map_err(|e| format!("object {obj}: {e}"))?;
+        for (obj, walked) in layout.objects.iter().enumerate() {
+            let (range, frame) = (walked.range.clone(), &bytes[walked.range.clone()]);
+            let (desc, payload) = self.descriptor(frame, &walked.header).map_err(|e| format!("object {obj}: {e}"))?;
             let payload = range.start + payload.start..range.start + payload.end;
-            self.object(msg, obj, &meta, desc, offset, range.clone(), payload, inline_hash(frame));
+            self.object(msg, obj, &meta, desc, offset, range, payload, inline_hash(frame));
         }
         self.finish_message(msg, offset, bytes.len(), &meta);
         Ok(())
@@ -465,8 +465,7 @@ impl Builder {
         let meta = self.metadata(&cbor)?;
         let msg = self.table.n_messages;
         for (obj, (desc, payload, _, frame_offset)) in decoded.objects.iter().enumerate() {
-            let header = FrameHeader::read_from(&bytes[*frame_offset..]).map_err(|e| format!("object {obj}: {e}"))?;
-            let frame = *frame_offset..frame_offset + header.total_length as usize;
+            let frame = wire::frame_range(bytes, *frame_offset).map_err(|e| format!("object {obj}: {}", e.message))?;
             let payload_start = payload.as_ptr() as usize - bytes.as_ptr() as usize;
             let known = self.known(desc, &tensogram::metadata::object_descriptor_to_cbor(desc).map_err(|e| e.to_string())?)?;
             self.object(msg, obj, &meta, known, offset, frame.clone(), payload_start..payload_start + payload.len(), inline_hash(&bytes[frame]));
@@ -478,8 +477,8 @@ impl Builder {
     /// The descriptor of a data-object frame and its payload range in the frame: parsed the
     /// first time these descriptor bytes are seen (and the payload range checked against the
     /// parse's), remembered after (`descriptor_key`).
-    fn descriptor(&mut self, frame: &[u8], flags: u16) -> Result<(Rc<KnownDescriptor>, Range<usize>), String> {
-        let located = walk::locate(frame, flags);
+    fn descriptor(&mut self, frame: &[u8], header: &FrameHeader) -> Result<(Rc<KnownDescriptor>, Range<usize>), String> {
+        let located = walk::locate(frame, header).ok();
         let key = located.as_ref().map(|(cbor, _)| descriptor_key(&frame[cbor.clone()]));
         if let (Some((_, payload)), Some(known)) = (&located, key.as_ref().and_then(|k| self.descriptors.get(k))) {
             return Ok((known.clone(), payload.clone()));

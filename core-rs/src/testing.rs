@@ -30,3 +30,32 @@ pub fn float_message(n: usize, objects: usize) -> Vec<u8> {
     let objects: Vec<_> = (0..objects).map(|_| (&desc, &data[..])).collect();
     tensogram::encode(&meta, &objects, &EncodeOptions::default()).expect("encodes")
 }
+
+/// How upstream writes a message: buffered (metadata and index before the objects), streamed
+/// into a seekable sink (after them, lengths filled in) or into a pipe (after them, length 0).
+#[derive(Debug, Clone, Copy)]
+pub enum Written {
+    Header,
+    Footer,
+    Streaming,
+}
+
+/// A message of one `uint8` vector holding `values`, written as `written` says.
+pub fn message(values: &[u8], written: Written) -> Vec<u8> {
+    use tensogram::{EncodeOptions, GlobalMetadata, StreamingEncoder};
+    let desc = vector_descriptor(values.len() as u64, Dtype::Uint8, BTreeMap::new());
+    let (meta, options) = (GlobalMetadata::default(), EncodeOptions::default());
+    match written {
+        Written::Header => tensogram::encode(&meta, &[(&desc, values)], &options).expect("encodes"),
+        Written::Footer => {
+            let mut encoder = StreamingEncoder::new(std::io::Cursor::new(Vec::new()), &meta, &options).expect("starts");
+            encoder.write_object(&desc, values).expect("writes");
+            encoder.finish_with_backfill().expect("finishes").into_inner()
+        }
+        Written::Streaming => {
+            let mut encoder = StreamingEncoder::new(Vec::new(), &meta, &options).expect("starts");
+            encoder.write_object(&desc, values).expect("writes");
+            encoder.finish().expect("finishes")
+        }
+    }
+}

@@ -1,6 +1,6 @@
-//! Messages of the common layout walked here rather than by `tensogram::framing::decode_message`
-//! (and data-object frames read on their own rather than by `decode_data_object_frame`), for
-//! one cost: upstream deserialises a descriptor through serde's `flatten`, which buffers
+//! Messages of the common layout read here (their frames found by `crate::wire`'s walk) rather
+//! than by `tensogram::framing::decode_message` (and data-object frames read on their own rather
+//! than by `decode_data_object_frame`), for one cost: upstream deserialises a descriptor through serde's `flatten`, which buffers
 //! every parameter, and the `szip_block_offsets` of an szip object (one per RSI block: 508 in a
 //! 361 x 720 zarr chunk at 512-value blocks) then cost ~110 ns each, ~57 us a message: a
 //! quarter of the time of a 1/16 box of such a chunk. Here the walker reads the offsets and
@@ -15,14 +15,13 @@ use std::ops::Range;
 
 use ciborium::Value;
 use tensogram::metadata::{cbor_to_global_metadata, cbor_to_hash_frame, cbor_to_index, cbor_to_object_descriptor};
-use tensogram::wire::{
-    DataObjectFlags, FrameHeader, FrameType, Postamble, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_COMMON_FOOTER_SIZE,
-    FRAME_END, FRAME_HEADER_SIZE, FRAME_MAGIC, POSTAMBLE_SIZE, PREAMBLE_SIZE,
-};
+use tensogram::wire::{DataObjectFlags, FrameHeader, FrameType, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_HEADER_SIZE};
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::cbor::{push_head, Head, Walker};
+use crate::errors::{CoreError, CoreResult};
 use crate::szip::OFFSETS_KEY;
+use crate::wire::{self, Frame};
 
 /// One data object of a walked message; ranges in the message.
 pub struct WalkedObject {
@@ -31,69 +30,41 @@ pub struct WalkedObject {
     pub payload: Range<usize>,
 }
 
-/// Upstream's frame order: header frames, then data objects, then footer frames.
-fn phase(frame_type: FrameType) -> u8 {
-    match frame_type {
-        FrameType::HeaderMetadata | FrameType::HeaderIndex | FrameType::HeaderHash => 0,
-        FrameType::NTensorFrame | FrameType::PrecederMetadata => 1,
-        FrameType::FooterHash | FrameType::FooterIndex | FrameType::FooterMetadata => 2,
-    }
-}
-
-/// The frames of a message of the common layout, checked as upstream checks a frame before it
-/// reads it; ranges in the message, in order.
+/// The frames of a message of the common layout (`wire::message_frames`), split by kind.
 pub struct Layout {
-    /// `(type, body)` of each header and footer frame (metadata, index, hash).
-    pub others: Vec<(FrameType, Range<usize>)>,
-    /// `(frame, flags)` of each data-object frame.
-    pub objects: Vec<(Range<usize>, u16)>,
+    /// Each header and footer frame (metadata, index, hash).
+    pub others: Vec<Frame>,
+    /// Each data-object frame.
+    pub objects: Vec<Frame>,
 }
 
 impl Layout {
     /// The body of the message's last metadata frame (a footer's wins over a header's).
     pub fn metadata<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
-        let (_, body) = self.others.iter().rev().find(|(t, _)| matches!(t, FrameType::HeaderMetadata | FrameType::FooterMetadata))?;
-        Some(&bytes[body.clone()])
+        let frame = self
+            .others
+            .iter()
+            .rev()
+            .find(|f| matches!(f.header.frame_type, FrameType::HeaderMetadata | FrameType::FooterMetadata))?;
+        Some(&bytes[frame.body()])
     }
 }
 
 /// The frames of `bytes` (one whole message); `None` when the message is not of the common
-/// layout (streaming, preceder frames, frames out of order) or its frames are damaged: upstream's
-/// `decode_message` then reads it, or says what is wrong.
+/// layout (streaming, preceder frames) or its frames are damaged: upstream's `decode_message`
+/// then reads it, or says what is wrong.
 pub fn layout(bytes: &[u8]) -> Option<Layout> {
-    let preamble = Preamble::read_from(bytes).ok()?;
     // Streaming messages (total length 0) end where the buffer does: upstream's to walk.
-    let total = usize::try_from(preamble.total_length)
-        .ok()
-        .filter(|&t| t > 0 && t <= bytes.len() && t >= PREAMBLE_SIZE + POSTAMBLE_SIZE)?;
-    let postamble = Postamble::read_from(&bytes[total - POSTAMBLE_SIZE..]).ok()?;
-    if postamble.total_length != 0 && postamble.total_length != preamble.total_length {
+    if Preamble::read_from(bytes).ok()?.total_length == 0 {
         return None;
     }
-    let msg_end = total - POSTAMBLE_SIZE;
     let mut layout = Layout { others: Vec::new(), objects: Vec::new() };
-    let (mut current, mut pos) = (0, PREAMBLE_SIZE);
-    // `pos < msg_end` leaves a postamble's worth of bytes: a frame header always fits.
-    while pos < msg_end {
-        if &bytes[pos..pos + 2] != FRAME_MAGIC {
-            pos += 1; // padding
-            continue;
+    for frame in wire::message_frames(bytes).ok()? {
+        match frame.header.frame_type {
+            FrameType::PrecederMetadata => return None,
+            FrameType::NTensorFrame => layout.objects.push(frame),
+            _ => layout.others.push(frame),
         }
-        let header = FrameHeader::read_from(&bytes[pos..]).ok()?;
-        let frame_phase = phase(header.frame_type);
-        if frame_phase < current || header.frame_type == FrameType::PrecederMetadata {
-            return None;
-        }
-        current = frame_phase;
-        let rest = &bytes[pos..];
-        let len = checked_len(&header, rest)?;
-        match header.frame_type {
-            FrameType::NTensorFrame => layout.objects.push((pos..pos + len, header.flags)),
-            other => layout.others.push((other, pos + FRAME_HEADER_SIZE..pos + len - FRAME_COMMON_FOOTER_SIZE)),
-        }
-        // Frames are padded to 8 bytes, unless the padding would run past the buffer.
-        let aligned = len.next_multiple_of(8);
-        pos += if aligned <= rest.len() { aligned } else { len };
     }
     Some(layout)
 }
@@ -103,9 +74,9 @@ pub fn layout(bytes: &[u8]) -> Option<Layout> {
 pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
     let layout = layout(bytes)?;
     let mut metadata = None;
-    for (frame_type, body) in &layout.others {
-        let body = &bytes[body.clone()];
-        match frame_type {
+    for frame in &layout.others {
+        let body = &bytes[frame.body()];
+        match frame.header.frame_type {
             FrameType::HeaderMetadata | FrameType::FooterMetadata => metadata = Some(cbor_to_global_metadata(body).ok()?),
             FrameType::HeaderIndex | FrameType::FooterIndex => drop(cbor_to_index(body).ok()?),
             _ => drop(cbor_to_hash_frame(body).ok()?),
@@ -114,7 +85,7 @@ pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
     let objects = layout
         .objects
         .iter()
-        .map(|(frame, flags)| object(&bytes[frame.clone()], *flags, frame.start))
+        .map(|f| object(&bytes[f.range.clone()], &f.header, f.range.start))
         .collect::<Option<Vec<_>>>()?;
     let mut metadata: GlobalMetadata = metadata?;
     if metadata.base.len() > objects.len() {
@@ -124,36 +95,21 @@ pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
     Some((metadata, objects))
 }
 
-/// The length of the frame that starts `rest` with this header, checked as upstream checks a
-/// frame before it reads it: at least a header and a footer, within `rest`, ending in `ENDF`.
-fn checked_len(header: &FrameHeader, rest: &[u8]) -> Option<usize> {
-    let min_len = match header.frame_type {
-        FrameType::NTensorFrame => FRAME_HEADER_SIZE + DATA_OBJECT_FOOTER_SIZE,
-        _ => FRAME_HEADER_SIZE + FRAME_COMMON_FOOTER_SIZE,
-    };
-    let len = usize::try_from(header.total_length).ok().filter(|&l| l >= min_len && l <= rest.len())?;
-    rest[..len].ends_with(FRAME_END).then_some(len)
-}
-
 /// A data-object frame read on its own (`frame` holds exactly the frame: a remote read, a
 /// virtual reference's chunk), as `decode_data_object_frame` reads it; ranges in `frame`.
 /// `None` where the message walk would decline it, or the frame is not exactly `frame`.
 pub fn frame(frame: &[u8]) -> Option<WalkedObject> {
-    let header = FrameHeader::read_from(frame).ok()?;
-    let len = checked_len(&header, frame)?;
-    if header.frame_type != FrameType::NTensorFrame || len != frame.len() {
-        return None;
-    }
-    object(frame, header.flags, 0)
+    let whole = wire::whole_frame(frame).ok()?;
+    object(frame, &whole.header, 0)
 }
 
 /// A data-object frame (`frame`, at `pos` in the message) with its descriptor after the
 /// payload and no masks.
-fn object(frame: &[u8], flags: u16, pos: usize) -> Option<WalkedObject> {
-    if flags & DataObjectFlags::CBOR_AFTER_PAYLOAD == 0 {
+fn object(frame: &[u8], header: &FrameHeader, pos: usize) -> Option<WalkedObject> {
+    if header.flags & DataObjectFlags::CBOR_AFTER_PAYLOAD == 0 {
         return None;
     }
-    let (cbor, payload) = locate(frame, flags)?;
+    let (cbor, payload) = locate(frame, header).ok()?;
     let descriptor = descriptor(&frame[cbor])?;
     if descriptor.masks.is_some() {
         return None; // upstream splits the mask region off the payload
@@ -165,21 +121,21 @@ fn object(frame: &[u8], flags: u16, pos: usize) -> Option<WalkedObject> {
     })
 }
 
-/// Where a data-object frame keeps its descriptor and payload: `(descriptor CBOR, payload)`,
-/// ranges in the frame. Mirrors `tensogram::framing::decode_data_object_frame`, which checks it
-/// whenever a descriptor is new.
-pub(crate) fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<usize>)> {
-    let footer = frame.len().checked_sub(DATA_OBJECT_FOOTER_SIZE)?;
-    let cbor_offset = usize::try_from(u64::from_be_bytes(frame.get(footer..footer + 8)?.try_into().ok()?)).ok()?;
-    if cbor_offset < FRAME_HEADER_SIZE || cbor_offset > footer {
-        return None;
-    }
-    if flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 {
-        Some((cbor_offset..footer, FRAME_HEADER_SIZE..cbor_offset))
+/// Where the data-object frame that is all of `frame` keeps its descriptor and payload:
+/// `(descriptor CBOR, payload)`, ranges in the frame. Mirrors
+/// `tensogram::framing::decode_data_object_frame`, which checks it whenever a descriptor is new.
+pub(crate) fn locate(frame: &[u8], header: &FrameHeader) -> CoreResult<(Range<usize>, Range<usize>)> {
+    let cbor_offset = wire::object_footer(header, frame)?.cbor_offset;
+    let footer = frame.len() - DATA_OBJECT_FOOTER_SIZE;
+    let region = frame.get(cbor_offset..footer).ok_or_else(|| CoreError::format(format!(
+        "the descriptor offset {cbor_offset} lies past the footer of the {}-byte data-object frame", frame.len()
+    )))?;
+    if header.flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 {
+        Ok((cbor_offset..footer, FRAME_HEADER_SIZE..cbor_offset))
     } else {
-        let mut walker = Walker::new(&frame[cbor_offset..footer]);
-        let cbor_end = cbor_offset + walker.item().ok()?.len();
-        Some((cbor_offset..cbor_end, cbor_end..footer))
+        let item = Walker::new(region).item().map_err(|e| CoreError::format(format!("bad object descriptor: {}", e.0)))?;
+        let cbor_end = cbor_offset + item.len();
+        Ok((cbor_offset..cbor_end, cbor_end..footer))
     }
 }
 
@@ -187,14 +143,14 @@ pub(crate) fn locate(frame: &[u8], flags: u16) -> Option<(Range<usize>, Range<us
 /// footer, or its header and descriptor): all of it, or up to the first of the NaN/Inf masks
 /// the descriptor places after it, checked as `decode_data_object_frame` checks them (its rule
 /// is not public). For frames read by their ends, whose bytes the crate never sees whole.
-pub fn payload_in(region: Range<u64>, desc: &DataObjectDescriptor) -> Result<Range<u64>, String> {
+pub fn payload_in(region: Range<u64>, desc: &DataObjectDescriptor) -> CoreResult<Range<u64>> {
     let Some(masks) = &desc.masks else { return Ok(region) };
     let length = region.end - region.start;
     let mut end = length;
     for (mask, kind) in [(&masks.nan, "nan"), (&masks.pos_inf, "inf+"), (&masks.neg_inf, "inf-")] {
         if let Some(mask) = mask {
             if mask.offset.checked_add(mask.length).is_none_or(|e| e > length) {
-                return Err(format!("mask_{kind}.offset + length exceeds the payload region ({length} bytes)"));
+                return Err(CoreError::format(format!("mask_{kind}.offset + length exceeds the payload region ({length} bytes)")));
             }
             end = end.min(mask.offset);
         }
