@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray import mars
+from tgm_xarray import cf, mars
 from tgm_xarray.attrs import freeze
 from tgm_xarray.errors import TgmConflictError
 from tgm_xarray.hypercube.columns import Keys, factorize
@@ -146,7 +146,7 @@ def axis_coords(variables, axes: Axes, objects: Objects, index_coords: dict, loo
     for dim in sorted(axes.dims, key=lambda d: (order.get(d, len(order)), d)):
         ids, values = axes.dims[dim]
         coord, lookups[dim] = coordinate_values(dim, values, np.unique(ids[ids >= 0]))
-        attrs = dict(mars.COORD_ATTRS.get(dim, {}))
+        attrs = dict(cf.COORD_ATTRS.get(dim, {}))
         if len(coord) == 1 and objects.options.squeeze:
             index_coords[dim] = ((), coord.reshape(()), attrs)
         else:
@@ -220,4 +220,4 @@ def add_valid_time(index_coords) -> None:
     step_dims, step, _ = index_coords["step"]
     if time.dtype.kind == "M" and step.dtype.kind == "m":
         dims, values = mars.valid_time(time, time_dims, step, step_dims)
-        index_coords["valid_time"] = (dims, values, dict(mars.COORD_ATTRS["valid_time"]))
+        index_coords["valid_time"] = (dims, values, dict(cf.COORD_ATTRS["valid_time"]))

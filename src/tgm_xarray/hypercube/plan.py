@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray import mars
+from tgm_xarray import cf, mars
 from tgm_xarray.attrs import to_attrs
 from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
 from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
@@ -81,17 +81,17 @@ class HypercubePlan:
         attrs = {name: dict(a) for name, (_, _, a) in self.index_coords.items()}
         dims.update((name, p.dims) for name, p in self.variables.items())
         attrs.update((name, dict(p.attrs)) for name, p in self.variables.items())
-        coord_names = set(self.coord_names) | set(self.index_coords)
-        for name in set(attrs) - coord_names:
-            declared = attrs[name].get("coordinates", "").split()
-            extra = [c for c in coord_names if c not in dims[name] and set(dims[c]) <= set(dims[name])
-                     and (dims[c] or c not in mars.LEVEL_NAMES or c in declared)]
+        coords = {c: dims[c] for c in set(self.coord_names) | set(self.index_coords)}
+        for name in set(attrs) - set(coords):
+            declared = cf.named_coordinates(attrs[name]) or set()
+            extra = [c for c in cf.attached_to(dims[name], coords)
+                     if coords[c] or not mars.is_level(c) or c in declared]
             if extra:
-                attrs[name]["coordinates"] = " ".join(sorted(set(extra) | set(declared)))
+                attrs[name] = cf.naming(attrs[name], extra)
         dataset = dict(self.attrs)
-        levels = {c for c in self.index_coords if c in mars.LEVEL_NAMES and not dims[c]}
+        levels = {c for c in self.index_coords if mars.is_level(c) and not dims[c]}
         if levels:
-            dataset["coordinates"] = " ".join(sorted(levels | set(str(dataset.get("coordinates", "")).split())))
+            dataset = cf.naming(dataset, levels)
         return attrs, dataset
 
 
@@ -205,10 +205,8 @@ def _with_scalar_levels(attrs: dict, var: Variable, axes: Axes, index_coords) ->
     fields: a Dataset may hold several (``heightAboveGround`` of ``2t``, ``surface`` of ``lsm``),
     and only this tells whose each is (the writer keys each variable's own)."""
     levels = [dim for dim, (dims, _, _) in index_coords.items()
-              if dim in mars.LEVEL_NAMES and dims == () and axes.has(dim, var.at[0])]
-    if not levels:
-        return attrs
-    return {**attrs, "coordinates": " ".join(sorted({*str(attrs.get("coordinates", "")).split(), *levels}))}
+              if mars.is_level(dim) and dims == () and axes.has(dim, var.at[0])]
+    return cf.naming(attrs, levels) if levels else attrs
 
 
 def _dataset_attrs(objects: Objects, selection: Selection, axes: Axes, variables,
