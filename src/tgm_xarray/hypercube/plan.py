@@ -16,17 +16,11 @@ import numpy as np
 from tgm_xarray import cf, mars
 from tgm_xarray.attrs import to_attrs
 from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
-from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
+from tgm_xarray.hypercube.axes import Axes, IndexCoords, axis_coords, with_valid_time
 from tgm_xarray.hypercube.columns import KeyColumn, common_values, factorize
 from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
 from tgm_xarray.hypercube.dims import check_names, resolve_inner_dims
-from tgm_xarray.hypercube.extra import (
-    MESSAGE_DIM,
-    extra_dims,
-    generic_coords,
-    stack_indistinct_fields,
-    stored_axis_attrs,
-)
+from tgm_xarray.hypercube.extra import generic_coords, with_extra_dims, with_stored_axis_attrs
 from tgm_xarray.hypercube.objects import Objects, Selection
 from tgm_xarray.hypercube.table import CODEC_PARAM_PREFIXES
 from tgm_xarray.hypercube.variables import Variable
@@ -67,7 +61,7 @@ class HypercubePlan:
 
     variables: dict[str, VariablePlan]
     coord_names: frozenset[str]
-    index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]]
+    index_coords: IndexCoords
     attrs: dict
 
     def cf_attrs(self) -> tuple[dict[str, dict], dict]:
@@ -100,18 +94,15 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
     axes = Axes(objects.keys, selection.data)
     variables = group_variables(objects, selection.data, axes)
 
-    index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]] = {}
-    lookups: dict[str, np.ndarray] = {}  # dim -> value number -> position along it
-    axis_coords(variables, axes, objects, index_coords, lookups)
-    for var in variables.values():
-        var.generic = extra_dims(var, objects, axes.consumed(var.at))
-        if stack_indistinct_fields(var, objects, fingerprints):
-            var.generic.append(MESSAGE_DIM)
-            var.by_message = True
-    generic_coords(variables, objects, index_coords, lookups)
-    stored_axis_attrs(index_coords, axes.dims, objects, selection.messages)
-    add_valid_time(index_coords)
-    resolve_inner_dims(variables, coords, index_coords, objects)
+    # Each pass returns what it found: the variables as far as they are known, the coordinates
+    # built from metadata, and per stacked dim, each value number's position along it.
+    variables, index_coords, lookups = axis_coords(variables, axes, objects)
+    variables = {name: with_extra_dims(var, objects, axes.consumed(var.at), fingerprints)
+                 for name, var in variables.items()}
+    variables, generic, generic_lookups = generic_coords(variables, objects, index_coords)
+    index_coords, lookups = {**index_coords, **generic}, {**lookups, **generic_lookups}
+    index_coords = with_valid_time(with_stored_axis_attrs(index_coords, axes.dims, objects, selection.messages))
+    variables, coords = resolve_inner_dims(variables, coords, index_coords, objects)
 
     common_extra = {}
     extra = objects.table.extra
