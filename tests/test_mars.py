@@ -250,3 +250,21 @@ def test_the_keys_a_value_is_written_with_read_back_as_that_value(dim, value):
 ])
 def test_values_mars_keys_cannot_hold_have_no_keys(dim, value):
     assert mars.key_maker(dim, value.dtype, level_free=True)(value) is None
+
+
+@pytest.mark.parametrize("keys", [
+    {"mars.number": 1, "mars.date": "20260404", "mars.time": "1200", "mars.step": 6,
+     "mars.levtype": "pl", "mars.levelist": 500, "mars.param": "t", "grib.level": 1},
+    {"number": 1, "date": "20260404", "time": "12", "step": "0-6", "levtype": "sfc", "param": "2t"},
+    {"time": "2026-04-04T12:00:00", "level": 3},
+    {"mars.levtype": "sfc", "grib.typeOfLevel": "heightAboveGround", "grib.level": 10},
+])
+def test_axes_are_read_from_their_own_group_of_axis_keys(keys):
+    """What a planner relies on to run ``find_axes`` once per distinct combination of a group's
+    keys: each dimension is read from the keys of one group of ``AXIS_KEYS`` alone."""
+    found = mars.find_axes(keys)
+    assert found
+    for group in mars.AXIS_KEYS:
+        alone = mars.find_axes({k: v for k, v in keys.items() if k in group})
+        assert alone == {dim: axis for dim, axis in found.items() if set(axis.keys) <= set(group)}
+    assert all(any(set(axis.keys) <= set(group) for group in mars.AXIS_KEYS) for axis in found.values())

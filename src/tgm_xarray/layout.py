@@ -49,13 +49,12 @@ from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import Codec, reader_options, resolve
 
 LAYOUTS = ("field", "variable")
-#: Metadata keys the reader gives a meaning of their own: a dimension of one of these names is
-#: stacked only through its MARS rule, never under a plain key of its name (except ``time``
-#: holding numbers, which the reader takes as a plain key).
-RESERVED_KEYS = frozenset({"name", "mars", "dim_names", "coordinates", "_reserved_", "_extra_",
-                           "param", "shortName", "number", "date", "time", "step", "levtype",
-                           "levelist", "level", COORDINATE_ATTRS_KEY})
-
+#: Metadata keys the reader gives a meaning of their own (names, structure, and the plain keys
+#: ``mars.find_axes`` reads): a dimension of one of these names is stacked only through its MARS
+#: rule, never under a plain key of its name (except ``time`` holding numbers, which the reader
+#: takes as a plain key).
+RESERVED_KEYS = frozenset({"name", "shortName", "mars", "dim_names", cf.COORDINATES, "_reserved_", "_extra_",
+                           COORDINATE_ATTRS_KEY, *(k for keys in mars.AXIS_KEYS for k in keys if "." not in k)})
 
 
 @dataclass(frozen=True)

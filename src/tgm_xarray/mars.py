@@ -48,6 +48,11 @@ HEIGHT_DIM = "heightAboveGround"
 #: The keys :func:`find_axes` reads a level from.
 LEVEL_KEYS = ("mars.levtype", "levtype", "mars.levelist", "levelist", "level", "grib.typeOfLevel", "grib.level",
               "mars.param", "param")
+#: Every key :func:`find_axes` reads, in groups that each give at most one dimension (the
+#: member, the reference time, the step, the level), so that a planner can run it once per
+#: distinct combination of one group's keys.
+AXIS_KEYS = (("mars.number", "number"), ("mars.date", "date", "mars.time", "time"), ("mars.step", "step"),
+             LEVEL_KEYS)
 #: Every level dimension :func:`find_axes` names.
 LEVEL_NAMES = frozenset({*LEVEL_DIMS.values(), DEFAULT_LEVEL_DIM, HEIGHT_DIM})
 #: Dimensions in the order cfgrib stacks them; the level dimension comes last.

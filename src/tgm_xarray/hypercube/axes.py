@@ -2,8 +2,8 @@
 
 :func:`tgm_xarray.mars.find_axes` reads each dimension from its own few keys (``number``;
 ``date``/``time``; ``step``; ``levtype``/``levelist``/``level``, and for a height above the ground
-``grib.typeOfLevel``/``grib.level`` or ``param``), so it runs once per distinct
-combination of those keys, one dimension at a time, and :func:`tgm_xarray.mars.decode_axes`
+``grib.typeOfLevel``/``grib.level`` or ``param``: ``mars.AXIS_KEYS``), so it runs once per
+distinct combination of those keys, one dimension at a time, and :func:`tgm_xarray.mars.decode_axes`
 decides over those combinations what it would decide over every field.
 """
 
@@ -30,14 +30,6 @@ IndexCoords = dict[str, tuple[tuple[str, ...], np.ndarray, dict]]
 #: Per stacked dimension, each value number's position along it.
 Lookups = dict[str, np.ndarray]
 
-# The keys each cfgrib dimension is read from (see `mars.find_axes`).
-_AXIS_KEYS = (
-    ("mars.number", "number"),
-    ("mars.date", "date", "mars.time", "time"),
-    ("mars.step", "step"),
-    mars.LEVEL_KEYS,
-)
-
 
 class Axes:
     """The cfgrib dimensions of ``rows`` (data objects), decoded unless ``decode=False``.
@@ -49,7 +41,7 @@ class Axes:
         self.n = len(rows)
         # per key group: each row's combination, and per combination its (dim, Axis) or None
         self._groups: list[tuple[np.ndarray, list[tuple[str, mars.Axis] | None]]] = []
-        for group in _AXIS_KEYS:
+        for group in mars.AXIS_KEYS:
             present = [k for k in group if k in keys]
             inverse, maps, _ = keys.dicts(present, rows)
             found = [mars.find_axes(m) for m in maps]
