@@ -99,11 +99,16 @@ def lookup(keys: Mapping[str, Any], name: str) -> tuple[str, Any] | None:
     >>> lookup({"levtype": "sfc", "mars.levtype": "pl"}, "levtype")
     ('mars.levtype', 'pl')
     """
-    for key in (f"mars.{name}", name):
+    for key in lookup_keys(name):
         value = keys.get(key)
         if value is not None:
             return key, value
     return None
+
+
+def lookup_keys(name: str) -> tuple[str, str]:
+    """The keys :func:`lookup` reads a MARS key ``name`` from, preferred first."""
+    return f"mars.{name}", name
 
 
 def level_dim(levtype: Any) -> str:
