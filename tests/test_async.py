@@ -15,6 +15,7 @@ import xarray as xr
 
 import tgm_xarray
 from conftest import assert_same_bits
+from tgm_xarray import remote
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs event loops and a server")
 
@@ -122,3 +123,45 @@ def test_remote_fields_are_requested_at_once(members, range_server):
     assert requests <= FIELDS, f"{requests} requests for {FIELDS} fields"
     # How long it takes is the `async` benchmark's to say (timings in tests fail on a busy machine).
     print(f"load_async: one field {t_one:.3f} s, {FIELDS} fields {t_all:.3f} s ({t_all / t_one:.2f}x), {in_flight} requests in flight")
+
+
+def _threads_started(before: set[threading.Thread]) -> list[str]:
+    """Threads alive now that were not ``before``, less fsspec's IO thread (its event loop runs
+    every request) and the loopback server's request handlers."""
+    return sorted(t.name for t in threading.enumerate()
+                  if t not in before and t.name != "fsspecIO" and "process_request_thread" not in t.name)
+
+
+def test_remote_load_async_runs_without_worker_threads(members, range_server, monkeypatch):
+    """``load_async`` of a remote file whose messages are read by their header (so each read first
+    fetches the descriptors, awaited), whole fields and a window read from byte ranges of packed,
+    szip-compressed payloads: no thread starts (a ``to_thread`` would leave its executor's
+    thread alive until the loop closes), and the values are the local read's, bit for bit."""
+    monkeypatch.setattr(remote, "WHOLE_MESSAGE_MAX", 0)  # every message read by its header
+    shutil.copy(members, range_server.root / "members.tgm")
+    url = range_server.url("members.tgm")
+    local = xr.open_dataset(members, engine=ENGINE)["t"].values
+    window = dict(member=slice(0, 6), latitude=slice(10, 12), longitude=slice(20, 30))
+
+    async def load(select):
+        before = set(threading.enumerate())
+        seen: set[str] = set()
+        with xr.open_dataset(url, engine=ENGINE, index=False) as ds:
+            range_server.reset()
+            loading = asyncio.ensure_future(select(ds["t"]).load_async())
+            while not loading.done():  # the threads while the reads are in flight
+                seen.update(_threads_started(before))
+                await asyncio.sleep(0)
+            values = (await loading).values
+        seen.update(_threads_started(before))
+        return values, sorted(seen), range_server.sent_bytes("/members.tgm")
+
+    every, started, _ = asyncio.run(load(lambda t: t))
+    assert started == [], f"load_async started threads: {started}"
+    assert_same_bits(every, local)
+    part, started, sent = asyncio.run(load(lambda t: t.isel(window)))
+    assert started == [], f"load_async started threads: {started}"
+    assert_same_bits(part, local[0:6, 10:12, 20:30])
+    # Byte ranges of the payloads, not the 6 frames (the descriptors come from the frames' ends).
+    frame_bytes = sum(n for _, n in remote.RemoteHandle(url).frame_spans(0)) * 6
+    assert sent < frame_bytes / 2, f"{sent} bytes sent for a window of 6 frames of {frame_bytes} bytes"

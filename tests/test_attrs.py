@@ -1,8 +1,10 @@
-"""Tensogram metadata as flat, netCDF-friendly attributes (``tgm_xarray.attrs``): literal values
-of every CBOR shape, and the metadata of real files written to netCDF and read back."""
+"""Tensogram metadata as flat, netCDF-friendly attributes and as JSON (``tgm_xarray.attrs``):
+literal values of every CBOR shape, and the metadata of real files written to netCDF and read back."""
 
 from __future__ import annotations
 
+import json
+import math
 import numbers
 import types
 
@@ -61,11 +63,36 @@ def test_is_scalar(value, expected):
     (memoryview(b"\x01"), "01"), (1j, "1j"), (None, None),
     ([1, 2], [1, 2]), ([1, 2.5], [1.0, 2.5]), (["a", "b"], ["a", "b"]), ((3, 4), [3, 4]),
     (["a", 1], '["a", 1]'), ([], "[]"), ([True, 2], [1, 2]), ([2**64, 1], f'[{2**64}, 1]'),
-    ([{"k": b"\x01"}], '[{"k": "01"}]'), ({"b": 1, "a": b"\x02"}, '{"a": "02", "b": 1}'),
+    ([{"k": b"\x01"}], '[{"k": "01"}]'), ([{"n": np.int64(5)}, "x"], '[{"n": 5}, "x"]'),
+    ({"b": 1, "a": b"\x02"}, '{"a": "02", "b": 1}'),
 ])
 def test_attr_value(value, expected):
     got = attrs.attr_value(value)
     assert got == expected and type(got) is type(expected)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, None), ("od", "od"), (True, True), (2**70, 2**70), (1.5, 1.5), (b"\x00\xab", "00ab"),
+    (bytearray(b"\x01"), "01"), (memoryview(b"\x02"), "02"), (np.bytes_(b"\x03"), "03"),
+    (np.int64(7), 7), (np.uint64(2**64 - 1), 2**64 - 1), (np.float32(0.5), 0.5), (np.bool_(True), True),
+    (np.arange(3, dtype="int16"), [0, 1, 2]), ((1, (2, b"\x04")), [1, [2, "04"]]),
+    ({1: {"a": np.float64(2.5)}, b"\x05": None}, {"1": {"a": 2.5}, "05": None}),
+    (1j, "1j"), ({"s"}, "{'s'}"),
+])
+def test_jsonable_gives_json_types(value, expected):
+    """The one metadata-to-JSON rule: every value in JSON's types, numbers kept as numbers."""
+    for strict in (False, True):
+        got = attrs.jsonable(value, strict=strict)
+        assert got == expected and type(got) is type(expected)
+        assert json.loads(json.dumps(got, allow_nan=False)) == expected
+
+
+def test_jsonable_non_finite_floats_are_strings_only_when_strict():
+    values = {"v": [float("nan"), np.float32("inf"), -math.inf]}
+    assert attrs.jsonable(values, strict=True) == {"v": ["NaN", "Infinity", "-Infinity"]}
+    loose = attrs.jsonable(values)["v"]
+    assert math.isnan(loose[0]) and loose[1:] == [math.inf, -math.inf]
+    assert attrs.json_text({"b": loose, "a": b"\x01"}) == '{"a": "01", "b": [NaN, Infinity, -Infinity]}'
 
 
 def test_to_attrs_orders_cf_keys_first_and_drops_none():

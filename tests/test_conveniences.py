@@ -9,8 +9,9 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 import typing
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, version
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ import tgm_xarray
 import upstream as upstream_site
 from conftest import ENGINE, REAL, REPO, require_shared
 from test_cli import site_without
-from tgm_xarray import versions
+from tgm_xarray import _core, versions
 from tgm_xarray.backend import TensogramBackendEntrypoint
 
 IFS = REAL / "ifs-0p25-20260404.tgm"
@@ -64,13 +65,23 @@ def test_show_versions_names_what_a_bug_report_needs():
     tgm_xarray.show_versions(file=buffer)
     lines = dict(line.split(": ", 1) for line in buffer.getvalue().splitlines())
     assert lines["tgm-xarray"] == tgm_xarray.__version__
-    assert lines["tensogram crate"] == "0.24.0"
+    assert lines["tensogram crate"] == _core.TENSOGRAM_VERSION
     assert lines["tgm_xarray._core"].startswith("_core")
     assert lines["numpy"] == numpy.__version__ and lines["xarray"] == xr.__version__
     for name in ("dask", "zarr", "python", "GIL enabled"):
         assert lines[name], name
     assert lines["free-threaded build"] == str(bool(sysconfig.get_config_var("Py_GIL_DISABLED")))
     assert "tgm_xarray.backend:TensogramBackendEntrypoint" in lines['engine="tgm"']
+
+
+def test_tensogram_version_is_the_locked_crate_and_the_oracle_package():
+    """``_core.TENSOGRAM_VERSION`` is the crate Cargo.lock resolved (core-rs/build.rs reads it),
+    and the upstream Python package the tests check against is the same release."""
+    with open(REPO / "Cargo.lock", "rb") as lock:
+        (locked,) = [p["version"] for p in tomllib.load(lock)["package"] if p["name"] == "tensogram"]
+    assert _core.TENSOGRAM_VERSION == locked
+    pytest.importorskip("tensogram")
+    assert version("tensogram") == locked
 
 
 # --------------------------------------------------------------------------------------------

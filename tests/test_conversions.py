@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 
 from conftest import ENGINE, FIXTURES, NETCDF, require_shared
-from tgm_xarray import _core, cf
+from tgm_xarray import _core, attrs, cf, export
 from tgm_xarray.cli import main
 from tgm_xarray.writer import to_tgm
 
@@ -303,6 +303,21 @@ def test_uncompressed_and_nan_to_netcdf(tmp_path):
         assert raw["n"].dtype == np.int32 and raw["u"].dtype == np.float64
         np.testing.assert_array_equal(back["n"].values, ds["n"].values)
         np.testing.assert_array_equal(back["u"].values, ds["u"].values)
+
+
+def test_netcdf_export_writes_other_attributes_as_the_json_of_tgm_attributes(tmp_path):
+    """What NetCDF has no attribute type for is JSON text by the rule of the engine's attributes
+    (byte strings as hex, numpy numbers as numbers, keys sorted); booleans become 0/1."""
+    nested = {"b": [b"\x01\xff", np.int64(3)], "a": float("nan")}
+    ds = xr.Dataset({"v": ("x", np.arange(3.0), {"flag": np.bool_(True), "nested": nested})},
+                    attrs={"names": ["a", "b"], "levels": [1, 2]})
+    out = tmp_path / "attrs.nc"
+    export.export(ds, str(out), "netcdf", warn=pytest.fail)
+    with xr.open_dataset(out) as back:
+        assert back.attrs["names"] == attrs.json_text(["a", "b"]) == '["a", "b"]'
+        assert list(back.attrs["levels"]) == [1, 2]
+        assert back["v"].attrs["flag"] == 1
+        assert back["v"].attrs["nested"] == attrs.json_text(nested) == '{"a": NaN, "b": ["01ff", 3]}'
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ import tgm_xarray  # noqa: E402
 from range_server import Fault  # noqa: E402
 from tgm_xarray import index, remote  # noqa: E402
 from tgm_xarray.errors import RemoteTimeoutError, TgmIndexWarning  # noqa: E402
+from tgm_xarray.hypercube import MetadataTable  # noqa: E402
 from tgm_xarray.source import handles  # noqa: E402
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
@@ -103,6 +104,25 @@ def test_the_index_beside_a_url_is_fetched_once_and_used(range_server, served, b
         with xr.open_dataset(served, engine=ENGINE) as ds:
             assert handles.CACHE.opens == opens  # planned from the index: the data file not opened
             xr.testing.assert_identical(ds.load(), built[1])
+    assert range_server.count(INDEX_PATH) == 1
+
+
+def test_a_url_opened_from_its_index_reads_no_metadata_again(range_server, served, built):
+    """The remote handle of an indexed open is built from the index's table and the object's
+    size: besides the index, the data object gives only what its identity check reads (its first
+    and last 64 KiB) and the data-object frames that the load reads, never a message's header,
+    metadata or descriptors, and the values are those of a cold open."""
+    path, cold = built
+    table = MetadataTable.of_bytes(path.read_bytes())
+    frames = set(zip(table.frame_start.tolist(), table.frame_end.tolist()))
+    size = path.stat().st_size
+    identity = {(0, remote.FIRST_BLOCK), (max(size - index.EDGE, index.EDGE), size)}
+    values = open_quietly(served)
+    xr.testing.assert_identical(values, cold)
+    fetched = range_server.ranges(f"/{NAME}")
+    assert identity <= set(fetched)
+    others = [r for r in fetched if r not in identity and r not in frames]
+    assert others == [], f"bytes other than the identity's and the frames' fetched: {others[:5]}"
     assert range_server.count(INDEX_PATH) == 1
 
 

@@ -75,12 +75,22 @@ def test_unknown_variable_key_warns_and_falls_back(ifs_file):
 
 def test_the_engines_planner_keywords_are_plan_options():
     """``PlanOptions`` holds the planner's keywords: each one is ``open_dataset``'s with the same
-    default, and ``open_datatree``'s are some of them with their defaults."""
+    default (``open_datatree`` passes them on to ``PlanOptions`` as they come)."""
     defaults = {f.name: f.default for f in dataclasses.fields(PlanOptions)}
-    for method in (TensogramBackendEntrypoint.open_dataset, TensogramBackendEntrypoint.open_groups_as_dict):
-        given = {name: p.default for name, p in inspect.signature(method).parameters.items() if name in defaults}
-        assert given == {name: defaults[name] for name in given}, method.__name__
-    assert set(inspect.signature(TensogramBackendEntrypoint.open_dataset).parameters) >= set(defaults)
+    method = TensogramBackendEntrypoint.open_dataset
+    given = {name: p.default for name, p in inspect.signature(method).parameters.items() if name in defaults}
+    assert given == defaults
+
+
+def test_open_datatree_takes_the_planners_keywords_and_names_a_wrong_one(ifs_file):
+    tree = xr.open_datatree(ifs_file, engine=ENGINE, index=False, variable_key="grib.paramId", decode_times=False)
+    flat = xr.open_dataset(ifs_file, engine=ENGINE, index=False, variable_key="grib.paramId", decode_times=False)
+    assert {name for node in tree.subtree for name in node.ds.data_vars} == set(flat.data_vars)
+    with pytest.raises(TypeError, match=r"takes no keyword 'variable_keys'") as err:
+        xr.open_datatree(ifs_file, engine=ENGINE, variable_keys="grib.paramId")
+    assert str(ifs_file) in str(err.value)
+    with pytest.raises(ValueError, match="duplicates"):
+        xr.open_datatree(ifs_file, engine=ENGINE, duplicates="any")
 
 
 @pytest.mark.parametrize("keyword, bad, error", [

@@ -22,7 +22,6 @@ from hostile import MEMORY_LIMIT
 from tgm_xarray import _core, remote
 from tgm_xarray.attrs import flatten
 from tgm_xarray.hypercube import MetadataTable
-from tgm_xarray.hypercube.table import CODEC_PARAM_PREFIXES
 from tgm_xarray.source import handles
 
 tensogram = pytest.importorskip("tensogram")
@@ -145,10 +144,10 @@ def upstream_rows(data: bytes) -> tuple[list, list]:
             own = flatten({k: v for k, v in base.items() if k not in STRUCTURAL})
             params = dict(d.params)
             for key, value in flatten({k: v for k, v in params.items()
-                                       if not k.startswith(CODEC_PARAM_PREFIXES)}).items():
+                                       if not k.startswith(_core.CODEC_PARAM_PREFIXES)}).items():
                 own.setdefault(key, value)
             codec = {k: v for k, v in params.items()
-                     if k.startswith(CODEC_PARAM_PREFIXES) and not k.startswith("szip_block_offsets")}
+                     if k.startswith(_core.CODEC_PARAM_PREFIXES) and not k.startswith("szip_block_offsets")}
             descriptor = {"type": d.obj_type, "ndim": d.ndim, "shape": [int(n) for n in d.shape],
                           "strides": [int(n) for n in d.strides], "dtype": str(d.dtype),
                           "byte_order": d.byte_order, "encoding": d.encoding, "filter": d.filter,

@@ -785,12 +785,12 @@ def test_scan_finds_every_message_and_the_core_tables_them(range_server, archive
         url, path = serve(range_server, source)
         local = tgm_xarray.open_file(path)
         fetcher = remote.Fetcher(url, None)
-        messages = _core.scan_remote(url, fetcher.size, fetcher.fetch_many, remote.scan_settings())
+        messages = remote.drive(_core.scan_remote(url, fetcher.size, remote.scan_settings()), fetcher.fetch_many)
         assert [messages.span(i) for i in range(len(messages))] == [local.handle.message_span(i) for i in range(len(local))]
         if not small:
             with pytest.raises(ValueError, match="message 0: its descriptors are not fetched yet"):
                 _core.table_of_files([messages])
-            messages.describe(list(range(len(messages))), fetcher.fetch_many)
+            remote.drive(messages.describe(list(range(len(messages)))), fetcher.fetch_many)
         table, expected = _core.table_of_files([messages]), _core.table_of_files([local.handle])
         for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "payload_end", "frame_hash",
                     "has_frame_hash", "message_offset", "message_length"):

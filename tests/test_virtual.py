@@ -6,9 +6,8 @@ repositories on disk, a real HTTP server on loopback."""
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import importlib
-import inspect
 import json
 import os
 import shutil
@@ -39,8 +38,9 @@ from conftest import ENGINE, FIXTURES, Spec, require_shared, shared_files, write
 from tgm_xarray import _core  # noqa: E402
 from tgm_xarray.errors import TgmError  # noqa: E402
 from tgm_xarray.hypercube import PlanOptions  # noqa: E402
+from tgm_xarray.remote import RemoteHandle  # noqa: E402
 from tgm_xarray.source import handles  # noqa: E402
-from tgm_xarray.virtual import TensogramParser, local_repository, no_credentials  # noqa: E402
+from tgm_xarray.virtual import TensogramParser, _StoreFetcher, local_repository, no_credentials  # noqa: E402
 from tgm_xarray.zarr_codec import TensogramCodec, TensogramFrameCodec  # noqa: E402
 
 # Files rewritten in place and Icechunk repositories: not for pytest-run-parallel.
@@ -177,11 +177,14 @@ def test_engine_options_apply_to_the_references(ifs_file, options):
     assert_parity(ifs_file, **options)
 
 
-def test_the_parsers_planner_keywords_are_plan_options():
-    """The parser takes the engine's planner keywords, with ``PlanOptions``' defaults."""
-    defaults = {f.name: f.default for f in dataclasses.fields(PlanOptions)}
-    given = {name: p.default for name, p in inspect.signature(TensogramParser).parameters.items() if name in defaults}
-    assert len(given) >= 6 and given == {name: defaults[name] for name in given}
+def test_the_parser_takes_the_planners_keywords_and_names_a_wrong_one():
+    """The parser passes the engine's planner keywords on to ``PlanOptions``, which checks them."""
+    assert TensogramParser(variable_key="mars.param", squeeze=False).options == \
+        PlanOptions(variable_key="mars.param", squeeze=False)
+    with pytest.raises(TypeError, match=r"TensogramParser takes no keyword 'variable_keys'"):
+        TensogramParser(variable_keys="mars.param")
+    with pytest.raises(ValueError, match="duplicates"):
+        TensogramParser(duplicates="any")
 
 
 def test_a_group_of_the_datatree(ifs_file):
@@ -379,6 +382,26 @@ def test_http_references_read_back_identical(range_server, ifs_file):
     store = TensogramParser()(url, registry)
     with engine(ifs_file) as want, xr.open_zarr(store, consolidated=False, zarr_format=3, chunks=None) as got:
         assert_identical_bits(got, want, url)
+
+
+def test_a_remote_handle_over_a_registrys_store_reads_async(range_server, ifs_file):
+    """The parser's remote handle fetches through the registry's object store, from an event
+    loop too (``_StoreFetcher.fetch_async``): objects equal the local file's."""
+    shutil.copyfile(ifs_file, range_server.root / "ifs.tgm")
+    url = range_server.url("ifs.tgm")
+    base = url.rsplit("/", 1)[0]
+    registry = ObjectStoreRegistry({base: HTTPStore.from_url(base, client_options={"allow_http": True})})
+    store, path = registry.resolve(url)
+    handle = RemoteHandle(url, fetcher=_StoreFetcher(url, store, str(path)))
+    handle.parse_all()  # every message described: reads fetch their frame, nothing else
+
+    async def first_objects(count: int) -> list[np.ndarray]:
+        return await asyncio.gather(*(handle.read_async(msg, 0) for msg in range(count)))
+
+    with tgm_xarray.open_file(ifs_file) as local:
+        count = min(len(local), 4)
+        for msg, got in enumerate(asyncio.run(first_objects(count))):
+            np.testing.assert_array_equal(got, local.read(msg, 0))
 
 
 def test_icechunk_reads_http_references_back_identical(tmp_path, ifs_file):

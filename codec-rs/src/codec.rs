@@ -8,6 +8,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata};
+use tgm_core::table::RESERVED_KEY;
 
 use crate::cbor::{from_py, map_from_py};
 use crate::errors::{CoreError, CoreResult, Kind};
@@ -35,8 +36,8 @@ fn global_metadata(meta: &Bound<'_, PyDict>, num_objects: usize) -> CoreResult<G
                 }
             }
             "_extra_" => global.extra.extend(map_from_py(&value, "metadata[\"_extra_\"]")?),
-            "_reserved_" => {
-                return Err(CoreError::new(Kind::Value, "metadata[\"_reserved_\"] is written by the library"));
+            RESERVED_KEY => {
+                return Err(CoreError::new(Kind::Value, format!("metadata[{RESERVED_KEY:?}] is written by the library")));
             }
             _ => {
                 global.extra.insert(key.clone(), from_py(&value, &format!("metadata[{key:?}]"))?);
@@ -60,7 +61,7 @@ fn parse_dtype(name: &str) -> CoreResult<Dtype> {
 }
 
 /// A descriptor from upstream's dict form: the named fields, every other key a parameter.
-fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<DataObjectDescriptor> {
+pub(crate) fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<DataObjectDescriptor> {
     let mut fields: BTreeMap<String, Value> = map_from_py(dict, what)?;
     let mut text = |key: &str, default: &str| -> CoreResult<String> {
         match fields.remove(key) {

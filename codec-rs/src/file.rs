@@ -12,6 +12,8 @@ use crate::message::ParsedMessage;
 use crate::pyarray::{parse_index, read_into_out, read_to_array};
 use crate::read::Verify;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
+use tgm_core::szip;
+use tgm_core::table::RESERVED_KEY;
 
 /// A `.tgm` file mapped once and shared by every thread: `&self` methods only.
 #[pyclass(frozen, module = "tgm_xarray._core")]
@@ -65,7 +67,7 @@ pub(crate) fn descriptor_to_py<'py>(py: Python<'py>, d: &DataObjectDescriptor) -
     }
     dict.set_item("masks", masks)?;
     let params = PyDict::new(py);
-    for (k, v) in d.params.iter().filter(|(k, _)| !k.starts_with("szip_block_offsets")) {
+    for (k, v) in d.params.iter().filter(|(k, _)| !k.starts_with(szip::OFFSETS_KEY)) {
         params.set_item(k, to_py(py, v)?)?;
     }
     dict.set_item("params", params)?;
@@ -81,7 +83,7 @@ pub(crate) fn metadata_to_py<'py>(py: Python<'py>, meta: &GlobalMetadata) -> PyR
     }
     dict.set_item("base", base)?;
     dict.set_item("_extra_", map_to_py(py, &meta.extra)?)?;
-    dict.set_item("_reserved_", map_to_py(py, &meta.reserved)?)?;
+    dict.set_item(RESERVED_KEY, map_to_py(py, &meta.reserved)?)?;
     Ok(dict)
 }
 

@@ -1,21 +1,18 @@
 //! Pieces of messages read on their own (remote files, `remote.py`; the zarr codec's chunks):
-//! whole messages and data-object frames parsed, read and fingerprinted, and reads of byte
-//! ranges of a payload. Python fetches the bytes; the format rules are the core's
-//! (`tgm_core::remote_walk`, `tgm_core::message`).
+//! whole messages and data-object frames parsed, read and fingerprinted. Python fetches the
+//! bytes; the format rules are the core's (`tgm_core::remote_walk`, `tgm_core::message`).
 
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use tensogram::DataObjectDescriptor;
 use tgm_core::remote_walk;
 
 use crate::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
-use crate::fetch::PayloadRanges;
 use crate::file::{descriptor_to_py, metadata_to_py};
 use crate::message::{ObjectEntry, ParsedMessage};
 use crate::codec::check_holds;
-use crate::pyarray::{fill_out, out_array, parse_index, read_to_array};
+use crate::pyarray::read_to_array;
 use crate::read::Verify;
 
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
@@ -60,42 +57,6 @@ pub fn read_frame<'py>(
         check_holds([&entry.descriptor], shape, None).map_err(|e| e.context(context)).raised()?;
     }
     read_to_array(py, bytes, &entry, index, out, Verify::from_flag(verify_hash), threads, &|| context.to_owned())
-}
-
-/// `FileHandle.read` of an object from byte ranges of its payload (`payload_len` bytes stored;
-/// the CBOR item `cbor` describes the object): `fetch([(start, length), ...])`, with offsets
-/// from the payload's start, returns those bytes. `None` when the object should be fetched whole
-/// (see `fetch.rs`); `fetch` is then not called. The index is parsed and planned once, with the
-/// interpreter detached, and the read runs detached too.
-#[pyfunction]
-#[pyo3(signature = (cbor, payload_len, fetch, index = None, out = None, context = ""))]
-pub fn read_payload_ranges<'py>(
-    py: Python<'py>,
-    cbor: &[u8],
-    payload_len: u64,
-    fetch: &Bound<'py, PyAny>,
-    index: Option<&Bound<'py, PyAny>>,
-    out: Option<Bound<'py, PyUntypedArray>>,
-    context: &str,
-) -> PyResult<Option<Bound<'py, PyUntypedArray>>> {
-    let in_context = |e: CoreError| e.context(context).raised();
-    let desc = object_descriptor(cbor).map_err(in_context)?;
-    let index = parse_index(index, &desc.shape).map_err(in_context)?;
-    let shape = index.shape.clone();
-    let planned = py.detach(|| PayloadRanges::plan(&desc, &index.selection()?, payload_len)).map_err(in_context)?;
-    let Some(ranges) = planned else {
-        return Ok(None);
-    };
-    let pieces: Vec<Bound<'py, PyBytes>> = fetch.call1((ranges.byte_ranges().map_err(in_context)?,))?.extract()?;
-    let pieces: Vec<&[u8]> = pieces.iter().map(|p| p.as_bytes()).collect();
-    let out = out_array(py, &desc, &shape, out, &|| context.to_owned())?;
-    // Released always: the fetch before it costs far more than a hand-off.
-    fill_out(py, &out, desc.dtype.byte_width(), true, |bytes| ranges.read(&pieces, bytes)).map_err(in_context)?;
-    Ok(Some(out))
-}
-
-fn object_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, CoreError> {
-    crate::message::walk::parse_descriptor(cbor).map_err(|e| CoreError::from_tensogram(&e, "bad object descriptor"))
 }
 
 /// The fingerprint `FileHandle.fingerprint` gives the object in the data-object frame `frame`.

@@ -14,7 +14,7 @@ mod remote;
 mod table;
 
 // The core's modules, under the names the binding's modules use.
-use tgm_core::{counters, dtypes, encode, errors, fetch, mapped_file, message, read, selection};
+use tgm_core::{counters, dtypes, encode, errors, mapped_file, message, read, selection};
 
 /// mimalloc keeps the pages of the large buffers an encode frees (packed pieces, upstream's
 /// frame and message, the payload copies) for the next one: with glibc's malloc each of them
@@ -53,7 +53,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::parse_message, m)?,
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
-        wrap_pyfunction!(frames::read_payload_ranges, m)?,
         wrap_pyfunction!(table::table_of_files, m)?,
         wrap_pyfunction!(pyarray::py_numpy_dtype, m)?,
         wrap_pyfunction!(pyarray::decoded_bytes, m)?,
@@ -63,8 +62,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ] {
         m.add_function(f)?;
     }
+    m.add("MAGIC", pyo3::types::PyBytes::new(m.py(), tensogram::wire::MAGIC))?;
     m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
-    m.add("TENSOGRAM_VERSION", "0.24.0")?;
+    // The metadata keys the core's table treats apart, and the params that are the pipeline's.
+    m.add("RESERVED_KEY", tgm_core::table::RESERVED_KEY)?;
+    m.add("DIM_NAMES_KEY", tgm_core::table::DIM_NAMES_KEY)?;
+    m.add("COORDINATE_ATTRS_KEY", tgm_core::table::COORDINATE_ATTRS_KEY)?;
+    m.add("CODEC_PARAM_PREFIXES", pyo3::types::PyTuple::new(m.py(), tgm_core::table::CODEC_PARAM_PREFIXES)?)?;
+    m.add("TENSOGRAM_VERSION", tgm_core::TENSOGRAM_VERSION)?;
     m.add("DTYPES", pyo3::types::PyTuple::new(m.py(), dtypes::names())?)?;
     // Raw reads below this much work keep the interpreter (read::worth_releasing).
     m.add("RELEASE_MIN_BYTES", read::RELEASE_MIN_BYTES)?;

@@ -101,7 +101,7 @@ pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> Py
         .iter()
         .map(|s| match s {
             Source::Mapped(h) => scan_mapped(py, &[h.file()]).map(Cow::Owned),
-            Source::Remote(r) => r.table(),
+            Source::Remote(r) => r.file().table().raised(),
         })
         .collect::<PyResult<Vec<_>>>()?;
     match &tables[..] {

@@ -298,7 +298,7 @@ mod tests {
     }
 
     fn offsets(desc: &DataObjectDescriptor) -> Value {
-        desc.params["szip_block_offsets"].clone()
+        desc.params[szip::OFFSETS_KEY].clone()
     }
 
     #[test]
@@ -343,7 +343,7 @@ mod tests {
 
         // Tampered offsets are no longer vouched for.
         let mut tampered = checked.clone();
-        if let Some(Value::Array(items)) = tampered.params.get_mut("szip_block_offsets") {
+        if let Some(Value::Array(items)) = tampered.params.get_mut(szip::OFFSETS_KEY) {
             items[1] = Value::Integer(1u64.into());
         }
         assert!(!szip::offsets_verified(&tampered, payload.len()));
@@ -362,7 +362,7 @@ mod tests {
         let truth = szip::stored_offsets(stored).unwrap();
         let set = |offsets: Vec<u64>| {
             let mut desc = stored.clone();
-            desc.params.insert("szip_block_offsets".into(), Value::Array(offsets.into_iter().map(|o| Value::Integer(o.into())).collect()));
+            desc.params.insert(szip::OFFSETS_KEY.into(), Value::Array(offsets.into_iter().map(|o| Value::Integer(o.into())).collect()));
             desc
         };
         let too_late = u64::try_from(payload.len()).unwrap() * 8;

@@ -19,6 +19,10 @@ pub mod read;
 pub mod selection;
 pub mod szip;
 pub mod table;
+pub mod remote_file;
 pub mod remote_walk;
 #[cfg(test)]
 mod testing;
+
+/// The version of the `tensogram` crate this core is built with (Cargo.lock's, by build.rs).
+pub const TENSOGRAM_VERSION: &str = env!("TGM_TENSOGRAM_VERSION");

@@ -15,7 +15,7 @@ use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::params::{float_param, int_param};
-use crate::szip::{RangeDecoder, StreamDecoder};
+use crate::szip::{self, RangeDecoder, StreamDecoder};
 
 /// Values decoded per piece by [`Packed::stream_into`]: their packed bytes (24 KB at 24 bits)
 /// and unpacked values (64 KB) stay in the core's caches between the decode and the unpack.
@@ -116,7 +116,7 @@ impl Packed {
         let offset = match block {
             0 => 0,
             b => *offsets.get(b as usize).ok_or_else(|| {
-                CoreError::new(Kind::Format, "szip_block_offsets are missing or too few for a partial decode")
+                CoreError::new(Kind::Format, format!("{} are missing or too few for a partial decode", szip::OFFSETS_KEY))
             })?,
         };
         let mut decoder = StreamDecoder::new(payload, offset, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)?;

@@ -325,7 +325,7 @@ fn read_split(msg: &[u8], entry: &ObjectEntry, plan: &Plan, out: &mut [u8], thre
     let itemsize = desc.dtype.byte_width();
     let offsets = match (whole_bytes, desc.compression.as_str()) {
         (Some(_), "szip") => szip::stored_offsets(desc).ok_or_else(|| {
-            CoreError::new(Kind::Format, "szip_block_offsets are missing or invalid (a split decode needs them)")
+            CoreError::new(Kind::Format, format!("{} are missing or invalid (a split decode needs them)", szip::OFFSETS_KEY))
         })?,
         _ => Vec::new(),
     };
@@ -365,7 +365,7 @@ fn read_packed_ranges(
 ) -> CoreResult<()> {
     let offsets = match desc.compression.as_str() {
         "szip" => szip::stored_offsets(desc).ok_or_else(|| {
-            CoreError::new(Kind::Format, "szip_block_offsets are missing or invalid (a partial decode needs them)")
+            CoreError::new(Kind::Format, format!("{} are missing or invalid (a partial decode needs them)", szip::OFFSETS_KEY))
         })?,
         _ => Vec::new(),
     };

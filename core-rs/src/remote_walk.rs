@@ -686,18 +686,7 @@ impl Describe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::vector_descriptor;
-    use std::collections::BTreeMap;
-    use tensogram::{Dtype, EncodeOptions};
-
-    /// A message of `n` float32 values per object, `objects` objects, written by the crate.
-    fn message(n: usize, objects: usize) -> Vec<u8> {
-        let desc = vector_descriptor(n as u64, Dtype::Float32, BTreeMap::new());
-        let data: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
-        let meta = GlobalMetadata { base: vec![BTreeMap::new(); objects], ..Default::default() };
-        let objects: Vec<_> = (0..objects).map(|_| (&desc, &data[..])).collect();
-        tensogram::encode(&meta, &objects, &EncodeOptions::default()).expect("encodes")
-    }
+    use crate::testing::float_message as message;
 
     fn no_streaming(_: &[u8]) -> Result<Vec<(usize, usize)>, String> {
         Err("streaming mode".into())

@@ -19,6 +19,7 @@ use tensogram::DataObjectDescriptor;
 use crate::cbor::{self, Walker};
 use crate::frame::inline_hash;
 use crate::message::walk;
+use crate::szip;
 
 /// Encoder-owned metadata: never flattened.
 pub const RESERVED_KEY: &str = "_reserved_";
@@ -28,8 +29,6 @@ pub const DIM_NAMES_KEY: &str = "dim_names";
 pub const COORDINATE_ATTRS_KEY: &str = "coordinate_attrs";
 /// Descriptor `params` that belong to the codec pipeline (encoding, not attributes).
 pub const CODEC_PARAM_PREFIXES: [&str; 8] = ["sp_", "szip_", "zstd_", "lz4_", "blosc2_", "zfp_", "sz3_", "shuffle_"];
-/// The szip RSI offset table and its verification mark: internal indexes, not settings.
-pub const SZIP_OFFSETS_PREFIX: &str = "szip_block_offsets";
 
 fn is_codec_param(key: &str) -> bool {
     CODEC_PARAM_PREFIXES.iter().any(|p| key.starts_with(p))
@@ -509,7 +508,8 @@ impl Builder {
             let shape = self.shape_code(&desc.shape);
             let (mut own, mut codec) = (Leaves::new(), Leaves::new());
             for (key, value) in &desc.params {
-                if key.starts_with(SZIP_OFFSETS_PREFIX) {
+                // The szip offset table and its verification mark: internal indexes, not settings.
+                if key.starts_with(szip::OFFSETS_KEY) {
                     continue;
                 }
                 let raw = cbor::encode(value);
@@ -887,7 +887,7 @@ mod tests {
         builder.message(0, &a).expect("scans");
         builder.message(a.len(), &b).expect("scans");
         let table = scan([(0, &a[..]), (a.len(), &b[..])]).expect("scans");
-        let offsets = |m: &[u8]| tensogram::framing::decode_message(m).unwrap().objects[0].0.params["szip_block_offsets"].clone();
+        let offsets = |m: &[u8]| tensogram::framing::decode_message(m).unwrap().objects[0].0.params[szip::OFFSETS_KEY].clone();
         assert_ne!(offsets(&a), offsets(&b), "the offsets tables differ");
         // One key (the descriptor less its offsets table), not one per object.
         assert_eq!(builder.descriptors.len(), 1);

@@ -2,26 +2,36 @@
 
 `make lint` checks them against the built module (`python -m mypy.stubtest tgm_xarray._core`)."""
 
-from collections.abc import Callable
 from typing import Any, Self, final
 
 import numpy as np
 
 __all__ = [
     "TgmError", "TgmFormatError", "TgmCodecError", "TgmHashMismatchError", "TgmIndexError", "FileHandle",
-    "PooledBuffer", "RemoteMessages", "scan_remote", "empty", "buffer_pool", "encode_message", "finite_range",
-    "decode_message_into", "frame_footer", "parse_message", "read_frame", "frame_fingerprint",
-    "read_payload_ranges", "table_of_files", "table_of_bytes", "decoded_elements", "take_max_concurrent_reads",
+    "PooledBuffer", "RemoteMessages", "RemoteScan", "RemoteDescription", "RemoteRead", "scan_remote", "empty",
+    "buffer_pool", "encode_message", "finite_range", "decode_message_into", "frame_footer", "parse_message",
+    "read_frame", "frame_fingerprint", "table_of_files", "table_of_bytes", "decoded_elements",
+    "take_max_concurrent_reads",
     "numpy_dtype", "decoded_bytes", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
-    "RELEASE_MIN_BYTES", "BYTES_PER_PIECE",
+    "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
+    "CODEC_PARAM_PREFIXES", "MAGIC",
 ]
 
 TENSOGRAM_VERSION: str
+# The bytes every Tensogram message (so every .tgm file) starts with.
+MAGIC: bytes
 # Every Tensogram dtype name: the one table (core-rs/src/dtypes.rs).
 DTYPES: tuple[str, ...]
 # Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.
 RELEASE_MIN_BYTES: int
 BYTES_PER_PIECE: int
+# Metadata keys the table keeps out of its key columns (core-rs/src/table.rs): the encoder's
+# `_reserved_`, and the dimension-name hints and coordinate attributes that get columns of their own.
+RESERVED_KEY: str
+DIM_NAMES_KEY: str
+COORDINATE_ATTRS_KEY: str
+# Descriptor params of these prefixes are the codec pipeline's (the table's `codec_params`).
+CODEC_PARAM_PREFIXES: tuple[str, ...]
 
 # The core makes these (named as tgm_xarray.errors' classes, which re-exports them).
 class TgmError(ValueError): ...
@@ -32,8 +42,6 @@ class TgmIndexError(TgmError, IndexError): ...
 
 # Per dimension a (start, stop, step) range or an index array; None: everything. Stub-only.
 _Selection = tuple[tuple[int, int, int] | np.ndarray, ...] | None
-# `fetch(ranges)`: the bytes of each (start, stop) range of the remote file.
-_Fetch = Callable[[list[tuple[int, int]]], list[bytes]]
 
 @final
 class FileHandle:
@@ -103,35 +111,59 @@ def read_frame(
     threads: int | None = None, expect_shape: tuple[int, ...] | list[int] | None = None,
 ) -> np.ndarray: ...
 def frame_fingerprint(frame: bytes) -> str: ...
-def read_payload_ranges(
-    cbor: bytes, payload_len: int, fetch: _Fetch, index: Any = None,
-    out: np.ndarray | None = None, context: str = "",
-) -> np.ndarray | None: ...
 
-# Metadata tables (`tgm_xarray.hypercube.table.MetadataTable.from_core`)
+# Remote files: sans-IO walks that `tgm_xarray.remote.drive` (or `drive_async`) runs: each asks
+# for byte ranges of the file (`wanted`: (start, stop) pairs, None when done) and takes their
+# bytes in the same order (`feed`) until it wants nothing more, then `finish`.
+@final
+class RemoteScan:
+    """The opening scan of a remote file; ``finish`` gives its messages."""
+
+    def wanted(self) -> list[tuple[int, int]] | None: ...
+    def feed(self, fed: list[bytes]) -> None: ...
+    def finish(self) -> RemoteMessages: ...
+
+@final
+class RemoteDescription:
+    """Fetches what describes messages of a remote file; ``finish`` keeps it."""
+
+    def wanted(self) -> list[tuple[int, int]] | None: ...
+    def feed(self, fed: list[bytes]) -> None: ...
+    def finish(self) -> None: ...
+
+@final
+class RemoteRead:
+    """A read of an object from byte ranges of its payload; ``finish`` decodes it."""
+
+    def wanted(self) -> list[tuple[int, int]] | None: ...
+    def feed(self, fed: list[bytes]) -> None: ...
+    def finish(self) -> np.ndarray: ...
+
 @final
 class RemoteMessages:
-    """A remote file's messages as ``scan_remote`` found them (``tgm_xarray.remote``)."""
+    """A remote file's messages (``tgm_xarray.remote``): as ``scan_remote`` found them, or as
+    an index's metadata table lists them (``from_index``)."""
 
+    @staticmethod
+    def from_index(source: str, size: int, table: Any, tail_guess: int) -> RemoteMessages: ...
     def __len__(self) -> int: ...
     def span(self, msg: int) -> tuple[int, int]: ...
     def is_described(self, msg: int) -> bool: ...
     def reads_need_description(self, msg: int) -> bool: ...
     def frame_range(self, msg: int, obj: int) -> tuple[int, int]: ...
     def frame_spans(self, msg: int) -> list[tuple[int, int]]: ...
-    def describe(self, wanted: list[int], fetch: _Fetch) -> None: ...
+    def describe(self, wanted: list[int]) -> RemoteDescription: ...
     def metadata(self, msg: int) -> dict[str, Any]: ...
     def descriptors(self, msg: int) -> list[dict[str, Any]]: ...
     def object_layouts(self, msg: int) -> list[tuple[list[int], str]]: ...
     def shape(self, msg: int, obj: int) -> list[int]: ...
     def fingerprint(self, msg: int, obj: int) -> str | None: ...
-    def payload(self, msg: int, obj: int) -> tuple[bytes, int, int] | None: ...
+    def payload_read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None) -> RemoteRead | None: ...
 
 # `settings`: (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess).
-def scan_remote(
-    source: str, size: int, fetch: _Fetch, settings: tuple[int, int, int, int, int, int],
-) -> RemoteMessages: ...
+def scan_remote(source: str, size: int, settings: tuple[int, int, int, int, int, int]) -> RemoteScan: ...
 
+# Metadata tables (`tgm_xarray.hypercube.table.MetadataTable.from_core`)
 def table_of_files(files: list[FileHandle | RemoteMessages]) -> dict[str, Any]:
     """One table over several files: messages numbered on from one file to the next (a remote
     file's messages read by their header must be described first: ``RemoteMessages.describe``)."""

@@ -1,9 +1,11 @@
-"""Tensogram metadata as flat, netCDF-friendly attributes.
+"""Tensogram metadata as flat, netCDF-friendly attributes, and as JSON.
 
 Tensogram metadata is CBOR: nested maps, byte strings, lists of anything. xarray attributes
 must survive ``to_netcdf``, so they may only be strings, numbers, or lists of numbers or of
 strings. Nested maps are flattened into dotted keys (``mars.class``, ``grib.paramId``), which
-is also how the planner names metadata keys everywhere else (filters, dimensions).
+is also how the planner names metadata keys everywhere else (filters, dimensions). What has no
+attribute form becomes JSON text, by the one rule every JSON output follows (:func:`jsonable`:
+attributes, the CLI's ``dump`` and ``info --json``, virtual Zarr metadata, NetCDF exports).
 
 >>> flatten({"mars": {"class": "od", "step": 0}, "_reserved_": {"tensor": {}}})
 {'mars.class': 'od', 'mars.step': 0}
@@ -14,18 +16,20 @@ is also how the planner names metadata keys everywhere else (filters, dimensions
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias, overload
 
-#: Encoder-owned metadata (tensor layout, encode time, UUID): never user attributes.
-RESERVED_KEY = "_reserved_"
-#: ``_extra_`` entry holding the attributes of coordinates rebuilt from generic metadata keys:
-#: ``{"coordinate_attrs": {"member": {"long_name": "ensemble member"}}}``.
-COORDINATE_ATTRS_KEY = "coordinate_attrs"
-#: Metadata that shapes the Dataset (dimension-name hints, coordinate attributes) instead of
-#: describing the data: never attributes, dimensions or names.
-STRUCTURAL_KEYS = frozenset({RESERVED_KEY, "dim_names", COORDINATE_ATTRS_KEY})
+import numpy as np
+
+from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY
+
+#: Metadata that shapes the Dataset instead of describing the data: never attributes, dimensions
+#: or names. The core's table keeps them out of its key columns (core-rs/src/table.rs): the
+#: encoder's ``_reserved_`` (tensor layout, encode time, UUID), the ``dim_names`` hints and
+#: ``_extra_``'s ``coordinate_attrs`` (``{"member": {"long_name": "ensemble member"}}``).
+STRUCTURAL_KEYS = frozenset({RESERVED_KEY, DIM_NAMES_KEY, COORDINATE_ATTRS_KEY})
 #: CF attributes listed first, in this order; the rest follow sorted by name.
 CF_FIRST = ("units", "long_name", "standard_name")
 
@@ -91,7 +95,7 @@ def attr_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return _list_value(value)
     if isinstance(value, Mapping):
-        return json.dumps(value, default=_json_default, sort_keys=True)
+        return json_text(value)
     return _scalar_value(value)
 
 
@@ -125,10 +129,48 @@ def _list_value(items: list[Any] | tuple[Any, ...]) -> Any:
             return converted
         if all(isinstance(v, (int, float)) for v in converted):
             return [float(v) for v in converted]
-    return json.dumps(list(items), default=_json_default, sort_keys=True)
+    return json_text(items)
 
 
-def _json_default(value: Any) -> Any:
+#: A value of JSON's types.
+JSONValue: TypeAlias = "None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]"
+
+
+@overload
+def jsonable(value: Mapping[Any, Any], *, strict: bool = False) -> dict[str, JSONValue]: ...
+@overload
+def jsonable(value: Any, *, strict: bool = False) -> JSONValue: ...
+
+
+def jsonable(value: Any, *, strict: bool = False) -> JSONValue:
+    """``value`` in JSON's types: mappings as objects with text keys, lists, tuples and arrays
+    as lists, numpy scalars as Python's, byte strings as hex, anything else JSON has no type for
+    as its text. Non-finite floats stay floats (Python's ``json`` and zarr write ``NaN``) unless
+    ``strict`` (RFC 8259 JSON, which has no such number) names them ``"NaN"``, ``"Infinity"``
+    or ``"-Infinity"``.
+
+    >>> jsonable({"digest": b"\\x01\\xff", "v": (np.float32(1.5), float("nan")), 3: np.int64(7)})
+    {'digest': '01ff', 'v': [1.5, nan], '3': 7}
+    >>> jsonable([float("nan"), float("-inf")], strict=True)
+    ['NaN', '-Infinity']
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if strict and not math.isfinite(value):
+            return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return float(value)
+    if isinstance(value, Mapping):
+        return {k if isinstance(k, str) else str(jsonable(k)): jsonable(v, strict=strict) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [jsonable(v, strict=strict) for v in value]
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
+    if isinstance(value, np.generic):
+        return jsonable(value.item(), strict=strict)
     return str(value)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text (keys sorted): how attributes hold what has no attribute form."""
+    return json.dumps(jsonable(value), sort_keys=True)

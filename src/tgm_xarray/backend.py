@@ -41,9 +41,10 @@ class TensogramBackendArray(BackendArray):
 
     Reads go straight to the Rust core, one call per field touched, writing into the result.
     ``threads`` caps the threads that decode one field (None: the core's process-wide budget).
-    ``async_getitem`` (``load_async``) reads off the event loop: a local file in one worker
+    ``async_getitem`` (``load_async``) reads a local file off the event loop, in one worker
     thread per call, whatever the number of fields; a remote one with every field's request in
-    flight at once (fsspec's async filesystem), each decoded off the loop as it arrives.
+    flight at once (fsspec's async filesystem) and no worker thread, each field decoded on the
+    loop as it arrives (the core releases the interpreter; the loop is busy for the decode).
     """
 
     def __init__(self, ref: SourceRef, plan: VariablePlan, lock: ReadLock | None = None,
@@ -378,40 +379,23 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         return _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords,
                        drop_variables, use_cftime, decode_timedelta)
 
-    def open_groups_as_dict(
-        self,
-        filename_or_obj,
-        *,
-        mask_and_scale=True,
-        decode_times=True,
-        concat_characters=True,
-        decode_coords=True,
-        drop_variables: str | Iterable[str] | None = None,
-        use_cftime=None,
-        decode_timedelta=None,
-        lock=None,
-        variable_key: str | None = None,
-        dim_names: Iterable[str] | Mapping | None = None,
-        filter_by_keys: Mapping | None = None,
-        duplicates: str = "error",
-        merge_objects: bool = True,
-        verify_hash: bool | None = None,
-        storage_options: dict | None = None,
-        threads: int | None = None,
-        index: str | bool = "auto",
-    ):
-        """One Dataset per consistent group of messages (by level type and grid)."""
+    def open_groups_as_dict(self, filename_or_obj, *, drop_variables: str | Iterable[str] | None = None,
+                            lock=None, verify_hash: bool | None = None, storage_options: dict | None = None,
+                            threads: int | None = None, index: str | bool = "auto", **keywords):
+        """One Dataset per consistent group of messages (by level type and grid). ``keywords``:
+        xarray's CF decoders and the planner's keywords, as ``open_dataset`` takes them (xarray
+        reads an engine's keywords from ``open_dataset`` alone; a wrong one fails in
+        ``PlanOptions``)."""
+        decoders = {name: keywords.pop(name, default) for name, default in DECODERS.items()}
         paths = paths_of(filename_or_obj)
-        options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
-                              duplicates=duplicates, merge_objects=merge_objects, source=str(paths))
+        options = PlanOptions.of_keywords(keywords, "open_datatree", str(paths))
         threads = check_threads(threads, str(paths))
         ref, groups, values, recorded = planned(paths, storage_options, index, options, groups=True)
         result = {}
         for name, plan in groups.items():
             store = TensogramDataStore(ref, plan, lock, verify_hash, threads, values[name], recorded.get(name))
             result[name if name.startswith("/") else f"/{name}"] = _decode(
-                store, mask_and_scale, decode_times, concat_characters, decode_coords,
-                drop_variables, use_cftime, decode_timedelta)
+                store, drop_variables=drop_variables, **decoders)
         if "/" not in result:
             import xarray as xr
 
@@ -422,6 +406,11 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         from xarray import DataTree
 
         return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
+
+
+#: xarray's CF decoding keywords and their defaults, as every engine's ``open_dataset`` takes them.
+DECODERS = {"mask_and_scale": True, "decode_times": True, "concat_characters": True, "decode_coords": True,
+            "use_cftime": None, "decode_timedelta": None}
 
 
 def _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords, drop_variables,

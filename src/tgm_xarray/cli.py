@@ -30,9 +30,10 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tgm_xarray._core import decoded_bytes
+from tgm_xarray._core import MAGIC, decoded_bytes
+from tgm_xarray.attrs import jsonable
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canonical
 from tgm_xarray.remote import is_url
@@ -40,6 +41,9 @@ from tgm_xarray.source import open_file
 from tgm_xarray.source.handles import absolute
 from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import EngineNameWarning
+
+if TYPE_CHECKING:  # imported where used: `tgm-xarray --help` stays quick
+    from tgm_xarray.layout import DatasetPlan, MessageSpec
 
 GRIB_SUFFIXES = (".grib", ".grib1", ".grib2", ".grb", ".grb1", ".grb2")
 #: Names of formats `convert` reads but does not write: such an OUTPUT is a mistake (often a
@@ -272,8 +276,7 @@ def _convert(args: argparse.Namespace) -> int:
     datasets = _selected(args, [ds for path in inputs
                                 for ds in open_inputs(path, args.engine, chunks, args.storage_options)])
     plans = planner.plans(datasets)  # everything first: a bad option fails before OUTPUT is touched
-    mode = "a" if args.append else "w"
-    with TgmWriter(args.output, mode, hash=args.hash is not False, threads=args.threads,
+    with TgmWriter(args.output, "a" if args.append else "w", hash=args.hash is not False, threads=args.threads,
                    progress=progress, durable=args.durable) as writer:
         writer.write_plan(plans)
     _report_written(args.output, writer.messages, plural(len(inputs), "input"), why_not_one_dataset(args.output))
@@ -303,8 +306,9 @@ class Planner:
     def of(cls, args: argparse.Namespace) -> Planner:
         compression = args.compression or OPTIONS["compression"].default
         advice = bits_advice(args.bits_per_value, compression)
-        if advice:
-            warnings.warn(bits_advice(args.bits_per_value, compression, spelling="--bits "), stacklevel=1)
+        said = bits_advice(args.bits_per_value, compression, spelling="--bits ")
+        if said:
+            warnings.warn(said, stacklevel=1)
         return cls(args.bits_per_value, args.compression, _options(args.option), args.layout or "field",
                    advice)
 
@@ -563,8 +567,6 @@ def check_output(output: str, inputs: Sequence[str], *, force: bool, append: boo
     ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes .tgm, .nc and .zarr files
     (writing GRIB is not supported yet); give OUTPUT.tgm last
     """
-    from tgm_xarray.source import MAGIC
-
     if is_url(output):
         raise ValueError(f"OUTPUT {output!r} is a URL: convert writes local .tgm files only")
     name = output.rstrip("/")
@@ -620,13 +622,13 @@ class Plans:
     """The plans of every input, written as one: the progress bar knows its total up front,
     and encoding runs on without draining between inputs."""
 
-    plans: list
+    plans: list[DatasetPlan]
 
     @property
     def count(self) -> int:
         return sum(p.count for p in self.plans)
 
-    def messages(self) -> Iterator:
+    def messages(self) -> Iterator[MessageSpec]:
         for p in self.plans:
             yield from p.messages()
 
@@ -677,13 +679,14 @@ def open_inputs(path: str, engine: str | None, chunks: Any, storage_options: dic
 
     if not is_url(path) and not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, "input does not exist", path)
+    opener: str | type[TensogramBackendEntrypoint] | None = engine
     if engine is None:
         lower = path.rstrip("/").lower()
-        engine = "cfgrib" if lower.endswith(GRIB_SUFFIXES) else \
+        opener = "cfgrib" if lower.endswith(GRIB_SUFFIXES) else \
             "zarr" if lower.endswith(".zarr") or is_zarr_store(path) else \
             TensogramBackendEntrypoint if lower.endswith(".tgm") else None
     try:
-        if engine == "cfgrib":
+        if opener == "cfgrib":
             try:
                 import cfgrib
             except ImportError:
@@ -693,8 +696,8 @@ def open_inputs(path: str, engine: str | None, chunks: Any, storage_options: dic
             # would otherwise log a corrupt message or variable and leave it out.
             return cfgrib.open_datasets(path, backend_kwargs={"indexpath": "", "errors": "raise",
                                                               "lock": grib_lock()}, chunks=chunks)
-        remote = {"storage_options": storage_options} if storage_options is not None else {}
-        return [xr.open_dataset(path, engine=engine, chunks=chunks, **remote)]
+        remote = {"storage_options": storage_options} if storage_options is not None else None
+        return [xr.open_dataset(path, engine=opener, chunks=chunks, backend_kwargs=remote)]
     except Exception as error:
         raise ValueError(f"input {path!r}: {error_line(error)}") from error
 
@@ -848,30 +851,34 @@ def _datasets(path: str, storage_options: dict | None) -> tuple[dict, dict | Non
 
     entrypoint = TensogramBackendEntrypoint()
     why = None
-    for keywords in ({}, {"duplicates": "first"}):
-        options = {"storage_options": storage_options, "index": False, **keywords}
+    for duplicates in ("error", "first"):
         for call in ("open_dataset", "open_datatree"):
             try:
-                datasets = {"/": entrypoint.open_dataset(path, **options)} if call == "open_dataset" \
-                    else entrypoint.open_groups_as_dict(path, **options)
+                if call == "open_dataset":
+                    datasets = {"/": entrypoint.open_dataset(
+                        path, storage_options=storage_options, index=False, duplicates=duplicates)}
+                else:
+                    datasets = entrypoint.open_groups_as_dict(
+                        path, storage_options=storage_options, index=False, duplicates=duplicates)
             except TgmConflictError as error:
                 why = why or str(error)
                 continue
             except TgmCodecError as error:  # e.g. a bitmask object: the rest of the summary holds
                 return {}, None, str(error)
-            return datasets, {"function": f"xr.{call}", "keywords": {"engine": "tgm", **keywords}}, why
+            keywords = {"engine": "tgm"} if duplicates == "error" else {"engine": "tgm", "duplicates": duplicates}
+            return datasets, {"function": f"xr.{call}", "keywords": keywords}, why
     return {}, None, why
 
 
 def _dataset_summary(ds) -> dict:
     def entry(var):
         return {"dims": list(var.dims), "shape": list(var.shape), "dtype": str(var.dtype),
-                "attrs": jsonable(var.attrs)}
+                "attrs": jsonable(var.attrs, strict=True)}
     return {
         "dims": {str(k): int(v) for k, v in ds.sizes.items()},
         "data_vars": {str(k): entry(v) for k, v in ds.data_vars.items()},
         "coords": {str(k): entry(v) for k, v in ds.coords.items()},
-        "attrs": jsonable(ds.attrs),
+        "attrs": jsonable(ds.attrs, strict=True),
     }
 
 
@@ -923,26 +930,9 @@ def _dump(args: argparse.Namespace) -> int:
         offset, length = handle.message_span(msg)
         entries.append({"message": msg, "offset": offset, "length": length,
                         "metadata": handle.metadata(msg), "descriptors": handle.descriptors(msg)})
-    json.dump(jsonable(entries), sys.stdout, indent=2)
+    json.dump(jsonable(entries, strict=True), sys.stdout, indent=2)
     print()
     return 0
-
-
-def jsonable(value: Any) -> Any:
-    """Metadata as strict JSON: byte strings as hex, non-finite numbers as strings.
-
-    >>> jsonable({"digest": b"\\x01\\xff", "v": [float("nan"), 1.5]})
-    {'digest': '01ff', 'v': ['NaN', 1.5]}
-    """
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).hex()
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ Each variable's Tensogram encoding becomes its nearest equivalent there (docs/cl
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from collections.abc import Callable
 from typing import Literal
@@ -25,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from tgm_xarray.atomic import AtomicFile
+from tgm_xarray.attrs import json_text
 
 #: Output file name endings and the format written there.
 NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".netcdf")
@@ -138,5 +138,5 @@ def _netcdf_attrs(attrs: dict) -> dict:
         if isinstance(value, (list, tuple)) and value and all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
             return list(value)
-        return json.dumps(value, default=str)
+        return json_text(value)
     return {str(k): one(v) for k, v in attrs.items() if v is not None}

@@ -671,6 +671,8 @@ class Found:
 
     identity: Identity | None
     index: Index | None
+    #: The ``remote.Fetcher`` that identified a remote object (an open from the index reads on).
+    fetcher: Any = None
 
 
 def find(path: str, storage_options: dict | None, *, to_beside: bool = False, identify: bool = False) -> Found:
@@ -692,8 +694,10 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
                 warn(remote, f"it could not be read ({err})")
         if not present:
             return Found(Identity.of_url(path, storage_options) if identify else None, None)
-        identity = Identity.of_url(path, storage_options)
-        return _found(identity, [copy])
+        from tgm_xarray.remote import Fetcher
+
+        fetcher = Fetcher(path, storage_options)
+        return dataclasses.replace(_found(Identity.of_fetcher(fetcher), [copy]), fetcher=fetcher)
     return _found(Identity.of_file(path), [beside_file(path), cached(path)])
 
 

@@ -44,7 +44,7 @@ import numpy as np
 import xarray as xr
 
 from tgm_xarray import cf, mars
-from tgm_xarray.attrs import COORDINATE_ATTRS_KEY
+from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import Codec, reader_options, resolve
 
@@ -53,7 +53,7 @@ LAYOUTS = ("field", "variable")
 #: ``mars.find_axes`` reads): a dimension of one of these names is stacked only through its MARS
 #: rule, never under a plain key of its name (except ``time`` holding numbers, which the reader
 #: takes as a plain key).
-RESERVED_KEYS = frozenset({"name", "shortName", "mars", "dim_names", cf.COORDINATES, "_reserved_", "_extra_",
+RESERVED_KEYS = frozenset({"name", "shortName", "mars", DIM_NAMES_KEY, cf.COORDINATES, RESERVED_KEY, "_extra_",
                            COORDINATE_ATTRS_KEY, *(k for keys in mars.AXIS_KEYS for k in keys if "." not in k)})
 
 
@@ -306,8 +306,8 @@ def _put(tree: dict, parts: list[str], value: Any) -> bool:
 def _base(name: str, attrs: Mapping[str, Any], dims: Sequence[str]) -> dict:
     # The object's own `name` and `dim_names` win over attributes of those names.
     meta = unflatten({k: v for k, v in to_metadata(dict(attrs)).items()
-                      if k not in ("name", "dim_names", "_reserved_")})
-    return {"name": name, "dim_names": list(dims), **meta}
+                      if k not in ("name", DIM_NAMES_KEY, RESERVED_KEY)})
+    return {"name": name, DIM_NAMES_KEY: list(dims), **meta}
 
 
 def _object(ds: xr.Dataset, name: str, encoding: Mapping) -> ObjectSpec:

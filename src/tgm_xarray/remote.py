@@ -7,9 +7,13 @@ the bytes that carry every message's metadata: small messages are read whole, ma
 never the payload. Descriptors of large messages are fetched on first use, or for all at once in
 concurrent batches (``parse_all``); a read fetches the one data-object frame it needs (or the
 byte ranges of its payload) and decodes it in the Rust core with the interpreter released.
-Python only moves bytes here: the walk (which bytes to fetch next, what they say, the checks of
-index frames against frames) is ``_core.scan_remote`` and ``_core.RemoteMessages``
-(``core-rs/src/remote_walk.rs``, bound in ``codec-rs/src/remote.rs``).
+Python only moves bytes here: the walks (which bytes to fetch next, what they say, the checks of
+index frames against frames) are the core's sans-IO objects (``_core.scan_remote``,
+``RemoteMessages.describe``, ``RemoteMessages.payload_read``: ``core-rs/src/remote_file.rs``),
+which ask for byte ranges (``wanted``) and take their bytes (``feed``); ``drive`` runs one with
+``Fetcher.fetch_many``, ``drive_async`` by awaiting ``Fetcher.fetch_async`` (no worker thread).
+An index of the file (``tgm_xarray.index``) replaces the scan: the handle is built from its
+metadata table and the file's size.
 
 Every answer is checked against its request (an HTTP ``Content-Range`` that names other bytes is
 an error, never data); a server that ignores ranges is read once, whole, up to a bound.
@@ -27,7 +31,7 @@ import re
 import sys
 import threading
 import time
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -42,6 +46,9 @@ from tgm_xarray.errors import (
     TgmFormatError,
 )
 from tgm_xarray.threads import check_threads
+
+if TYPE_CHECKING:
+    from tgm_xarray.hypercube.table import MetadataTable
 
 #: Attempts per range request before a transient failure is raised, and the first backoff (s).
 RETRIES = 5
@@ -469,13 +476,34 @@ def scan_settings() -> tuple[int, int, int, int, int, int]:
     return FIRST_BLOCK, MAX_BLOCK, READ_AHEAD, WHOLE_MESSAGE_MAX, HEADER_GUESS, TAIL_GUESS
 
 
-def _selects_all(index, shape: list[int]) -> bool:
-    """Whether ``index`` is None or whole slices: a read that needs the whole frame."""
-    if index is None:
-        return True
-    items = index if isinstance(index, tuple) else (index,)
-    return len(items) <= len(shape) and all(
-        isinstance(k, slice) and k.indices(n) == (0, n, 1) for k, n in zip(items, shape))
+def drive(walk, fetch_many):
+    """Runs a walk of the core (``wanted``/``feed``/``finish``) to its end, fetching what it asks
+    for with ``fetch_many``; returns what ``finish`` gives."""
+    while (ranges := walk.wanted()) is not None:
+        walk.feed(fetch_many(ranges))
+    return walk.finish()
+
+
+async def drive_async(walk, fetcher):
+    """``drive`` for event loops: every range of a batch requested at once with
+    ``fetcher.fetch_async`` (on the fetcher's loop), the walk's own steps on the caller's."""
+    while (ranges := walk.wanted()) is not None:
+        walk.feed(list(await asyncio.gather(*(fetcher.fetch_async(a, b) for a, b in ranges))))
+    return walk.finish()
+
+
+class RangeFetcher(Protocol):
+    """What a :class:`RemoteHandle` reads its object through: :class:`Fetcher`, or virtual.py's
+    fetcher over a VirtualiZarr registry's object store."""
+
+    @property
+    def size(self) -> int: ...
+
+    def fetch(self, start: int, stop: int) -> bytes: ...
+
+    def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]: ...
+
+    async def fetch_async(self, start: int, stop: int) -> bytes: ...
 
 
 class RemoteHandle:
@@ -486,17 +514,24 @@ class RemoteHandle:
     table (frames, descriptors, hashes; nothing parsed per message) and a message's metadata
     and descriptors are fetched again on first use; of larger messages the descriptors are
     fetched on first use. ``parse_all`` fetches all of them in concurrent batches.
+
+    ``table``: the metadata table of the object's index (``tgm_xarray.index``), which replaces
+    the scan (nothing is fetched); a message's metadata and descriptors are then fetched on
+    first use, the message whole, and checked against the table.
     """
 
-    def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: Fetcher | None = None):
+    def __init__(self, url: str, storage_options: dict | None = None, *, fetcher: RangeFetcher | None = None,
+                 table: MetadataTable | None = None):
         # `fetcher`: another source of range requests with Fetcher's methods (virtual.py reads
         # through the object store a VirtualiZarr registry gives).
         self.path = url
         self._fetcher = fetcher or Fetcher(url, storage_options)
         if self._fetcher.size == 0:
             raise TgmFormatError(f"{url}: the file is empty")
-        #: The scan (``_core.RemoteMessages``): ``_core.table_of_files`` takes it.
-        self.messages = _core.scan_remote(url, self._fetcher.size, self._fetcher.fetch_many, scan_settings())
+        #: The messages (``_core.RemoteMessages``): ``_core.table_of_files`` takes them.
+        self.messages: _core.RemoteMessages = (
+            drive(_core.scan_remote(url, self._fetcher.size, scan_settings()), self._fetcher.fetch_many)
+            if table is None else _core.RemoteMessages.from_index(url, self._fetcher.size, table, TAIL_GUESS))
         self._lock = threading.Lock()
 
     @property
@@ -512,7 +547,7 @@ class RemoteHandle:
     def _ensure(self, wanted) -> None:
         """Fetches what describes the messages of ``wanted`` not described yet."""
         with self._lock:
-            self.messages.describe(list(wanted), self._fetcher.fetch_many)
+            drive(self.messages.describe(list(wanted)), self._fetcher.fetch_many)
 
     def _described(self, msg: int) -> int:
         if not self.messages.is_described(msg):
@@ -546,8 +581,8 @@ class RemoteHandle:
         return self.messages.descriptors(self._described(msg))
 
     def object_layouts(self, msg: int) -> list[tuple[list[int], str]]:
-        """``FileHandle.object_layouts``: from the scan's table where it holds the message
-        (nothing fetched)."""
+        """``FileHandle.object_layouts``: from the scan's (or the index's) table where it holds
+        the message (nothing fetched)."""
         return self.messages.object_layouts(self._readable(msg))
 
     def fingerprint(self, msg: int, obj: int) -> str:
@@ -558,6 +593,13 @@ class RemoteHandle:
             return known
         return _core.frame_fingerprint(self._fetcher.fetch(*self.messages.frame_range(msg, obj)))
 
+    def _payload_read(self, msg: int, obj: int, index, out: np.ndarray | None, verify_hash: bool | None):
+        """The core's read of ``index`` from byte ranges of the object's payload, where it has one
+        (``verify_hash=True`` hashes the whole frame: none then)."""
+        if verify_hash is True:
+            return None
+        return self.messages.payload_read(msg, obj, index, out)
+
     def read(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
              verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """``FileHandle.read``. Objects whose values sit at fixed places in their payload (raw,
@@ -566,31 +608,25 @@ class RemoteHandle:
         ``None``, checks the hash of every frame it fetches whole, docs/errors.md)."""
         threads = check_threads(threads, self.path)
         start, stop = self.messages.frame_range(self._readable(msg), obj)
+        by_ranges = self._payload_read(msg, obj, index, out, verify_hash)
+        if by_ranges is not None:
+            return drive(by_ranges, self._fetcher.fetch_many)
         context = f"{self.path}: message {msg}, object {obj}"
-        payload = self.messages.payload(msg, obj)
-        if payload is not None and verify_hash is not True:
-            cbor, offset, length = payload
-
-            def fetch(ranges):
-                return self._fetcher.fetch_many([(offset + s, offset + s + n) for s, n in ranges])
-
-            result = _core.read_payload_ranges(cbor, length, fetch, index, out, context)
-            if result is not None:
-                return result
         return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash, context, threads)
 
     async def read_async(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
                          verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
-        """``read`` for event loops: the frame's request overlaps with any others in flight and
-        the decode runs in a worker thread. Partial reads that fetch byte ranges of a payload
-        (and messages not described yet that need it) run ``read`` in a worker thread."""
+        """``read`` for event loops, without any worker thread: every request (a description the
+        message needs first, the frame, or the byte ranges of a partial read) is awaited on the
+        fetcher's loop, overlapping with any others in flight. The decode runs in the core on the
+        caller's loop, with the interpreter released: the loop is busy for the decode."""
         threads = check_threads(threads, self.path)
-        if self.messages.reads_need_description(msg):  # that fetches too
-            return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
+        if self.messages.reads_need_description(msg):
+            await drive_async(self.messages.describe([msg]), self._fetcher)
         start, stop = self.messages.frame_range(msg, obj)
-        if (self.messages.payload(msg, obj) is not None and verify_hash is not True
-                and not _selects_all(index, self.messages.shape(msg, obj))):
-            return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
+        by_ranges = self._payload_read(msg, obj, index, out, verify_hash)
+        if by_ranges is not None:
+            return await drive_async(by_ranges, self._fetcher)
         frame = await self._fetcher.fetch_async(start, stop)
         context = f"{self.path}: message {msg}, object {obj}"
-        return await asyncio.to_thread(_core.read_frame, frame, index, out, verify_hash, context, threads)
+        return _core.read_frame(frame, index, out, verify_hash, context, threads)

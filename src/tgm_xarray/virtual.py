@@ -24,19 +24,23 @@ See docs/virtual.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import numpy as np
+import obstore
 import xarray as xr
+from obstore.store import ObjectStore
 from packaging.version import Version
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.utils import create_v3_array_metadata
 from zarr.core.metadata import ArrayV3Metadata
 
+from tgm_xarray.attrs import jsonable
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.remote import RemoteHandle
@@ -62,34 +66,22 @@ class TensogramParser:
 
     Keywords are the engine's (``xr.open_dataset(path, engine="tgm", ...)``):
     ``variable_key``, ``dim_names``, ``filter_by_keys``, ``duplicates``, ``merge_objects``,
-    ``message_index``; ``group`` picks one group of ``xr.open_datatree(path,
+    ``message_index``, ``squeeze`` (``PlanOptions``); ``group`` picks one group of ``xr.open_datatree(path,
     engine="tgm")`` (``"pl_721x1440"``), and ``groups=True`` gives all of them, one subgroup
     each, for ``virtualizarr.open_virtual_datatree``. ``hash=False`` skips the check of each
     frame's stored hash when a chunk is read (on by default: wrong bytes then fail instead of
     decoding).
     """
 
-    def __init__(
-        self,
-        *,
-        group: str | None = None,
-        variable_key: str | None = None,
-        dim_names: Iterable[str] | Mapping | None = None,
-        filter_by_keys: Mapping | None = None,
-        duplicates: str = "error",
-        merge_objects: bool = True,
-        message_index: int | None = None,
-        groups: bool = False,
-        hash: bool = True,
-    ):
+    def __init__(self, *, group: str | None = None, groups: bool = False, hash: bool = True, **plan_keywords: Any):
         if groups and group is not None:
             raise ValueError("group picks one group, groups=True takes them all: pass one of them")
         self.group, self.groups = group, groups
         self.hash = hash
         # Groups are planned as the engine's open_datatree plans them: from every message.
-        self.options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
-                                   duplicates=duplicates, merge_objects=merge_objects,
-                                   message_index=None if groups or group is not None else message_index)
+        if groups or group is not None:
+            plan_keywords.pop("message_index", None)
+        self.options = PlanOptions.of_keywords(plan_keywords, "TensogramParser")
 
     def __call__(self, url: str, registry) -> TensogramManifestStore:
         url = _reference_url(url)
@@ -101,11 +93,12 @@ class TensogramParser:
             return _manifest_store(url, frames, {"": plan}, registry, self.hash)
         groups = {name.strip("/"): plan for name, plan in
                   split_groups(infos, self.options, source=url, fingerprint=source.fingerprint).items()}
-        if self.groups:
+        if self.group is None:  # groups=True
             return _manifest_store(url, frames, groups, registry, self.hash)
-        if self.group.strip("/") not in groups:
+        name = self.group.strip("/")
+        if name not in groups:
             raise KeyError(f"{url}: no group {self.group!r}; the file's groups are {sorted(groups)}")
-        return _manifest_store(url, frames, {"": groups[self.group.strip("/")]}, registry, self.hash)
+        return _manifest_store(url, frames, {"": groups[name]}, registry, self.hash)
 
 
 #: VirtualiZarr >= 2.6 keeps chunks that live in memory in the manifest itself ("inlined"
@@ -159,7 +152,7 @@ class TensogramManifestStore(ManifestStore):
         return list(dict.fromkeys([*requested, *self.inline_variables]))
 
 
-def _as_plain_data(variables: Mapping[str, xr.Variable], loaded: Iterable[str]) -> None:
+def _as_plain_data(variables: Mapping[Hashable, xr.Variable], loaded: Iterable[str]) -> None:
     """A loaded copy is written as data (to_icechunk, to_kerchunk): not with the codec of the
     references it was read through, which cannot encode."""
     for name in loaded:
@@ -179,7 +172,7 @@ class _FrameRanges:
     def __init__(self, table: MetadataTable):
         self._table = table
 
-    def __call__(self, refs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, refs: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
         if not refs:
             return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64)
         msg, obj = np.asarray(refs, dtype=np.int64).T
@@ -211,11 +204,12 @@ def no_credentials(prefix: str):
 
     if Version(version("icechunk")).major < 2:
         return None
+    # Icechunk 2's names: the type stubs of Icechunk 1 (what Python 3.11 gets) lack them.
     scheme = urlparse(prefix).scheme
     if scheme == "file":
-        return icechunk.credentials.LocalFileSystemAccess
+        return icechunk.credentials.LocalFileSystemAccess  # type: ignore[attr-defined]
     if scheme in ("http", "https"):
-        return icechunk.credentials.HttpAccess
+        return icechunk.credentials.HttpAccess  # type: ignore[attr-defined]
     raise ValueError(f"{prefix}: only file:// and http(s):// containers need no credentials")
 
 
@@ -238,35 +232,42 @@ def _open_source(url: str, registry) -> TgmFile:
 
 
 class _StoreFetcher:
-    """``remote.Fetcher``'s methods over an obstore store (retries are the store's own)."""
+    """``remote.Fetcher``'s methods (a ``remote.RangeFetcher``) over an obstore store (retries
+    are the store's own)."""
 
-    def __init__(self, url: str, store, path: str):
-        import obstore
-
-        self._obstore = obstore
+    def __init__(self, url: str, store: ObjectStore, path: str):
         self.url, self._store, self._path = url, store, path
-        self.size = self._call("finding its size", lambda: int(obstore.head(store, path)["size"]))
+        with self._errors("finding its size"):
+            self.size = int(obstore.head(store, path)["size"])
 
-    def _call(self, what: str, call):
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """obstore's errors re-raised naming the URL and the bytes."""
         try:
-            return call()
+            yield
         except FileNotFoundError as err:
             raise FileNotFoundError(f"{self.url}: not found ({what})") from err
-        except Exception as err:  # obstore's errors: re-raised naming the URL and the bytes
+        except Exception as err:
             raise OSError(f"{self.url}: {what} failed: {type(err).__name__}: {err}") from err
 
     def fetch(self, start: int, stop: int) -> bytes:
         if stop <= start:
             return b""
-        return bytes(self._call(f"reading bytes {start}-{stop - 1}", lambda: self._obstore.get_range(
-            self._store, self._path, start=start, end=stop)))
+        with self._errors(f"reading bytes {start}-{stop - 1}"):
+            return bytes(obstore.get_range(self._store, self._path, start=start, end=stop))
+
+    async def fetch_async(self, start: int, stop: int) -> bytes:
+        if stop <= start:
+            return b""
+        with self._errors(f"reading bytes {start}-{stop - 1}"):
+            return bytes(await obstore.get_range_async(self._store, self._path, start=start, end=stop))
 
     def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         if not ranges:
             return []
         starts, stops = [r[0] for r in ranges], [r[1] for r in ranges]
-        pieces = self._call(f"reading {len(ranges)} byte ranges", lambda: self._obstore.get_ranges(
-            self._store, self._path, starts=starts, ends=stops))
+        with self._errors(f"reading {len(ranges)} byte ranges"):
+            pieces = obstore.get_ranges(self._store, self._path, starts=starts, ends=stops)
         return [bytes(p) for p in pieces]
 
 
@@ -310,12 +311,13 @@ def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: b
                        encoding=_time_encodings(coords.variables, plan.index_coords))
         prefix = f"{name}/" if name else ""
         chunks: dict[str, dict[str, dict]] = {var: {} for var in plan.index_coords}
+        metadata: dict[str, ArrayV3Metadata] = {}
         for key, buffer in memory.items():
             var, _, rest = key.partition("/")
             if var not in plan.index_coords:
                 continue
             if rest == "zarr.json":
-                arrays[var] = ArrayV3Metadata.from_dict(json.loads(buffer.to_bytes()))
+                metadata[var] = ArrayV3Metadata.from_dict(json.loads(buffer.to_bytes()))
             elif INLINED_CHUNKS:  # "c/0/1" -> the manifest's key "0.1"
                 data = buffer.to_bytes()
                 index = ".".join(rest.removeprefix("c/").split("/"))
@@ -323,10 +325,9 @@ def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: b
             else:
                 inline[prefix + key] = buffer.to_bytes()
         for var, entries in chunks.items():
-            metadata = arrays[var]
-            grid = tuple(-(-n // c) for n, c in zip(metadata.shape, metadata.chunks))
-            arrays[var] = ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest(entries, shape=grid))
-    return ManifestGroup(arrays=arrays, attributes=_json_safe(attrs))
+            grid = tuple(-(-n // c) for n, c in zip(metadata[var].shape, metadata[var].chunks))
+            arrays[var] = ManifestArray(metadata=metadata[var], chunkmanifest=ChunkManifest(entries, shape=grid))
+    return ManifestGroup(arrays=arrays, attributes=jsonable(attrs))
 
 
 def _time_encodings(variables, names) -> dict[str, dict]:
@@ -349,7 +350,8 @@ def _virtual_array(url: str, frames: _FrameRanges, plan: VariablePlan, attrs: di
     grid = plan.fields.reshape(plan.fields.shape + (1,) * len(object_shape))
     present = grid >= 0
     which = np.where(present, grid, 0)
-    paths = np.where(present, url, "").astype(np.dtypes.StringDType())
+    paths = np.full(present.shape, "", dtype=np.dtypes.StringDType())
+    paths[present] = url
     manifest = ChunkManifest.from_arrays(
         paths=paths,
         offsets=np.where(present, offsets[which] if len(plan.refs) else 0, 0).astype(np.uint64),
@@ -359,7 +361,7 @@ def _virtual_array(url: str, frames: _FrameRanges, plan: VariablePlan, attrs: di
     codec = TensogramFrameCodec(descriptor=_descriptor(plan, object_shape), hash=hash)
     metadata = create_v3_array_metadata(
         shape=plan.shape, data_type=plan.dtype, chunk_shape=(1,) * n_outer + object_shape,
-        fill_value=plan.fill_value, codecs=[codec.to_dict()], attributes=_json_safe(attrs),
+        fill_value=plan.fill_value, codecs=[codec.to_dict()], attributes=jsonable(attrs),
         dimension_names=plan.dims,
     )
     return ManifestArray(metadata=metadata, chunkmanifest=manifest)
@@ -375,16 +377,5 @@ def _descriptor(plan: VariablePlan, object_shape: tuple[int, ...]) -> dict[str, 
             descriptor[key] = plan.encoding[f"tensogram_{key}"]
     params = {k: v for k, v in plan.encoding.get("tensogram_params", {}).items() if k not in PER_FIELD_PARAMS}
     if params:
-        descriptor["params"] = _json_safe(params)
+        descriptor["params"] = jsonable(params)
     return descriptor
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` with numpy scalars and arrays as JSON numbers and lists (zarr's metadata)."""
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | np.ndarray):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -25,9 +25,9 @@ import functools
 import os
 import warnings
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Literal, overload
+from typing import Any, Literal, Protocol, overload
 
 import numpy as np
 import xarray as xr
@@ -123,6 +123,16 @@ def _write(write_plan: DatasetPlan, path: str, **options) -> None:
         writer.write_plan(write_plan, skip_nan_fields=skip)
 
 
+class MessagePlan(Protocol):
+    """What :meth:`TgmWriter.write_plan` writes: a :class:`~tgm_xarray.layout.DatasetPlan`, or
+    the plans of several Datasets written as one (the CLI's)."""
+
+    @property
+    def count(self) -> int: ...
+
+    def messages(self) -> Iterator[MessageSpec]: ...
+
+
 class TgmWriter(CommitsOnSuccess):
     """Writes any number of Datasets into one Tensogram file, atomically.
 
@@ -170,9 +180,9 @@ class TgmWriter(CommitsOnSuccess):
         return self.write_plan(plan(ds, encoding=encoding, layout=layout, field_dims=field_dims),
                                skip_nan_fields=skip_nan_fields)
 
-    def write_plan(self, write_plan: DatasetPlan, *, skip_nan_fields: bool | None = None) -> int:
-        """Append the messages of a :func:`tgm_xarray.layout.plan` (``skip_nan_fields`` as
-        :func:`to_tgm`)."""
+    def write_plan(self, write_plan: MessagePlan, *, skip_nan_fields: bool | None = None) -> int:
+        """Append the messages of a :func:`tgm_xarray.layout.plan`, or of several as one
+        (``skip_nan_fields`` as :func:`to_tgm`)."""
         if self._out.closed:
             raise ValueError(f"{self.path}: the writer is already closed")
         advance = self._advance(write_plan.count)
@@ -365,7 +375,7 @@ class _AuxiliaryCoordinates:
                     continue
                 out = np.empty(descriptor["shape"], dtype)
                 handle.read_into(msg, obj, None, out)
-                self._known.append(({k: v for k, v in base.items() if k != "_reserved_"}, out))
+                self._known.append(({k: v for k, v in base.items() if k != _core.RESERVED_KEY}, out))
 
 
 def _same(base: dict, values: np.ndarray, other_base: dict, other: np.ndarray) -> bool:

@@ -89,6 +89,17 @@ class PlanOptions:
                 raise TypeError(f"{at}{name} must be True or False, not {getattr(self, name)!r}")
         object.__setattr__(self, "message_index", _message_index(self.message_index, at))
 
+    @classmethod
+    def of_keywords(cls, keywords: Mapping[str, Any], taker: str, source: str | None = None) -> PlanOptions:
+        """The options among ``keywords`` given to ``taker`` (what a ``TypeError`` names, with
+        ``source``) by callers that pass the planner's keywords on as they come; any other
+        keyword is that ``TypeError``."""
+        unknown = sorted(set(keywords) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            at = f"{source}: " if source is not None else ""
+            raise TypeError(f"{at}{taker} takes no keyword {', '.join(map(repr, unknown))}")
+        return cls(**keywords, source=source)
+
     def as_dict(self) -> dict[str, Any]:
         """The keywords not at their defaults, in field order: ``PlanOptions(**o.as_dict()) == o``.
         Leaving the defaults out keeps this form (the index's key) the same for every set of

@@ -22,7 +22,6 @@ from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
 from tgm_xarray.hypercube.dims import check_names, resolve_inner_dims
 from tgm_xarray.hypercube.extra import generic_coords, with_extra_dims, with_stored_axis_attrs
 from tgm_xarray.hypercube.objects import Objects, Selection
-from tgm_xarray.hypercube.table import CODEC_PARAM_PREFIXES
 from tgm_xarray.hypercube.variables import Variable
 from tgm_xarray.hypercube.variables import variables as group_variables
 
@@ -250,9 +249,9 @@ def _encoding(objects: Objects, rows: np.ndarray, dims, shape, n_outer: int) -> 
         if len(values) == 1 and descriptors[0].get(key) is not None:
             encoding[f"tensogram_{key}"] = values.pop()
     params = {}
-    for key, column in objects.codec_params.items():
+    for key, column in objects.codec_params.items():  # the pipeline's params only (the core's split)
         agreed, value = common_values(column, rows)
-        if agreed and key.startswith(CODEC_PARAM_PREFIXES):
+        if agreed:
             params[key] = value
     if params:
         encoding["tensogram_params"] = params

@@ -28,9 +28,6 @@ import numpy as np
 
 from tgm_xarray import _core
 
-#: Descriptor ``params`` that belong to the codec pipeline (encoding, not attributes).
-CODEC_PARAM_PREFIXES = ("sp_", "szip_", "zstd_", "lz4_", "blosc2_", "zfp_", "sz3_", "shuffle_")
-
 
 @dataclass(frozen=True)
 class Column:

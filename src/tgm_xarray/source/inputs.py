@@ -19,10 +19,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from tgm_xarray._core import MAGIC  # the bytes every ``.tgm`` file starts with
 from tgm_xarray.remote import is_url
-
-#: The bytes every ``.tgm`` file starts with.
-MAGIC = b"TENSOGRM"
 
 
 def local_path(path: str | os.PathLike) -> str:

@@ -11,6 +11,7 @@ from tgm_xarray import index as tgm_index
 from tgm_xarray.errors import TgmError
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, build_hypercube, split_groups
 from tgm_xarray.hypercube.objects import Fingerprint, Locate
+from tgm_xarray.remote import RemoteHandle
 from tgm_xarray.source.file import TgmFile
 from tgm_xarray.source.opening import open_source
 from tgm_xarray.source.protocol import Source
@@ -50,17 +51,22 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
     found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
     identity, key = found.identity, tgm_index.plan_key(options, groups)
     stored = indexed = None  # the index's plans with `options`, else its table and fingerprints
+    remote = None  # a URL opened from its index: its handle is built from the index's table, no scan
     if found.index is not None:
         try:
             stored = found.index.plans(key, path)
-            indexed = found.index.table() if stored is None else None
+            indexed = found.index.table() if stored is None or found.fetcher is not None else None
+            if found.fetcher is not None and indexed is not None:
+                handle = RemoteHandle(path, fetcher=found.fetcher, table=indexed[0])
+                remote = TgmFile(path, storage_options, handle=handle)
         except Exception as err:  # noqa: BLE001 - a damaged index is not used, whatever broke
             tgm_index.warn(found.index.path, f"it is corrupt ({err})")
             found = tgm_index.Found(identity, None)
+            stored = indexed = None
     version = identity.version if identity is not None else None
     if stored is not None:
-        return (FileRef(path, None, storage_options, version), *stored)
-    ref = FileRef(path, None, storage_options, version) if indexed is not None \
+        return (FileRef(path, remote, storage_options, version), *stored)
+    ref = FileRef(path, remote, storage_options, version) if indexed is not None \
         else FileRef.of(TgmFile(path, storage_options, version))
     prints: np.ndarray | None = None
     if indexed is not None:
