@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 
 from conftest import ENGINE, FIXTURES, NETCDF, require_shared
-from tgm_xarray import _core, attrs, export, mars
+from tgm_xarray import _core, attrs, cf, export
 from tgm_xarray.cli import main
 from tgm_xarray.writer import to_tgm
 
@@ -184,7 +184,7 @@ def test_all_nan_fields_that_hold_a_value_are_kept(tmp_path):
     values[1] = np.nan  # number=1 is NaN in every variable: its fields keep the value
     ds = xr.Dataset({"a": (("number", "y", "x"), values), "b": (("number", "y", "x"), values * 2),
                      "gone": (("y", "x"), np.full((2, 2), np.nan))},
-                    coords={"number": ("number", [0, 1, 2], mars.COORD_ATTRS["number"])})
+                    coords={"number": ("number", [0, 1, 2], cf.COORD_ATTRS["number"])})
     out = tmp_path / "holes.tgm"
     to_tgm(ds, out)
     assert len(_core.FileHandle(os.fspath(out))) == 3 + 2 + 1  # b at number=1 is a hole
@@ -194,7 +194,7 @@ def test_all_nan_fields_that_hold_a_value_are_kept(tmp_path):
 def test_holes_are_judged_over_every_input_of_a_conversion(tmp_path):
     """Two inputs converted into one file: an all-NaN field at a level only the second input has
     keeps that level (its place along the dimension is 0 in both inputs, its value is not)."""
-    attrs = mars.COORD_ATTRS["isobaricInhPa"]
+    attrs = cf.COORD_ATTRS["isobaricInhPa"]
     upper = xr.Dataset({"v": (("isobaricInhPa", "y", "x"), np.ones((2, 2, 3)))},
                        coords={"isobaricInhPa": ("isobaricInhPa", [850, 500], attrs)})
     lower = xr.Dataset({"v": (("isobaricInhPa", "y", "x"), np.full((1, 2, 3), np.nan))},

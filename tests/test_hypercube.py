@@ -25,7 +25,7 @@ import xarray as xr
 tensogram = pytest.importorskip("tensogram")
 
 from tgm_xarray import attrs as attrs_module  # noqa: E402
-from tgm_xarray import mars  # noqa: E402
+from tgm_xarray import cf  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
     TgmConflictError,
     TgmDuplicateError,
@@ -1189,7 +1189,7 @@ def test_round_trip_names_levels_and_dataset_attributes(tmp_path, layout):
         {"t": (("isobaricInhPa", "latitude", "longitude"), np.arange(12.0).reshape(2, 2, 3),
                {"units": "K", "source": "IFS"})},
         coords={"isobaricInhPa": ("isobaricInhPa", [850.0, 500.0],
-                                  dict(mars.COORD_ATTRS["isobaricInhPa"])),
+                                  dict(cf.COORD_ATTRS["isobaricInhPa"])),
                 "latitude": ("latitude", lat, {"units": "degrees_north"}), "longitude": lon},
         attrs={"time": "2026-01-01T00:00:00", "step": 3, "level": 1, "param": "p", "name": "n",
                "levtype": "sfc", "number": 4, "source": "IFS"})
@@ -1206,7 +1206,7 @@ def test_round_trip_data_variables_named_like_coordinates(tmp_path, layout):
          "depth": (("time", "points"), rng.random((2, 5))),
          "latitude": (("time", "y", "x"), rng.random((2, 3, 4)))},
         coords={"time": ("time", np.array(["2026-01-01", "2026-01-02"], "datetime64[ns]"),
-                         dict(mars.COORD_ATTRS["time"])),
+                         dict(cf.COORD_ATTRS["time"])),
                 "y": [1.0, 2.0, 3.0], "x": ("x", np.arange(4.0), {"units": "m"})})
     read = _round_trip(ds, tmp_path / "t.tgm", layout=layout)
     xr.testing.assert_identical(read, ds)

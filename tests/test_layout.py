@@ -297,11 +297,3 @@ def test_unflatten_nests_dotted_keys_unless_they_clash():
     # `a` is a value and a map: the dotted key stays as it is; empty parts are not split
     assert layout.unflatten({"a": 1, "a.b": 2, "x..y": 3, ".z": 4}) == {"a": 1, "a.b": 2, "x..y": 3, ".z": 4}
     assert layout.unflatten({"g.a": 1, "g": {"b": 2}}) == {"g": {"a": 1, "b": 2}}
-
-
-def test_levtypes_invert_the_readers_level_dimensions():
-    from tgm_xarray import mars
-
-    for dim, levtype in layout.LEVTYPES.items():
-        assert mars.level_dim(levtype) == dim
-    assert "surface" not in layout.LEVTYPES and layout.MARS_DIMS >= set(mars.AXIS_ORDER)

@@ -1,6 +1,7 @@
-"""MARS conventions (``tgm_xarray.mars``): which metadata keys become cfgrib-like dimensions, and
-how their values decode. Checked on literal keys, on the real IFS file's metadata, and against
-cfgrib's own reading of the GRIB 2 fields that file was made from."""
+"""MARS conventions (``tgm_xarray.mars``): which metadata keys become cfgrib-like dimensions, how
+their values decode, and the keys the writer gives each value. Checked on literal keys, on the
+real IFS file's metadata, and against cfgrib's own reading of the GRIB 2 fields that file was
+made from."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 import tgm_xarray
 from conftest import FIXTURES, REAL, require_shared
-from tgm_xarray import attrs, mars
+from tgm_xarray import attrs, cf, mars
 
 GRIB = FIXTURES / "upstream" / "grib"
 
@@ -215,7 +216,55 @@ def test_coordinates_match_cfgrib_on_the_source_grib():
                              backend_kwargs={"indexpath": ""}) as ds:
             for dim in ("time", "step", level):
                 assert ds[dim].values == axes[dim].value, (grib, dim)
-                assert ds[dim].attrs == mars.COORD_ATTRS[dim], (grib, dim)
-            assert ds["valid_time"].attrs == mars.COORD_ATTRS["valid_time"]
+                assert ds[dim].attrs == cf.COORD_ATTRS[dim], (grib, dim)
+            assert ds["valid_time"].attrs == cf.COORD_ATTRS["valid_time"]
             dims, valid = mars.valid_time(np.asarray(axes["time"].value), (), np.asarray(axes["step"].value), ())
             assert dims == () and valid == ds["valid_time"].values
+
+
+def test_levtypes_invert_the_readers_level_dimensions():
+    for dim, levtype in mars.LEVTYPES.items():
+        assert mars.level_dim(levtype) == dim
+    assert "surface" not in mars.LEVTYPES and mars.DIMS >= set(mars.AXIS_ORDER)
+
+
+@pytest.mark.parametrize(("dim", "value"), [
+    ("time", np.datetime64("2026-04-04T12:30", "ns")),
+    ("time", np.datetime64("2026-04-04T00:00:01.5", "ns")),  # off the minute: ISO 8601
+    ("step", np.timedelta64(6, "h")), ("step", np.timedelta64(90, "m")),
+    ("step", np.timedelta64(1500, "ms")),
+    ("number", np.int64(3)),
+    ("isobaricInhPa", np.float64(500)), ("hybrid", np.int32(137)), ("level", np.int64(7)),
+    ("heightAboveGround", np.float64(2)),
+])
+def test_the_keys_a_value_is_written_with_read_back_as_that_value(dim, value):
+    """The writer's keys of each MARS dimension decode to the value they were made from."""
+    keys = mars.key_maker(dim, value.dtype, level_free=True)(value)
+    axes = mars.decode_axes([mars.find_axes(attrs.flatten(keys))])[0]
+    assert list(axes) == [dim] and axes[dim].value == value
+
+
+@pytest.mark.parametrize(("dim", "value"), [
+    ("step", np.timedelta64(-6, "h")), ("step", np.timedelta64("NaT", "ns")),
+    ("time", np.datetime64("NaT", "ns")), ("isobaricInhPa", np.float64("nan")),
+])
+def test_values_mars_keys_cannot_hold_have_no_keys(dim, value):
+    assert mars.key_maker(dim, value.dtype, level_free=True)(value) is None
+
+
+@pytest.mark.parametrize("keys", [
+    {"mars.number": 1, "mars.date": "20260404", "mars.time": "1200", "mars.step": 6,
+     "mars.levtype": "pl", "mars.levelist": 500, "mars.param": "t", "grib.level": 1},
+    {"number": 1, "date": "20260404", "time": "12", "step": "0-6", "levtype": "sfc", "param": "2t"},
+    {"time": "2026-04-04T12:00:00", "level": 3},
+    {"mars.levtype": "sfc", "grib.typeOfLevel": "heightAboveGround", "grib.level": 10},
+])
+def test_axes_are_read_from_their_own_group_of_axis_keys(keys):
+    """What a planner relies on to run ``find_axes`` once per distinct combination of a group's
+    keys: each dimension is read from the keys of one group of ``AXIS_KEYS`` alone."""
+    found = mars.find_axes(keys)
+    assert found
+    for group in mars.AXIS_KEYS:
+        alone = mars.find_axes({k: v for k, v in keys.items() if k in group})
+        assert alone == {dim: axis for dim, axis in found.items() if set(axis.keys) <= set(group)}
+    assert all(any(set(axis.keys) <= set(group) for group in mars.AXIS_KEYS) for axis in found.values())

@@ -14,7 +14,7 @@ import xarray as xr
 
 from conftest import require_shared
 from tgm_xarray import vocabulary
-from tgm_xarray.backend import RAW_TIME_ATTRS, RAW_TIMEDELTA_ATTRS
+from tgm_xarray.cf import RAW_TIME_ATTRS, RAW_TIMEDELTA_ATTRS
 
 ENGINE = "tgm"
 

@@ -18,7 +18,7 @@ import xarray as xr
 
 import tgm_xarray
 from conftest import ENGINE, FIXTURES, require_shared, upstream_decode
-from tgm_xarray import _core, index, mars
+from tgm_xarray import _core, cf, index, mars
 from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
 from tgm_xarray.pipeline import SZIP_PACKED_BITS
@@ -120,7 +120,7 @@ def with_mars_attrs(ds: xr.Dataset) -> xr.Dataset:
         ds = ds.assign_coords(valid_time=ds.time + ds.step)
     for name in ("number", "time", "step", "valid_time", "isobaricInhPa"):
         if name in ds.coords:
-            ds[name].attrs.update(mars.COORD_ATTRS[name])
+            ds[name].attrs.update(cf.COORD_ATTRS[name])
     return ds
 
 
@@ -274,14 +274,14 @@ def test_round_trip_height_levels(tmp_path):
     import tensogram
 
     rng = np.random.default_rng(7)
-    height_attrs = mars.COORD_ATTRS["heightAboveGround"]
+    height_attrs = cf.COORD_ATTRS["heightAboveGround"]
     profile = with_mars_attrs(xr.Dataset(
         {"t": (("heightAboveGround", "y", "x"), rng.random((3, 2, 3)))},
         coords={"heightAboveGround": ("heightAboveGround", [10.0, 50.0, 100.0], height_attrs),
                 "time": np.datetime64("2026-04-04", "ns"), "step": np.timedelta64(6, "h").astype("m8[ns]")}))
     surface = xr.Dataset({"2t": (("y", "x"), rng.random((2, 3))), "lsm": (("y", "x"), rng.random((2, 3)))},
                          coords={"heightAboveGround": ((), 2.0, height_attrs),
-                                 "surface": ((), mars.SURFACE_VALUE, mars.COORD_ATTRS["surface"])})
+                                 "surface": ((), mars.SURFACE_VALUE, cf.COORD_ATTRS["surface"])})
     surface["2t"].encoding["coordinates"] = "heightAboveGround"
     surface["lsm"].encoding["coordinates"] = "surface"
     for ds, levels in ((profile, [10.0, 50.0, 100.0]), (surface, [2.0, None])):

@@ -22,7 +22,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 from xarray.core.variable import Variable
 
-from tgm_xarray import _core
+from tgm_xarray import _core, cf
 from tgm_xarray import index as tgm_index
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan
 from tgm_xarray.selection import outer
@@ -426,11 +426,6 @@ def _decode(store, mask_and_scale, decode_times, concat_characters, decode_coord
     return ds
 
 
-#: Units of the raw times, as cfgrib gives them with ``decode_times=False`` / ``decode_timedelta=False``.
-RAW_TIME_ATTRS = {"units": "seconds since 1970-01-01T00:00:00", "calendar": "proleptic_gregorian"}
-RAW_TIMEDELTA_ATTRS = {"units": "hours"}
-
-
 def _raw_times(ds, index_coords: Mapping, decode_times, decode_timedelta):
     """The coordinates the planner decoded from metadata (``time``, ``step``, ``valid_time``, ISO
     date-time keys) as cfgrib's raw values when decoding is off: seconds since 1970 (int64) and
@@ -438,12 +433,7 @@ def _raw_times(ds, index_coords: Mapping, decode_times, decode_timedelta):
     raw = {}
     for name in index_coords:
         var = ds.variables.get(name)
-        if var is None:
-            continue
-        if var.dtype.kind == "M" and not decode_times:
-            seconds = (var.values - np.datetime64(0, "s")) // np.timedelta64(1, "s")
-            raw[name] = Variable(var.dims, seconds.astype(np.int64), {**var.attrs, **RAW_TIME_ATTRS})
-        elif var.dtype.kind == "m" and not decode_timedelta:
-            hours = var.values / np.timedelta64(1, "h")
-            raw[name] = Variable(var.dims, hours.astype(np.float64), {**var.attrs, **RAW_TIMEDELTA_ATTRS})
+        encoded = None if var is None else cf.raw_times(var, decode_times, decode_timedelta)
+        if encoded is not None:
+            raw[name] = encoded
     return ds.assign_coords(raw) if raw else ds

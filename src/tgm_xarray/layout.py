@@ -36,34 +36,25 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import xarray as xr
-from xarray import conventions
 
-from tgm_xarray import mars
+from tgm_xarray import cf, mars
 from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import Codec, reader_options, resolve
 
 LAYOUTS = ("field", "variable")
-#: Level dimension -> MARS ``levtype`` (the inverse of ``mars.LEVEL_DIMS``, without ``surface``,
-#: whose coordinate the reader always sets to 0).
-LEVTYPES = {dim: levtype for levtype, dim in mars.LEVEL_DIMS.items() if levtype != "sfc"}
-#: Dimensions that are never field dimensions by default.
-MARS_DIMS = frozenset({*mars.AXIS_ORDER, *mars.LEVEL_NAMES})
-#: Metadata keys the reader gives a meaning of their own: a dimension of one of these names is
-#: stacked only through its MARS rule, never under a plain key of its name (except ``time``
-#: holding numbers, which the reader takes as a plain key).
-RESERVED_KEYS = frozenset({"name", "mars", DIM_NAMES_KEY, "coordinates", RESERVED_KEY, "_extra_",
-                           "param", "shortName", "number", "date", "time", "step", "levtype",
-                           "levelist", "level", COORDINATE_ATTRS_KEY})
-
-Keys = dict[str, Any]
-_NS_PER_HOUR, _NS_PER_MINUTE, _NS_PER_SECOND = 3_600_000_000_000, 60_000_000_000, 1_000_000_000
+#: Metadata keys the reader gives a meaning of their own (names, structure, and the plain keys
+#: ``mars.find_axes`` reads): a dimension of one of these names is stacked only through its MARS
+#: rule, never under a plain key of its name (except ``time`` holding numbers, which the reader
+#: takes as a plain key).
+RESERVED_KEYS = frozenset({"name", "shortName", "mars", DIM_NAMES_KEY, cf.COORDINATES, RESERVED_KEY, "_extra_",
+                           COORDINATE_ATTRS_KEY, *(k for keys in mars.AXIS_KEYS for k in keys if "." not in k)})
 
 
 @dataclass(frozen=True)
@@ -101,7 +92,7 @@ class VariableLayout:
     inner: tuple[str, ...]
     codec: Codec
     base: dict  # metadata shared by every field
-    stack_keys: tuple[tuple[Keys, ...], ...]  # per stacked dim, per position
+    stack_keys: tuple[tuple[mars.Keys, ...], ...]  # per stacked dim, per position
     coordinates: tuple[ObjectSpec, ...]  # the 1-D coordinates of the inner dimensions
 
     @property
@@ -176,19 +167,21 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
     ds = _without_text(ds, [c for c in ds.coords if c not in skip])
     inner_coords = {d for name in ds.data_vars for d in ds[name].dims if d not in keyed.stacked}
     auxiliary = [c for c in _names(ds.coords) if c not in skip and not (c in ds.dims and c in inner_coords)]
-    attached = {c for c in auxiliary if c not in ds.dims}
+    attached = {c: ds[c].dims for c in auxiliary if c not in ds.dims}
+    owned: set[str] = set()  # the attached coordinates some variable names
     coordinate_objects = {c: _object(ds, c, encoding) for c in _names(ds.coords) if c not in skip}
     variables = []
     for name in _names(ds.data_vars):
         var = ds.variables[name]
         stacked = tuple(d for d in _names(var.dims) if d in keyed.stacked)
         inner = tuple(d for d in _names(var.dims) if d not in keyed.stacked)
-        encoded = _cf_encode(name, var.transpose(*stacked, *inner))
+        encoded = cf.encode(name, var.transpose(*stacked, *inner))
         codec = _codec(name, encoded.dtype, encoding, var.encoding)
         base = _base(name, encoded.attrs, inner)
-        own = sorted(c for c in attached if set(ds[c].dims) <= set(var.dims))
+        own = cf.attached_to(var.dims, attached)
         if own:
-            base["coordinates"] = " ".join(own)
+            base[cf.COORDINATES] = cf.coordinates_attr(own)
+        owned.update(own)
         for keys in keyed.scalar_keys(name):
             base = merge(base, keys)
         variables.append(VariableLayout(
@@ -197,10 +190,8 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
             tuple(coordinate_objects[d] for d in inner if d in ds.coords),
         ))
     extra = to_metadata(dict(ds.attrs))
-    global_coords = sorted(c for c in attached
-                           if not any(set(ds[c].dims) <= set(ds[v].dims) for v in ds.data_vars))
-    if global_coords:
-        extra["coordinates"] = " ".join(global_coords)
+    if set(attached) - owned:  # coordinates of no variable: the Dataset's
+        extra[cf.COORDINATES] = cf.coordinates_attr(set(attached) - owned)
     extra = unflatten(extra)
     # Attributes of the coordinates that become keys, which the reader's coordinates built
     # from those keys take back; for MARS ones only when they are not cfgrib's (which the
@@ -321,7 +312,7 @@ def _base(name: str, attrs: Mapping[str, Any], dims: Sequence[str]) -> dict:
 
 def _object(ds: xr.Dataset, name: str, encoding: Mapping) -> ObjectSpec:
     var = ds.variables[name]
-    encoded = _cf_encode(name, var)
+    encoded = cf.encode(name, var)
     codec = _codec(name, encoded.dtype, encoding, var.encoding, coordinate=True)
     return ObjectSpec(name, encoded, codec, _base(name, encoded.attrs, _names(var.dims)))
 
@@ -362,26 +353,6 @@ def _netcdf_packed_bits(source: Mapping) -> int | None:
     return stored.itemsize * 8 if stored.kind in "iu" else None
 
 
-def _cf_encode(name: str, var: xr.Variable) -> xr.Variable:
-    """Times, durations and booleans as CF numbers (the reader CF-decodes them back); numbers
-    as they are, without copying or loading them."""
-    # A shallow copy keeps dask and lazily-loaded data unread. Source encodings (netCDF packing,
-    # chunks, time units) are dropped: they would be misapplied, and xarray picks exact units.
-    var = var.copy(deep=False)
-    var.encoding = {}
-    if var.dtype.kind in "iufc":
-        return var
-    if var.dtype.kind in "mMbO":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=UserWarning)  # "units chosen for you"
-            encoded = conventions.encode_cf_variable(var, name=name).copy(deep=False)
-        encoded.encoding = {}
-        if encoded.dtype.kind in "iufc":
-            return encoded
-    raise TgmCodecError(f"variable {name!r}: Tensogram stores numbers, not {var.dtype} values; "
-                        f"drop it with ds.drop_vars({name!r}) or convert it to numbers")
-
-
 # --------------------------------------------------------------------------------------------
 # Coordinates as per-message keys (field layout)
 # --------------------------------------------------------------------------------------------
@@ -398,8 +369,8 @@ class _KeyedCoordinates:
     """
 
     def __init__(self, ds: xr.Dataset | None, field_dims: Sequence[str] | None):
-        self.stacked: dict[str, tuple[Keys, ...]] = {}
-        self.scalars: dict[str, Keys] = {}
+        self.stacked: dict[str, tuple[mars.Keys, ...]] = {}
+        self.scalars: dict[str, mars.Keys] = {}
         self.levels: set[str] = set()
         self.derived: set[str] = set()
         self._own_level: dict[str, str | None] = {}  # data variable -> its scalar level
@@ -411,7 +382,7 @@ class _KeyedCoordinates:
         for dim in _data_dims(ds):
             if any(dim in f for f in fields.values()) or ds.sizes[dim] == 0:
                 continue
-            if ds.sizes[dim] == 1 and dim not in MARS_DIMS:
+            if ds.sizes[dim] == 1 and dim not in mars.DIMS:
                 continue  # the reader would make a constant key an attribute: keep the dimension
             users = [name for name, dims in dims_of.items() if dim in dims]
             # A second level dimension of one variable is stacked under a plain key instead.
@@ -425,18 +396,18 @@ class _KeyedCoordinates:
                               f"all {ds.sizes[dim]} of its values): {keys}", stacklevel=4)
                 continue
             self.stacked[dim] = keys
-            if _is_level(dim) and level_free:
+            if mars.is_level(dim) and level_free:
                 self.levels.add(dim)
-        scalars = {name: _scalar_keys(name, ds[name].values[()]) for name in _names(ds.coords)
+        scalars = {name: mars.scalar_keys(name, ds[name].values[()]) for name in _names(ds.coords)
                    if ds[name].ndim == 0 and name not in ds.dims}
-        self.scalars = {name: keys for name, keys in scalars.items() if keys is not None and not _is_level(name)}
+        self.scalars = {name: keys for name, keys in scalars.items() if keys is not None and not mars.is_level(name)}
         # A field has one level: each variable without a stacked one takes a scalar level, the
         # one its CF `coordinates` names (a Dataset may hold `heightAboveGround` for `2t` and
         # `surface` for `lsm`), else the first. A level no variable takes stays a coordinate.
-        scalar_levels = {name: keys for name, keys in scalars.items() if keys is not None and _is_level(name)}
+        scalar_levels = {name: keys for name, keys in scalars.items() if keys is not None and mars.is_level(name)}
         for name, dims in dims_of.items():
             if not self.levels & set(dims):
-                named = _cf_coordinates(ds[name])
+                named = cf.named_coordinates(ds[name].attrs, ds[name].encoding)
                 own = [level for level in scalar_levels if named is None or level in named][:1]
                 self._own_level[name] = own[0] if own else None
         for level, level_keys in scalar_levels.items():
@@ -461,23 +432,12 @@ class _KeyedCoordinates:
         """The keyed coordinates whose attributes the reader would not give them itself."""
         generic = self.generic()
         return [name for name in (*self.stacked, *self.scalars) if self._attrs[name] and (
-            name in generic or self._attrs[name] != mars.COORD_ATTRS.get(name))]
+            name in generic or self._attrs[name] != cf.COORD_ATTRS.get(name))]
 
-    def scalar_keys(self, variable: str) -> list[Keys]:
+    def scalar_keys(self, variable: str) -> list[mars.Keys]:
         """The keys of the scalar coordinates of a data variable: its own level's, no other."""
         return [keys for name, keys in self.scalars.items()
-                if not _is_level(name) or self._own_level.get(variable) == name]
-
-
-def _is_level(name: Hashable) -> bool:
-    return name in mars.LEVEL_NAMES
-
-
-def _cf_coordinates(var: xr.DataArray) -> set[str] | None:
-    """The coordinates a variable names in CF's ``coordinates`` (kept in its encoding by xarray's
-    decoding, or still an attribute), ``None`` where it names none."""
-    named = var.encoding.get("coordinates", var.attrs.get("coordinates"))
-    return set(str(named).split()) if named is not None else None
+                if not mars.is_level(name) or self._own_level.get(variable) == name]
 
 
 def _data_dims(ds: xr.Dataset) -> list[str]:
@@ -490,19 +450,19 @@ def _data_dims(ds: xr.Dataset) -> list[str]:
 def _field_dims(dims: tuple[str, ...], field_dims: Sequence[str] | None) -> tuple[str, ...]:
     if field_dims is not None:
         return tuple(d for d in dims if d in field_dims)
-    return tuple(d for d in dims if d not in MARS_DIMS)[-2:]
+    return tuple(d for d in dims if d not in mars.DIMS)[-2:]
 
 
-def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> tuple[Keys, ...] | str:
+def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> tuple[mars.Keys, ...] | str:
     """Keys of each coordinate value, or why the reader could not rebuild them from keys.
 
     A MARS dimension of one value is stacked too, so that later appends extend it; read alone,
     it comes back as a scalar coordinate (cfgrib's squeeze).
     """
-    if not _in_reader_order(dim, values):
+    if not mars.in_reader_order(dim, values):
         order = "descending" if dim in mars.DESCENDING else "ascending"
         return f"the reader sorts its values {order}, and they are not unique and sorted so"
-    to_keys = _key_maker(dim, values.dtype, level_free)
+    to_keys = mars.key_maker(dim, values.dtype, level_free)
     if to_keys is not None:
         keys = tuple(k for k in map(to_keys, values) if k is not None)
         return keys if len(keys) == len(values) else "some of its values are not finite"
@@ -523,62 +483,6 @@ def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> t
     return tuple({dim: to_metadata(v)} for v in values)
 
 
-def _scalar_keys(name: str, value: Any) -> Keys | None:
-    if name == "surface" and np.ndim(value) == 0 and value == mars.SURFACE_VALUE:
-        return {"mars": {"levtype": "sfc"}}
-    to_keys = _key_maker(name, np.asarray(value).dtype, level_free=True)
-    return to_keys(value) if to_keys else None
-
-
-def _key_maker(dim: str, dtype: np.dtype, level_free: bool) -> Callable[[Any], Keys | None] | None:
-    """The MARS keys of one value of a MARS dimension (``None`` for other dimensions)."""
-    if dim == "time" and dtype.kind == "M":
-        return _time_keys
-    if dim == "step" and dtype.kind == "m":
-        return _step_keys
-    if dim == "number" and dtype.kind in "iu":
-        return lambda v: {"mars": {"number": int(v)}}
-    if level_free and dtype.kind in "iuf":
-        if dim in LEVTYPES:
-            return lambda v: _if_finite(v, {"mars": {"levtype": LEVTYPES[dim], "levelist": to_metadata(v)}})
-        if dim == mars.DEFAULT_LEVEL_DIM:
-            return lambda v: _if_finite(v, {"level": to_metadata(v)})
-        if dim == mars.HEIGHT_DIM:
-            return lambda v: _if_finite(v, mars.height_keys(to_metadata(v)))
-    return None
-
-
-def _time_keys(value: np.datetime64) -> Keys | None:
-    value = value.astype("datetime64[ns]")
-    if np.isnat(value):
-        return None
-    minute = value.astype("datetime64[m]")
-    if minute != value:  # MARS keys hold whole minutes; ISO 8601 holds nanoseconds
-        return {"time": np.datetime_as_string(value, unit="ns")}
-    day = value.astype("datetime64[D]")
-    minutes = int((minute - day).astype(np.int64))
-    return {"mars": {"date": str(day).replace("-", ""), "time": f"{minutes // 60:02d}{minutes % 60:02d}"}}
-
-
-def _step_keys(value: np.timedelta64) -> Keys | None:
-    if np.isnat(value):
-        return None
-    ns = int(np.timedelta64(value, "ns").astype(np.int64))
-    if ns < 0:
-        return None
-    if ns % _NS_PER_HOUR == 0:
-        step: int | str = ns // _NS_PER_HOUR  # MARS steps are hours
-    elif ns % _NS_PER_MINUTE == 0:
-        step = f"{ns // _NS_PER_MINUTE}m"
-    else:
-        step = f"{ns // _NS_PER_SECOND}.{ns % _NS_PER_SECOND:09d}s"
-    return {"mars": {"step": step}}
-
-
-def _if_finite(value: Any, keys: Keys) -> Keys | None:
-    return keys if np.isfinite(value) else None
-
-
 def _plain(values: np.ndarray) -> bool:
     """Numbers, booleans or strings: what a generic key holds and the reader reads back."""
     if values.dtype.kind in "biu":
@@ -586,19 +490,3 @@ def _plain(values: np.ndarray) -> bool:
     if values.dtype.kind == "f":
         return bool(np.isfinite(values).all())
     return values.dtype.kind in "UO" and all(isinstance(v, str) for v in values.tolist())
-
-
-def _in_reader_order(dim: str, values: np.ndarray) -> bool:
-    """Unique and sorted as the reader sorts coordinate values (pressure descending)."""
-    if values.ndim != 1:
-        return False
-    items = values.tolist()
-    if values.dtype.kind in "mM":
-        if np.isnat(values).any():
-            return False
-        items = values.astype(np.int64).tolist()
-    try:
-        ordered = sorted(set(items), reverse=dim in mars.DESCENDING)
-    except TypeError:
-        return False
-    return ordered == items

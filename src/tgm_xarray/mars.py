@@ -1,10 +1,12 @@
-"""MARS conventions: which metadata keys become cfgrib-like dimensions, and how they decode.
+"""MARS conventions, both directions: which metadata keys become cfgrib-like dimensions, how they
+decode (the reader), and the keys of each coordinate value (the writer, :func:`key_maker`).
 
 Operational ``.tgm`` files carry the MARS request of each field (``mars.date``, ``mars.time``,
 ``mars.step``, ``mars.levtype``, ``mars.levelist``, ``mars.number``). cfgrib users expect them as
 the dimensions ``number``, ``time``, ``step`` and a level named after the level type (a surface
 field at a height above the ground, such as ``2t``, on cfgrib's ``heightAboveGround``); this module
-knows those conventions and nothing about xarray or files. Every key is looked up in the ``mars``
+knows those conventions and nothing about xarray or files. Each key's decoding and encoding sit
+side by side (``_date``/``_date_key``, ``_step``/``_step_keys``, ...). Every key is looked up in the ``mars``
 namespace first and then as a plain key (``date``, ``step``, ...), so generic producers work too.
 
 >>> axes = find_axes({"mars.date": "20260404", "mars.time": "1200", "mars.step": 6,
@@ -18,9 +20,9 @@ namespace first and then as a plain key (``date``, ``step``, ...), so generic pr
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +37,9 @@ LEVEL_DIMS: dict[str, str] = {
     "pv": "potentialVorticity",
     "sol": "soilLayer",
 }
+#: Level dimension -> the ``levtype`` the writer keys it with (the inverse of :data:`LEVEL_DIMS`,
+#: without ``surface``, whose coordinate the reader always sets to :data:`SURFACE_VALUE`).
+LEVTYPES: dict[str, str] = {dim: levtype for levtype, dim in LEVEL_DIMS.items() if levtype != "sfc"}
 #: Level dimension of an unknown or missing ``levtype``.
 DEFAULT_LEVEL_DIM = "level"
 #: Level dimension of a surface field at a height above the ground (``2t`` at 2 m), as cfgrib
@@ -43,10 +48,17 @@ HEIGHT_DIM = "heightAboveGround"
 #: The keys :func:`find_axes` reads a level from.
 LEVEL_KEYS = ("mars.levtype", "levtype", "mars.levelist", "levelist", "level", "grib.typeOfLevel", "grib.level",
               "mars.param", "param")
+#: Every key :func:`find_axes` reads, in groups that each give at most one dimension (the
+#: member, the reference time, the step, the level), so that a planner can run it once per
+#: distinct combination of one group's keys.
+AXIS_KEYS = (("mars.number", "number"), ("mars.date", "date", "mars.time", "time"), ("mars.step", "step"),
+             LEVEL_KEYS)
 #: Every level dimension :func:`find_axes` names.
 LEVEL_NAMES = frozenset({*LEVEL_DIMS.values(), DEFAULT_LEVEL_DIM, HEIGHT_DIM})
 #: Dimensions in the order cfgrib stacks them; the level dimension comes last.
 AXIS_ORDER = ("number", "time", "step")
+#: Every dimension :func:`find_axes` names: never a field dimension by default, for the writer.
+DIMS = frozenset({*AXIS_ORDER, *LEVEL_NAMES})
 
 # Level dimensions whose values sort from the top of the atmosphere down (largest first), as
 # pressure levels conventionally do; every other dimension sorts ascending.
@@ -55,47 +67,14 @@ DESCENDING = frozenset({"isobaricInhPa"})
 # Value of the `surface` coordinate, as cfgrib gives it (a surface field has no `levelist`).
 SURFACE_VALUE = 0
 
-_TIME_ATTRS = {"standard_name": "forecast_reference_time", "long_name": "initial time of forecast"}
-#: CF attributes of the coordinates built here (cfgrib's, minus encoding-only keys: the values
-#: are already datetime64/timedelta64, so they carry no ``units``/``calendar``).
-COORD_ATTRS: dict[str, dict[str, str]] = {
-    "number": {
-        "units": "1",
-        "standard_name": "realization",
-        "long_name": "ensemble member numerical id",
-    },
-    "time": _TIME_ATTRS,
-    "step": {"standard_name": "forecast_period", "long_name": "time since forecast_reference_time"},
-    "valid_time": {"standard_name": "time", "long_name": "time"},
-    "isobaricInhPa": {
-        "units": "hPa",
-        "positive": "down",
-        "stored_direction": "decreasing",
-        "standard_name": "air_pressure",
-        "long_name": "pressure",
-    },
-    "hybrid": {
-        "units": "1",
-        "positive": "down",
-        "long_name": "hybrid level",
-        "standard_name": "atmosphere_hybrid_sigma_pressure_coordinate",
-    },
-    "theta": {
-        "units": "K",
-        "standard_name": "air_potential_temperature",
-        "long_name": "potential temperature",
-    },
-    "potentialVorticity": {"units": "K m2 kg-1 s-1", "long_name": "potential vorticity"},
-    "soilLayer": {"units": "1", "long_name": "soil layer"},
-    "surface": {"units": "1", "long_name": "original GRIB coordinate for key: level(surface)"},
-    HEIGHT_DIM: {"units": "m", "positive": "up", "standard_name": "height", "long_name": "height above the surface"},
-    "level": {"long_name": "level"},
-}
-
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 # `6`, `6h`, `30m`, or a range `0-6` (accumulations) indexed by its end, as cfgrib's `endStep`.
 _STEP = re.compile(r"(?:\d+(?:\.\d+)?[smhd]?-)?(\d+(?:\.\d+)?)([smhd]?)")
-_STEP_UNITS: dict[str, Literal["s", "m", "h", "D"]] = {"s": "s", "m": "m", "h": "h", "d": "D", "": "h"}
+# Nanoseconds per unit of a step (a bare number is hours), in both directions.
+_NS_PER = {"s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000, "d": 86_400_000_000_000}
+
+#: The MARS keys of one coordinate value, as a nested metadata map (``{"mars": {"step": 6}}``).
+Keys = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -120,11 +99,16 @@ def lookup(keys: Mapping[str, Any], name: str) -> tuple[str, Any] | None:
     >>> lookup({"levtype": "sfc", "mars.levtype": "pl"}, "levtype")
     ('mars.levtype', 'pl')
     """
-    for key in (f"mars.{name}", name):
+    for key in lookup_keys(name):
         value = keys.get(key)
         if value is not None:
             return key, value
     return None
+
+
+def lookup_keys(name: str) -> tuple[str, str]:
+    """The keys :func:`lookup` reads a MARS key ``name`` from, preferred first."""
+    return f"mars.{name}", name
 
 
 def level_dim(levtype: Any) -> str:
@@ -239,9 +223,9 @@ def decode_axes(fields: Sequence[Mapping[str, Axis]]) -> list[dict[str, Axis]]:
     return decoded
 
 
-def is_level(dim: str) -> bool:
-    """Whether a dimension found by :func:`find_axes` is the level dimension."""
-    return dim not in AXIS_ORDER
+def is_level(dim: Any) -> bool:
+    """Whether a dimension (one :func:`find_axes` names, or a coordinate's name) is a level."""
+    return dim in LEVEL_NAMES
 
 
 def sort_values(dim: str, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -263,11 +247,79 @@ def sort_values(dim: str, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique, inverse.reshape(-1)
 
 
+def in_reader_order(dim: str, values: np.ndarray) -> bool:
+    """Whether ``values`` are unique and sorted as :func:`sort_values` sorts them.
+
+    >>> in_reader_order("isobaricInhPa", np.array([850, 500])), in_reader_order("step", np.array([6, 0]))
+    (True, False)
+    """
+    if values.ndim != 1:
+        return False
+    items = values.tolist()
+    if values.dtype.kind in "mM":
+        if np.isnat(values).any():
+            return False
+        items = values.astype(np.int64).tolist()
+    try:
+        ordered = sorted(set(items), reverse=dim in DESCENDING)
+    except TypeError:
+        return False
+    return ordered == items
+
+
 def valid_time(time: np.ndarray, time_dims: tuple[str, ...], step: np.ndarray,
                step_dims: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
     """``valid_time = time + step`` over the dimensions of whichever of them are dimensions."""
     lhs = time.reshape(time.shape + (1,) * step.ndim)
     return time_dims + step_dims, np.asarray(lhs + step, dtype="datetime64[ns]")
+
+
+def key_maker(dim: str, dtype: np.dtype, level_free: bool) -> Callable[[Any], Keys | None] | None:
+    """The writer's inverse of :func:`find_axes` and :func:`decode_axes`: a function giving the
+    MARS keys of one value of dimension ``dim`` (``None`` for a value they cannot hold, such as
+    NaN), or ``None`` when ``dim`` of ``dtype`` is not a MARS dimension. A level is keyed only
+    where ``level_free`` (a field has one level).
+
+    >>> key_maker("step", np.dtype("m8[ns]"), True)(np.timedelta64(90, "m"))
+    {'mars': {'step': '90m'}}
+    >>> key_maker("isobaricInhPa", np.dtype("float64"), True)(np.float64(500))
+    {'mars': {'levtype': 'pl', 'levelist': 500.0}}
+    """
+    if dim == "time" and dtype.kind == "M":
+        return _time_keys
+    if dim == "step" and dtype.kind == "m":
+        return _step_keys
+    if dim == "number" and dtype.kind in "iu":
+        return lambda v: {"mars": {"number": int(v)}}
+    if level_free and dtype.kind in "iuf":
+        if dim in LEVTYPES:
+            return lambda v: _if_finite(v, {"mars": {"levtype": LEVTYPES[dim], "levelist": _item(v)}})
+        if dim == DEFAULT_LEVEL_DIM:
+            return lambda v: _if_finite(v, {"level": _item(v)})
+        if dim == HEIGHT_DIM:
+            return lambda v: _if_finite(v, height_keys(_item(v)))
+    return None
+
+
+def scalar_keys(name: str, value: Any) -> Keys | None:
+    """The MARS keys of a scalar coordinate ``name = value``; ``None`` where it has none.
+
+    >>> scalar_keys("surface", np.int64(0)), scalar_keys("valid_time", np.int64(0))
+    ({'mars': {'levtype': 'sfc'}}, None)
+    """
+    if name == LEVEL_DIMS["sfc"] and np.ndim(value) == 0 and value == SURFACE_VALUE:
+        return {"mars": {"levtype": "sfc"}}
+    to_keys = key_maker(name, np.asarray(value).dtype, level_free=True)
+    return to_keys(value) if to_keys else None
+
+
+def _if_finite(value: Any, keys: Keys) -> Keys | None:
+    return keys if np.isfinite(value) else None
+
+
+def _item(value: Any) -> Any:
+    """A numpy number as the Python number a metadata value holds."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _reference_time(raw: tuple[Any, Any]) -> np.datetime64:
@@ -286,6 +338,11 @@ def _date(value: Any) -> np.datetime64:
     return np.datetime64(text, "ns")
 
 
+def _date_key(day: np.datetime64) -> str:
+    """``mars.date`` of a day: ``YYYYMMDD``, as :func:`_date` reads it."""
+    return str(day.astype("datetime64[D]")).replace("-", "")
+
+
 def _time_of_day(value: Any) -> np.timedelta64:
     text = str(value).replace(":", "")
     if not text.isdigit() or len(text) > 4:
@@ -297,17 +354,51 @@ def _time_of_day(value: Any) -> np.timedelta64:
     return np.timedelta64(hours * 60 + minutes, "m").astype("timedelta64[ns]")
 
 
+def _time_key(minutes: int) -> str:
+    """``mars.time`` of a time of day in minutes: ``HHMM``, as :func:`_time_of_day` reads it."""
+    return f"{minutes // 60:02d}{minutes % 60:02d}"
+
+
+def _time_keys(value: np.datetime64) -> Keys | None:
+    """``mars.date`` and ``mars.time`` of a reference time; an ISO 8601 ``time`` (which
+    :func:`find_axes` also reads) where it is not a whole minute."""
+    value = value.astype("datetime64[ns]")
+    if np.isnat(value):
+        return None
+    minute = value.astype("datetime64[m]")
+    if minute != value:  # MARS keys hold whole minutes; ISO 8601 holds nanoseconds
+        return {"time": np.datetime_as_string(value, unit="ns")}
+    day = value.astype("datetime64[D]")
+    return {"mars": {"date": _date_key(day), "time": _time_key(int((minute - day).astype(np.int64)))}}
+
+
 def _step(value: Any) -> np.timedelta64:
     if isinstance(value, bool):
         raise ValueError(f"not a step: {value!r}")
     if isinstance(value, (int, float)):
-        return np.timedelta64(round(float(value) * 3_600_000_000_000), "ns")
+        return np.timedelta64(round(float(value) * _NS_PER["h"]), "ns")
     match = _STEP.fullmatch(str(value).strip())
     if match is None:
         raise ValueError(f"not a step: {value!r}")
     amount, unit = match.groups()
-    nanoseconds = np.timedelta64(1, _STEP_UNITS[unit]).astype("timedelta64[ns]").astype(np.int64)
-    return np.timedelta64(round(float(amount) * int(nanoseconds)), "ns")
+    return np.timedelta64(round(float(amount) * _NS_PER[unit or "h"]), "ns")
+
+
+def _step_keys(value: np.timedelta64) -> Keys | None:
+    """``mars.step``: whole hours as a number (MARS steps are hours), else minutes (``90m``),
+    else seconds (``1.500000000s``), as :func:`_step` reads them; none for a negative step."""
+    if np.isnat(value):
+        return None
+    ns = int(np.timedelta64(value, "ns").astype(np.int64))
+    if ns < 0:
+        return None
+    if ns % _NS_PER["h"] == 0:
+        step: int | str = ns // _NS_PER["h"]
+    elif ns % _NS_PER["m"] == 0:
+        step = f"{ns // _NS_PER['m']}m"
+    else:
+        step = f"{ns // _NS_PER['s']}.{ns % _NS_PER['s']:09d}s"
+    return {"mars": {"step": step}}
 
 
 def _number(value: Any) -> int:

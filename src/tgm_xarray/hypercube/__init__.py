@@ -22,7 +22,9 @@ tensogram-xarray.
 
 The input is a :class:`~tgm_xarray.hypercube.table.MetadataTable` (one row per object, metadata
 keys as code columns); every pass works on those columns and runs Python once per distinct
-value, key, variable or message layout, never once per message.
+value, key, variable or message layout, never once per message. Passes return what they find
+(new frozen ``Variable``/``Coordinate`` values, new coordinate maps) and never change what
+another pass made; :func:`.plan.plan` runs them in order.
 
 >>> import numpy as np
 >>> from tgm_xarray._core import encode_message

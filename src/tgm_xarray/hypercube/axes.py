@@ -2,32 +2,33 @@
 
 :func:`tgm_xarray.mars.find_axes` reads each dimension from its own few keys (``number``;
 ``date``/``time``; ``step``; ``levtype``/``levelist``/``level``, and for a height above the ground
-``grib.typeOfLevel``/``grib.level`` or ``param``), so it runs once per distinct
-combination of those keys, one dimension at a time, and :func:`tgm_xarray.mars.decode_axes`
+``grib.typeOfLevel``/``grib.level`` or ``param``: ``mars.AXIS_KEYS``), so it runs once per
+distinct combination of those keys, one dimension at a time, and :func:`tgm_xarray.mars.decode_axes`
 decides over those combinations what it would decide over every field.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tgm_xarray import mars
+from tgm_xarray import cf, mars
 from tgm_xarray.attrs import freeze
 from tgm_xarray.errors import TgmConflictError
 from tgm_xarray.hypercube.columns import Keys, factorize
 from tgm_xarray.hypercube.objects import Objects
 
-# The keys each cfgrib dimension is read from (see `mars.find_axes`).
-_AXIS_KEYS = (
-    ("mars.number", "number"),
-    ("mars.date", "date", "mars.time", "time"),
-    ("mars.step", "step"),
-    mars.LEVEL_KEYS,
-)
+if TYPE_CHECKING:  # variables.py imports this module
+    from tgm_xarray.hypercube.variables import Variable
+
+#: Coordinates built from metadata keys: ``name -> (dims, values, attrs)``, scalar ones with dims ``()``.
+IndexCoords = dict[str, tuple[tuple[str, ...], np.ndarray, dict]]
+#: Per stacked dimension, each value number's position along it.
+Lookups = dict[str, np.ndarray]
 
 
 class Axes:
@@ -40,7 +41,7 @@ class Axes:
         self.n = len(rows)
         # per key group: each row's combination, and per combination its (dim, Axis) or None
         self._groups: list[tuple[np.ndarray, list[tuple[str, mars.Axis] | None]]] = []
-        for group in _AXIS_KEYS:
+        for group in mars.AXIS_KEYS:
             present = [k for k in group if k in keys]
             inverse, maps, _ = keys.dicts(present, rows)
             found = [mars.find_axes(m) for m in maps]
@@ -122,11 +123,13 @@ class Axes:
         return dim in self.dims and self.dims[dim][0][position] >= 0
 
 
-def axis_coords(variables, axes: Axes, objects: Objects, index_coords: dict, lookups: dict) -> None:
+def axis_coords(variables: Mapping[str, Variable], axes: Axes, objects: Objects
+                ) -> tuple[dict[str, Variable], IndexCoords, Lookups]:
     """cfgrib dimensions: one coordinate per dimension over all variables (the union of their
     values); a single value overall makes a scalar coordinate (unless ``squeeze`` is
     false), more make a dimension of every variable that has it (with holes where a variable
-    lacks a value)."""
+    lacks a value). Returns the variables stacked along them, the coordinates and their
+    lookups."""
     source = objects.source
     levtypes: dict[str, dict[Any, str]] = {}
     for var in variables.values():
@@ -142,19 +145,24 @@ def axis_coords(variables, axes: Axes, objects: Objects, index_coords: dict, loo
                 f"{b!r}) would share the level dimension {dim!r}. Open one level type with "
                 f"filter_by_keys={{'levtype': {a!r}}}, or every group with "
                 f"xr.open_datatree(path, engine='tgm').")
+    index_coords: IndexCoords = {}
+    lookups: Lookups = {}
+    stacked: dict[str, dict[str, np.ndarray]] = {name: {} for name in variables}  # dim -> ids
     order = {d: i for i, d in enumerate(mars.AXIS_ORDER)}
     for dim in sorted(axes.dims, key=lambda d: (order.get(d, len(order)), d)):
         ids, values = axes.dims[dim]
         coord, lookups[dim] = coordinate_values(dim, values, np.unique(ids[ids >= 0]))
-        attrs = dict(mars.COORD_ATTRS.get(dim, {}))
+        attrs = dict(cf.COORD_ATTRS.get(dim, {}))
         if len(coord) == 1 and objects.options.squeeze:
             index_coords[dim] = ((), coord.reshape(()), attrs)
         else:
             index_coords[dim] = ((dim,), coord, attrs)
             for var in variables.values():
                 if axes.has(dim, var.at[0]):
-                    var.outer.append(dim)
-                    var.ids[dim] = ids[var.at]
+                    stacked[var.name][dim] = ids[var.at]
+    variables = {name: replace(var, outer=var.outer + tuple(stacked[name]), ids={**var.ids, **stacked[name]})
+                 for name, var in variables.items()}
+    return variables, index_coords, lookups
 
 
 def coordinate_values(dim: str, values: list, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -211,13 +219,14 @@ def _iso_datetime(value: str) -> np.datetime64:
     return np.datetime64(value.removesuffix("Z"), "ns")
 
 
-def add_valid_time(index_coords) -> None:
-    """cfgrib's ``valid_time = time + step``, over the dims of whichever of them are dims
-    (unless a metadata key of that name already made a ``valid_time`` dimension)."""
+def with_valid_time(index_coords: IndexCoords) -> IndexCoords:
+    """``index_coords`` and cfgrib's ``valid_time = time + step``, over the dims of whichever of
+    them are dims (unless a metadata key of that name already made a ``valid_time`` dimension)."""
     if "time" not in index_coords or "step" not in index_coords or "valid_time" in index_coords:
-        return
+        return index_coords
     time_dims, time, _ = index_coords["time"]
     step_dims, step, _ = index_coords["step"]
-    if time.dtype.kind == "M" and step.dtype.kind == "m":
-        dims, values = mars.valid_time(time, time_dims, step, step_dims)
-        index_coords["valid_time"] = (dims, values, dict(mars.COORD_ATTRS["valid_time"]))
+    if time.dtype.kind != "M" or step.dtype.kind != "m":
+        return index_coords
+    dims, values = mars.valid_time(time, time_dims, step, step_dims)
+    return {**index_coords, "valid_time": (dims, values, dict(cf.COORD_ATTRS["valid_time"]))}

@@ -55,7 +55,7 @@ class Fingerprints:
         return self._index.setdefault(key, len(self._index))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Coordinate:
     object: Row  # the first occurrence, which the plan reads
     dims: tuple[str, ...] | None  # None until resolved (multi-dimensional, without hints)

@@ -15,21 +15,26 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 
 from tgm_xarray.errors import TgmConflictError
+from tgm_xarray.hypercube.axes import IndexCoords
+from tgm_xarray.hypercube.coords import Coordinate
 from tgm_xarray.hypercube.objects import Objects
 from tgm_xarray.hypercube.variables import Variable
 
 log = logging.getLogger(__name__)
 
 
-def resolve_inner_dims(variables, coords, index_coords, objects: Objects) -> None:
+def resolve_inner_dims(variables: Mapping[str, Variable], coords: Mapping[str, Coordinate],
+                       index_coords: IndexCoords, objects: Objects
+                       ) -> tuple[dict[str, Variable], dict[str, Coordinate]]:
     """Name every data variable's own axes (``var.inner``) and the axes of coordinates
-    without hints (``coord.dims``), so that each dimension has one size."""
+    without hints (``coord.dims``), so that each dimension has one size. Returns the variables
+    and coordinates with them named."""
     dimension_coords = [(name, c.object.shape[0]) for name, c in coords.items()
                         if c.dims == (name,)]
-    for var in variables.values():
-        var.inner = _inner_dims(var, dimension_coords, objects)
+    inner = {name: _inner_dims(var, dimension_coords, objects) for name, var in variables.items()}
 
     sizes: dict[str, tuple[int, str]] = {}  # dim -> (size, who claimed it)
 
@@ -53,17 +58,17 @@ def resolve_inner_dims(variables, coords, index_coords, objects: Objects) -> Non
     coordinate_sizes = {dim: size for dim, (size, _) in sizes.items()}
     given = {dim: {size} for dim, size in coordinate_sizes.items()}
     for var in variables.values():
-        for (dim, _), size in zip(var.inner, var.first.shape):
+        for (dim, _), size in zip(inner[var.name], var.first.shape):
             given.setdefault(dim, set()).add(size)
     renamed: dict[str, list[str]] = {}  # a declared name -> the variables whose axes lost it
     for var in variables.values():
-        for axis, ((dim, generic), size) in enumerate(zip(var.inner, var.first.shape)):
+        for axis, ((dim, generic), size) in enumerate(zip(inner[var.name], var.first.shape)):
             if len(given[dim]) > 1 and coordinate_sizes.get(dim) != size:
                 if not generic:
                     renamed.setdefault(dim, []).append(var.name)
                 fallback = f"obj_{var.first.obj}_dim_{axis}"
                 dim = fallback if sizes.get(fallback, (size,))[0] == size else f"{var.name}_dim_{axis}"
-                var.inner[axis] = (dim, generic)
+                inner[var.name][axis] = (dim, generic)
             claim(dim, size, f"variable {var.name!r} ({var.first.where})")
     for dim, names in renamed.items():
         log.warning("%s: dimension %r is given the sizes %s; its axes in the variables %s are "
@@ -72,22 +77,25 @@ def resolve_inner_dims(variables, coords, index_coords, objects: Objects) -> Non
                     objects.source, dim, sorted(given[dim]), names)
 
     # Coordinates without hints over several axes take the dims of a variable of their shape.
+    resolved = dict(coords)
     for name, c in coords.items():
         if c.dims is None:
             shape = c.object.shape
             match = next((var for var in variables.values() if var.first.shape == shape), None)
-            c.dims = tuple(d for d, _ in match.inner) if match else \
+            dims = tuple(d for d, _ in inner[match.name]) if match else \
                 tuple(f"{name}_dim_{axis}" for axis in range(len(shape)))
-            for dim, size in zip(c.dims, shape):
+            for dim, size in zip(dims, shape):
                 claim(dim, size, f"coordinate {name!r}")
+            resolved[name] = replace(c, dims=dims)
 
     for var in variables.values():
-        own = [d for d, _ in var.inner]
-        if len(set(own + var.outer)) != len(own) + len(var.outer):
+        own = [d for d, _ in inner[var.name]]
+        if len(set(own) | set(var.outer)) != len(own) + len(var.outer):
             raise TgmConflictError(
                 f"{objects.source}: variable {var.name!r} would have the dimension "
                 f"{sorted(set(own) & set(var.outer)) or own} twice ({var.first.where} names its "
-                f"axes {own}, stacked along {var.outer}). Rename the axes with dim_names=....")
+                f"axes {own}, stacked along {list(var.outer)}). Rename the axes with dim_names=....")
+    return {name: replace(var, inner=tuple(inner[name])) for name, var in variables.items()}, resolved
 
 
 def _inner_dims(var: Variable, dimension_coords, objects: Objects) -> list[tuple[str, bool]]:

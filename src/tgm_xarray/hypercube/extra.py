@@ -10,13 +10,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from tgm_xarray.attrs import flatten, freeze, to_attrs
 from tgm_xarray.errors import TgmConflictError
-from tgm_xarray.hypercube.axes import coordinate_values
+from tgm_xarray.hypercube.axes import IndexCoords, Lookups, coordinate_values
 from tgm_xarray.hypercube.columns import common, count_distinct, factorize
 from tgm_xarray.hypercube.objects import Objects
 from tgm_xarray.hypercube.variables import Variable
@@ -26,6 +27,16 @@ MESSAGE_DIM = "message"
 
 # Exhaustive search of the best extra dimensions is 2**n subsets; past this, a greedy pick.
 _MAX_EXHAUSTIVE_KEYS = 10
+
+
+def with_extra_dims(var: Variable, objects: Objects, consumed: set[str], fingerprints) -> Variable:
+    """``var`` with the metadata keys that tell its fields apart (:func:`extra_dims`) as its
+    ``generic`` dimensions, and ``message`` after them where fields no metadata tells apart hold
+    different data (:func:`stack_indistinct_fields`)."""
+    var = replace(var, generic=tuple(extra_dims(var, objects, consumed)))
+    if stack_indistinct_fields(var, objects, fingerprints):
+        var = replace(var, generic=(*var.generic, MESSAGE_DIM), by_message=True)
+    return var
 
 
 def extra_dims(var: Variable, objects: Objects, consumed: set[str]) -> list[str]:
@@ -114,18 +125,23 @@ def stack_indistinct_fields(var: Variable, objects: Objects, fingerprints) -> bo
     return count_distinct(cells, fingerprints.ids(rows)) == len(rows)
 
 
-def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_coords: dict,
-                   lookups: dict) -> None:
+def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_coords: IndexCoords
+                   ) -> tuple[dict[str, Variable], IndexCoords, Lookups]:
     """Coordinates of the extra dimensions: the union of the values of every variable using it.
 
     Their attributes are the entries of ``_extra_["coordinate_attrs"][key]`` common to every
-    message holding a field stacked along it (none when one of them lacks it).
+    message holding a field stacked along it (none when one of them lacks it). Returns the
+    variables stacked along their ``generic`` dimensions too, those coordinates (a name of
+    ``index_coords`` is a conflict) and their lookups.
     """
     users: dict[str, list[Variable]] = {}
     for var in variables.values():
         for key in var.generic:
             users.setdefault(key, []).append(var)
     t = objects.table
+    coords: IndexCoords = {}
+    lookups: Lookups = {}
+    stacked: dict[str, dict[str, np.ndarray]] = {name: {} for name in variables}  # key -> ids
     for key in sorted(users):
         if key in index_coords:
             raise TgmConflictError(
@@ -144,31 +160,34 @@ def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_co
                 remap[u] = index.setdefault((type(v), freeze(v)), len(index))
                 if remap[u] == len(values):
                     values.append(v)
-            var.ids[key] = remap[ids]
+            stacked[var.name][key] = remap[ids]
             attrs_codes = t.coordinate_attrs.codes[t.msg[var.rows]]
             for code in attrs_codes[factorize(attrs_codes)[1]].tolist():
                 raw = t.coordinate_attrs.values[code] if code >= 0 else None
                 described.append(_coordinate_attrs(raw).get(key, {}))
         coord, lookups[key] = coordinate_values(key, values, np.arange(len(values)))
-        index_coords[key] = ((key,), coord, to_attrs(common(described)))
-    for var in variables.values():
-        var.outer.extend(var.generic)
+        coords[key] = ((key,), coord, to_attrs(common(described)))
+    variables = {name: replace(var, outer=var.outer + var.generic, ids={**var.ids, **stacked[name]})
+                 for name, var in variables.items()}
+    return variables, coords, lookups
 
 
-def stored_axis_attrs(index_coords: dict, axes: Mapping[str, Any], objects: Objects,
-                      messages: np.ndarray) -> None:
-    """The attributes a writer stored for a MARS coordinate (``time``, ``step``, a level) in
-    ``_extra_["coordinate_attrs"]``, where every message agrees, replace cfgrib's: a NetCDF
-    input's CF ``time`` stays ``time``, not ``forecast_reference_time``."""
+def with_stored_axis_attrs(index_coords: IndexCoords, axes: Mapping[str, Any], objects: Objects,
+                           messages: np.ndarray) -> IndexCoords:
+    """``index_coords`` where the attributes a writer stored for a MARS coordinate (``time``,
+    ``step``, a level) in ``_extra_["coordinate_attrs"]``, where every message agrees, replace
+    cfgrib's: a NetCDF input's CF ``time`` stays ``time``, not ``forecast_reference_time``."""
     column = objects.table.coordinate_attrs
     codes = np.unique(column.codes[messages]).tolist() if len(messages) else [-1]
     if -1 in codes:
-        return
+        return index_coords
     stored = [_coordinate_attrs(column.values[code]) for code in codes]
+    result = dict(index_coords)
     for dim in axes:
         if dim in index_coords and all(dim in s for s in stored):
             dims, values, _ = index_coords[dim]
-            index_coords[dim] = (dims, values, to_attrs(common([s[dim] for s in stored])))
+            result[dim] = (dims, values, to_attrs(common([s[dim] for s in stored])))
+    return result
 
 
 def _values(var: Variable, key: str, objects: Objects) -> tuple[np.ndarray, Sequence[Any]]:

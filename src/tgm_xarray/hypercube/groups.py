@@ -81,7 +81,7 @@ def _group_keys(objects: Objects, rows: np.ndarray) -> tuple[np.ndarray, list[tu
     if not len(rows):
         return np.zeros(0, dtype=np.int64), []
     axes = Axes(objects.keys, rows, decode=False)
-    present = [k for k in ("mars.levtype", "levtype") if k in objects.keys]
+    present = [k for k in mars.lookup_keys("levtype") if k in objects.keys]
     levtype_of, levtypes, _ = objects.keys.dicts(present, rows)
     combination, first = factorize(levtype_of, t.shape[rows], objects.family[rows],
                                    objects.hint[rows], objects.size_hint[rows], axes.structure)

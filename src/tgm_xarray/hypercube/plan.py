@@ -13,20 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray import mars
+from tgm_xarray import cf, mars
 from tgm_xarray.attrs import to_attrs
 from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
-from tgm_xarray.hypercube.axes import Axes, add_valid_time, axis_coords
+from tgm_xarray.hypercube.axes import Axes, IndexCoords, axis_coords, with_valid_time
 from tgm_xarray.hypercube.columns import KeyColumn, common_values, factorize
 from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
 from tgm_xarray.hypercube.dims import check_names, resolve_inner_dims
-from tgm_xarray.hypercube.extra import (
-    MESSAGE_DIM,
-    extra_dims,
-    generic_coords,
-    stack_indistinct_fields,
-    stored_axis_attrs,
-)
+from tgm_xarray.hypercube.extra import generic_coords, with_extra_dims, with_stored_axis_attrs
 from tgm_xarray.hypercube.objects import Objects, Selection
 from tgm_xarray.hypercube.variables import Variable
 from tgm_xarray.hypercube.variables import variables as group_variables
@@ -66,7 +60,7 @@ class HypercubePlan:
 
     variables: dict[str, VariablePlan]
     coord_names: frozenset[str]
-    index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]]
+    index_coords: IndexCoords
     attrs: dict
 
     def cf_attrs(self) -> tuple[dict[str, dict], dict]:
@@ -80,17 +74,17 @@ class HypercubePlan:
         attrs = {name: dict(a) for name, (_, _, a) in self.index_coords.items()}
         dims.update((name, p.dims) for name, p in self.variables.items())
         attrs.update((name, dict(p.attrs)) for name, p in self.variables.items())
-        coord_names = set(self.coord_names) | set(self.index_coords)
-        for name in set(attrs) - coord_names:
-            declared = attrs[name].get("coordinates", "").split()
-            extra = [c for c in coord_names if c not in dims[name] and set(dims[c]) <= set(dims[name])
-                     and (dims[c] or c not in mars.LEVEL_NAMES or c in declared)]
+        coords = {c: dims[c] for c in set(self.coord_names) | set(self.index_coords)}
+        for name in set(attrs) - set(coords):
+            declared = cf.named_coordinates(attrs[name]) or set()
+            extra = [c for c in cf.attached_to(dims[name], coords)
+                     if coords[c] or not mars.is_level(c) or c in declared]
             if extra:
-                attrs[name]["coordinates"] = " ".join(sorted(set(extra) | set(declared)))
+                attrs[name] = cf.naming(attrs[name], extra)
         dataset = dict(self.attrs)
-        levels = {c for c in self.index_coords if c in mars.LEVEL_NAMES and not dims[c]}
+        levels = {c for c in self.index_coords if mars.is_level(c) and not dims[c]}
         if levels:
-            dataset["coordinates"] = " ".join(sorted(levels | set(str(dataset.get("coordinates", "")).split())))
+            dataset = cf.naming(dataset, levels)
         return attrs, dataset
 
 
@@ -99,18 +93,15 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
     axes = Axes(objects.keys, selection.data)
     variables = group_variables(objects, selection.data, axes)
 
-    index_coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict]] = {}
-    lookups: dict[str, np.ndarray] = {}  # dim -> value number -> position along it
-    axis_coords(variables, axes, objects, index_coords, lookups)
-    for var in variables.values():
-        var.generic = extra_dims(var, objects, axes.consumed(var.at))
-        if stack_indistinct_fields(var, objects, fingerprints):
-            var.generic.append(MESSAGE_DIM)
-            var.by_message = True
-    generic_coords(variables, objects, index_coords, lookups)
-    stored_axis_attrs(index_coords, axes.dims, objects, selection.messages)
-    add_valid_time(index_coords)
-    resolve_inner_dims(variables, coords, index_coords, objects)
+    # Each pass returns what it found: the variables as far as they are known, the coordinates
+    # built from metadata, and per stacked dim, each value number's position along it.
+    variables, index_coords, lookups = axis_coords(variables, axes, objects)
+    variables = {name: with_extra_dims(var, objects, axes.consumed(var.at), fingerprints)
+                 for name, var in variables.items()}
+    variables, generic, generic_lookups = generic_coords(variables, objects, index_coords)
+    index_coords, lookups = {**index_coords, **generic}, {**lookups, **generic_lookups}
+    index_coords = with_valid_time(with_stored_axis_attrs(index_coords, axes.dims, objects, selection.messages))
+    variables, coords = resolve_inner_dims(variables, coords, index_coords, objects)
 
     common_extra = {}
     extra = objects.table.extra
@@ -204,10 +195,8 @@ def _with_scalar_levels(attrs: dict, var: Variable, axes: Axes, index_coords) ->
     fields: a Dataset may hold several (``heightAboveGround`` of ``2t``, ``surface`` of ``lsm``),
     and only this tells whose each is (the writer keys each variable's own)."""
     levels = [dim for dim, (dims, _, _) in index_coords.items()
-              if dim in mars.LEVEL_NAMES and dims == () and axes.has(dim, var.at[0])]
-    if not levels:
-        return attrs
-    return {**attrs, "coordinates": " ".join(sorted({*str(attrs.get("coordinates", "")).split(), *levels}))}
+              if mars.is_level(dim) and dims == () and axes.has(dim, var.at[0])]
+    return cf.naming(attrs, levels) if levels else attrs
 
 
 def _dataset_attrs(objects: Objects, selection: Selection, axes: Axes, variables,

@@ -8,6 +8,7 @@ dimensions; anything else is a :class:`~tgm_xarray.errors.TgmConflictError` with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,18 +21,21 @@ from tgm_xarray.hypercube.columns import factorize
 from tgm_xarray.hypercube.objects import NAME_KEYS, Objects, Row
 
 
-@dataclass
+@dataclass(frozen=True)
 class Variable:
+    """A data variable as the passes see it: each pass returns a new one with what it found
+    (``dataclasses.replace``), never changes one another pass holds."""
+
     name: str
     rows: np.ndarray  # table rows of its fields, in file order
     at: np.ndarray  # their positions among the plan's data rows
     name_keys: np.ndarray  # per field, the key that named it (None: none), object array
     first: Row
-    outer: list[str] = field(default_factory=list)  # stacked dims
-    generic: list[str] = field(default_factory=list)  # stacked dims named by metadata keys
-    inner: list[tuple[str, bool]] = field(default_factory=list)  # (own dim, is generic fallback)
+    outer: tuple[str, ...] = ()  # stacked dims
+    generic: tuple[str, ...] = ()  # stacked dims named by metadata keys
+    inner: tuple[tuple[str, bool], ...] = ()  # (own dim, is generic fallback)
     by_message: bool = False  # stacked along `message` (see `extra.stack_indistinct_fields`)
-    ids: dict[str, np.ndarray] = field(default_factory=dict)  # outer dim -> value number per field
+    ids: Mapping[str, np.ndarray] = field(default_factory=dict)  # outer dim -> value number per field
 
 
 def variables(objects: Objects, rows: np.ndarray, axes: Axes) -> dict[str, Variable]:
