@@ -15,7 +15,7 @@ import xarray as xr
 
 import tgm_xarray
 from conftest import assert_same_bits
-from tgm_xarray import remote
+from tgm_xarray.source import remote
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs event loops and a server")
 

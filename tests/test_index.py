@@ -1,4 +1,4 @@
-"""Persistent indexes (``tgm_xarray.index``, docs/archives.md): a second open reads the index, not
+"""Persistent indexes (``tgm_xarray.source.index``, docs/archives.md): a second open reads the index, not
 the data file; an index that does not describe the file's current version, or is not an index,
 is ignored with a warning and the open is the cold one's."""
 
@@ -16,11 +16,11 @@ import pytest
 import xarray as xr
 
 from conftest import ENGINE
-from tgm_xarray import _core, index
+from tgm_xarray import _core
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.hypercube.table import MetadataTable
-from tgm_xarray.source import handles
+from tgm_xarray.source import handles, index
 
 CLI = [sys.executable, "-m", "tgm_xarray.cli"]
 

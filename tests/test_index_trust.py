@@ -1,4 +1,4 @@
-"""Indexes are a cache, never a second truth (``tgm_xarray.index``, docs/archives.md "The index"):
+"""Indexes are a cache, never a second truth (``tgm_xarray.source.index``, docs/archives.md "The index"):
 an index is trusted only if this user signed it, every object a plan from it reads is checked
 against the data file at its first read, and concurrent writers leave a valid index."""
 
@@ -19,10 +19,9 @@ import xarray as xr
 import tgm_xarray
 from conftest import ENGINE
 from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly, own_cache  # noqa: F401
-from tgm_xarray import index
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import PlanOptions
-from tgm_xarray.source import dimension_coords, handles, open_file, planned
+from tgm_xarray.source import dimension_coords, handles, index, open_file, planned
 
 
 def forge(path: Path, target: Path, change, key: bytes | None = None) -> None:

@@ -19,10 +19,10 @@ import xarray as xr
 import tgm_xarray
 from conftest import ENGINE, REAL, require_shared, shared_files
 from hostile import MEMORY_LIMIT
-from tgm_xarray import _core, remote
+from tgm_xarray import _core
 from tgm_xarray.attrs import flatten
 from tgm_xarray.hypercube import MetadataTable
-from tgm_xarray.source import handles
+from tgm_xarray.source import handles, remote
 
 tensogram = pytest.importorskip("tensogram")
 

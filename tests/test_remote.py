@@ -28,7 +28,7 @@ from conftest import (  # noqa: E402
     write_message_file,
 )
 from range_server import Fault  # noqa: E402
-from tgm_xarray import _core, remote  # noqa: E402
+from tgm_xarray import _core  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
     RemoteConnectionError,
     RemoteHTTPError,
@@ -38,7 +38,10 @@ from tgm_xarray.errors import (  # noqa: E402
     TgmFormatError,
     TgmIndexError,
 )
-from tgm_xarray.source import handles  # noqa: E402
+from tgm_xarray.source import (
+    handles,  # noqa: E402
+    remote,
+)
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe

@@ -38,8 +38,8 @@ from conftest import ENGINE, FIXTURES, Spec, require_shared, shared_files, write
 from tgm_xarray import _core  # noqa: E402
 from tgm_xarray.errors import TgmError  # noqa: E402
 from tgm_xarray.hypercube import PlanOptions  # noqa: E402
-from tgm_xarray.remote import RemoteHandle  # noqa: E402
 from tgm_xarray.source import handles  # noqa: E402
+from tgm_xarray.source.remote import RemoteHandle  # noqa: E402
 from tgm_xarray.virtual import TensogramParser, _StoreFetcher, local_repository, no_credentials  # noqa: E402
 from tgm_xarray.zarr_codec import TensogramCodec, TensogramFrameCodec  # noqa: E402
 

@@ -18,10 +18,11 @@ import xarray as xr
 
 import tgm_xarray
 from conftest import ENGINE, FIXTURES, require_shared, upstream_decode
-from tgm_xarray import _core, cf, index, mars
+from tgm_xarray import _core, cf, mars
 from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
 from tgm_xarray.pipeline import SZIP_PACKED_BITS
+from tgm_xarray.source import index
 from tgm_xarray.writer import TgmWriter, to_tgm
 
 dask = pytest.importorskip("dask")

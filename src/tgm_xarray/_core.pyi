@@ -112,7 +112,7 @@ def read_frame(
 ) -> np.ndarray: ...
 def frame_fingerprint(frame: bytes) -> str: ...
 
-# Remote files: sans-IO walks that `tgm_xarray.remote.drive` (or `drive_async`) runs: each asks
+# Remote files: sans-IO walks that `tgm_xarray.source.remote.drive` (or `drive_async`) runs: each asks
 # for byte ranges of the file (`wanted`: (start, stop) pairs, None when done) and takes their
 # bytes in the same order (`feed`) until it wants nothing more, then `finish`.
 @final
@@ -141,7 +141,7 @@ class RemoteRead:
 
 @final
 class RemoteMessages:
-    """A remote file's messages (``tgm_xarray.remote``): as ``scan_remote`` found them, or as
+    """A remote file's messages (``tgm_xarray.source.remote``): as ``scan_remote`` found them, or as
     an index's metadata table lists them (``from_index``)."""
 
     @staticmethod

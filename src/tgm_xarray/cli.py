@@ -36,9 +36,9 @@ from tgm_xarray._core import MAGIC, decoded_bytes
 from tgm_xarray.attrs import jsonable
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canonical
-from tgm_xarray.remote import is_url
 from tgm_xarray.source import open_file
 from tgm_xarray.source.handles import absolute
+from tgm_xarray.source.remote import is_url
 from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import EngineNameWarning
 
@@ -941,9 +941,8 @@ def _dump(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from tgm_xarray import index
     from tgm_xarray.hypercube import PlanOptions
-    from tgm_xarray.source import planned
+    from tgm_xarray.source import index, planned
 
     paths = [p if is_url(p) else os.path.abspath(os.path.expanduser(p)) for p in args.paths]
     if args.beside and any(is_url(p) for p in paths):

@@ -32,7 +32,7 @@ class TgmStaleFileError(OSError, TgmError):
     # tblib (which distributed uses to send errors back) cannot rebuild the exception.
 
 
-# Remote reads (remote.py, docs/remote.md). They are ``OSError``s, as fsspec's and the standard
+# Remote reads (source/remote.py, docs/remote.md). They are ``OSError``s, as fsspec's and the standard
 # library's network errors are; each names the URL and says what happened. A missing object stays
 # a ``FileNotFoundError``, a refused one a ``PermissionError``.
 
@@ -70,7 +70,7 @@ class RemoteRangeError(RemoteError):
     for an object too large to read whole."""
 
 
-# Persistent indexes (index.py, docs/archives.md).
+# Persistent indexes (source/index.py, docs/archives.md).
 
 
 class TgmIndexWarning(UserWarning):

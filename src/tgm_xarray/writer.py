@@ -32,10 +32,11 @@ from typing import Any, Literal, Protocol, overload
 import numpy as np
 import xarray as xr
 
-from tgm_xarray import _core, index
+from tgm_xarray import _core
 from tgm_xarray.atomic import MODES, AtomicFile, CommitsOnSuccess, WriteMode
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
+from tgm_xarray.source import index
 from tgm_xarray.threads import check_threads
 
 Layout = Literal["field", "variable"]

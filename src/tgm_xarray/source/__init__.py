@@ -10,7 +10,7 @@ list of files, and everything between what an open is given and the core's reads
   ``remote.RemoteHandle``);
 - :mod:`.fileset`: ``FileSet``, several files read as one;
 - :mod:`.refs`: ``FileRef``/``FileSetRef``, references that survive closing and pickling;
-- :mod:`.planning`: ``planned``, a source's plans, through its sidecar index (``tgm_xarray.index``).
+- :mod:`.planning`: ``planned``, a source's plans, through its sidecar index (``tgm_xarray.source.index``).
 """
 
 from tgm_xarray.source.file import TgmFile, open_file, table_of

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from tgm_xarray._core import FileHandle
 from tgm_xarray.errors import TgmStaleFileError
-from tgm_xarray.remote import RemoteHandle, is_url
+from tgm_xarray.source.remote import RemoteHandle, is_url
 
 #: How many handles the cache keeps open at most.
 DEFAULT_MAX_OPEN = 128

@@ -20,7 +20,7 @@ import urllib.request
 from typing import Any
 
 from tgm_xarray._core import MAGIC  # the bytes every ``.tgm`` file starts with
-from tgm_xarray.remote import is_url
+from tgm_xarray.source.remote import is_url
 
 
 def local_path(path: str | os.PathLike) -> str:

@@ -46,8 +46,8 @@ from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan
 from tgm_xarray.hypercube.table import Column, KeyColumns
-from tgm_xarray.remote import is_url
 from tgm_xarray.source.handles import FileKey, FileVersion, absolute
+from tgm_xarray.source.remote import is_url
 
 FORMAT = "tgm-xarray-index"
 #: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that
@@ -212,7 +212,7 @@ class Identity:
     def of_url(cls, url: str, storage_options: dict | None) -> Identity:
         """The remote object's size and fingerprint: one range request for an object of at most
         ``remote.FIRST_BLOCK`` bytes, two for a larger one."""
-        from tgm_xarray.remote import Fetcher
+        from tgm_xarray.source.remote import Fetcher
 
         return cls.of_fetcher(Fetcher(url, storage_options))
 
@@ -654,7 +654,7 @@ def fetch_beside(url: str, storage_options: dict | None, into: str) -> bool:
     request, as the data is read: checked, retried, bounded), to ``into``; ``False`` if there
     is none: the server answers that it is missing or forbidden (S3 answers 403 for a missing
     key to whoever may not list the bucket). Other failures raise."""
-    from tgm_xarray.remote import fetch_whole
+    from tgm_xarray.source.remote import fetch_whole
 
     try:
         data = fetch_whole(url, storage_options)
@@ -694,7 +694,7 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
                 warn(remote, f"it could not be read ({err})")
         if not present:
             return Found(Identity.of_url(path, storage_options) if identify else None, None)
-        from tgm_xarray.remote import Fetcher
+        from tgm_xarray.source.remote import Fetcher
 
         fetcher = Fetcher(path, storage_options)
         return dataclasses.replace(_found(Identity.of_fetcher(fetcher), [copy]), fetcher=fetcher)
