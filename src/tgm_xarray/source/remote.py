@@ -485,10 +485,17 @@ def drive(walk, fetch_many):
 
 
 async def drive_async(walk, fetcher):
-    """``drive`` for event loops: every range of a batch requested at once with
-    ``fetcher.fetch_async`` (on the fetcher's loop), the walk's own steps on the caller's."""
+    """``drive`` for event loops: the ranges of a batch requested with ``fetcher.fetch_async`` (on
+    the fetcher's loop), ``CONCURRENCY`` at most in flight as ``fetch_many``'s, the walk's own steps
+    on the caller's loop."""
+    slots = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(start: int, stop: int) -> bytes:
+        async with slots:
+            return await fetcher.fetch_async(start, stop)
+
     while (ranges := walk.wanted()) is not None:
-        walk.feed(list(await asyncio.gather(*(fetcher.fetch_async(a, b) for a, b in ranges))))
+        walk.feed(list(await asyncio.gather(*(one(a, b) for a, b in ranges))))
     return walk.finish()
 
 
