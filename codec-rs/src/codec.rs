@@ -158,19 +158,6 @@ pub fn encode_message<'py>(
     Ok(PyBytes::new(py, &encoded))
 }
 
-/// The least and greatest finite values of a C-contiguous float64 array (`None`: none is
-/// finite): simple packing's parameters come from them. Runs detached, on up to `threads`
-/// threads of the process-wide budget (`None`: what it has free).
-#[pyfunction]
-#[pyo3(signature = (values, threads = None))]
-pub fn finite_range(py: Python<'_>, values: numpy::PyReadonlyArrayDyn<'_, f64>, threads: Option<usize>) -> PyResult<Option<(f64, f64)>> {
-    let values = values.as_slice().map_err(|_| CoreError::new(Kind::Value, "values must be a C-contiguous float64 array").raised())?;
-    Ok(py.detach(|| {
-        let grant = tgm_core::parallel::grant(threads, values.len() as u64);
-        tgm_core::packing::finite_range(values, grant.threads).0
-    }))
-}
-
 /// Fails unless `objects` is one object, of `shape` and (unless `None`) dtype `dtype`: checked
 /// before anything is decoded, so a chunk declaring another size costs nothing.
 pub(crate) fn check_holds<'a>(objects: impl IntoIterator<Item = &'a DataObjectDescriptor>, shape: &[u64], dtype: Option<&str>) -> CoreResult<()> {

@@ -219,27 +219,30 @@ pub fn finite_range(values: &[f64], threads: usize) -> (Option<(f64, f64)>, bool
     ((lo <= hi).then_some((lo, hi)), all_finite)
 }
 
-/// [`finite_range`] of one piece, in four lanes that the compiler turns into vector compares
-/// and blends (a NaN or an infinity fails `abs() < INFINITY` and is passed over).
+/// [`finite_range`] of one piece, in eight independent lanes of branch-free compares and selects
+/// (a NaN or an infinity fails `abs() < INFINITY`: it counts as +inf for the least and -inf for
+/// the greatest).
 fn range_of(piece: &[f64]) -> (f64, f64, bool) {
-    let (mut lo, mut hi, mut finite) = ([f64::INFINITY; 4], [f64::NEG_INFINITY; 4], [true; 4]);
-    let chunks = piece.chunks_exact(4);
+    const LANES: usize = 8;
+    let (mut lo, mut hi, mut bad) = ([f64::INFINITY; LANES], [f64::NEG_INFINITY; LANES], [0u64; LANES]);
+    let mut step = |k: usize, v: f64| {
+        let ok = v.abs() < f64::INFINITY;
+        let (low, high) = if ok { (v, v) } else { (f64::INFINITY, f64::NEG_INFINITY) };
+        lo[k] = if low < lo[k] { low } else { lo[k] };
+        hi[k] = if high > hi[k] { high } else { hi[k] };
+        bad[k] |= u64::from(!ok);
+    };
+    let chunks = piece.chunks_exact(LANES);
     let rest = chunks.remainder();
     for chunk in chunks {
-        for k in 0..4 {
-            let (v, ok) = (chunk[k], chunk[k].abs() < f64::INFINITY);
-            lo[k] = if ok && v < lo[k] { v } else { lo[k] };
-            hi[k] = if ok && v > hi[k] { v } else { hi[k] };
-            finite[k] &= ok;
+        for (k, &v) in chunk.iter().enumerate() {
+            step(k, v);
         }
     }
     for (k, &v) in rest.iter().enumerate() {
-        let ok = v.abs() < f64::INFINITY;
-        lo[k] = if ok && v < lo[k] { v } else { lo[k] };
-        hi[k] = if ok && v > hi[k] { v } else { hi[k] };
-        finite[k] &= ok;
+        step(k, v);
     }
-    (lo.into_iter().fold(f64::INFINITY, f64::min), hi.into_iter().fold(f64::NEG_INFINITY, f64::max), finite.iter().all(|&f| f))
+    (lo.into_iter().fold(f64::INFINITY, f64::min), hi.into_iter().fold(f64::NEG_INFINITY, f64::max), bad.iter().all(|&b| b == 0))
 }
 
 /// `values` simple-packed to whole-byte widths (8, 16, 24, 32 bits) with upstream's arithmetic

@@ -9,7 +9,7 @@ import numpy as np
 __all__ = [
     "TgmError", "TgmFormatError", "TgmCodecError", "TgmHashMismatchError", "TgmIndexError", "FileHandle",
     "PooledBuffer", "RemoteMessages", "RemoteScan", "RemoteDescription", "RemoteRead", "scan_remote", "empty",
-    "buffer_pool", "encode_message", "finite_range", "decode_message_into", "frame_footer", "parse_message",
+    "buffer_pool", "encode_message", "decode_message_into", "frame_footer", "parse_message",
     "read_frame", "frame_fingerprint", "table_of_files", "table_of_bytes", "decoded_elements",
     "take_max_concurrent_reads",
     "numpy_dtype", "decoded_bytes", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
@@ -68,7 +68,6 @@ class FileHandle:
         threads: int | None = None,
     ) -> None: ...
 
-def finite_range(values: np.ndarray, threads: int | None = None) -> tuple[float, float] | None: ...
 def encode_message(
     metadata: dict[str, Any],
     objects: list[tuple[dict[str, Any], np.ndarray]],

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
 
 ENCODINGS = ("none", "simple_packing")
@@ -402,10 +401,15 @@ def _binary_scale(low: float, high: float, bits: int, decimal_scale_factor: int)
 
 
 def _finite_range(values: np.ndarray) -> tuple[float, float]:
-    """The least and greatest finite values ((0, 0) if none is): one pass in the core, on the
-    cores its budget has free (a copy only for values not already native float64 in C order)."""
-    values = np.ascontiguousarray(values, dtype=np.dtype("=f8")).reshape(-1)
-    return _core.finite_range(values) or (0.0, 0.0)
+    if values.size == 0:
+        return 0.0, 0.0
+    # fmin/fmax skip NaN without nanmin's "All-NaN slice" warning for an all-NaN field; numpy's
+    # vectorised reductions make these two passes cheaper than one scalar pass in the core.
+    low, high = float(np.fmin.reduce(values, axis=None)), float(np.fmax.reduce(values, axis=None))
+    if math.isfinite(low) and math.isfinite(high):
+        return low, high
+    finite = values[np.isfinite(values)]  # infinities (or only NaN): rarely taken, copies
+    return (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
 
 
 def markdown_table() -> str:
