@@ -16,13 +16,6 @@ mod table;
 // The core's modules, under the names the binding's modules use.
 use tgm_core::{counters, dtypes, encode, errors, mapped_file, message, read, selection};
 
-/// mimalloc keeps the pages of the large buffers an encode frees (packed pieces, upstream's
-/// frame and message, the payload copies) for the next one: with glibc's malloc each of them
-/// is a fresh mapping that faults in page by page (1,900 page faults and a third of the CPU
-/// time of encoding the 0.25-degree 2 m temperature field, none with mimalloc).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]
 fn decoded_elements() -> u64 {
