@@ -103,6 +103,16 @@ def test_require_hash_reports_each_unhashed_object(capsys):
     assert lines[-1] == "10 messages, 10 objects checked, 10 problems"
 
 
+def test_a_file_reached_through_a_symlink_is_named_once(capsys, tmp_path):
+    """The core names the file it opened (the link's target); each line names the path given."""
+    require_shared(UNHASHED)
+    link = tmp_path / "link.tgm"
+    link.symlink_to(UNHASHED)
+    code, lines = verify(capsys, "--require-hash", str(link))
+    assert code == 1
+    assert lines[0] == f"{link}: message 0, object 0: verify_hash=True but the object was written without a hash"
+
+
 def test_usage_errors_exit_2(capsys):
     for args in ([], ["--no-such-option", "x.tgm"]):
         with pytest.raises(SystemExit) as exit:

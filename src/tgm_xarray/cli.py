@@ -1045,7 +1045,8 @@ def _reason(error: BaseException, path: str, where: str = "") -> str:
     'hash mismatch'
     """
     text = error_line(error)
-    for name in (path, absolute(path)):
+    # The core names the file it opened: through a symlink, the real one.
+    for name in dict.fromkeys((path, absolute(path), os.path.realpath(path))):
         for prefix in (f"{name}: {where}: ", f"{name}: "):
             if text.startswith(prefix):
                 return text[len(prefix):]
