@@ -16,6 +16,10 @@ mod table;
 // The core's modules, under the names the binding's modules use.
 use tgm_core::{counters, dtypes, encode, errors, mapped_file, message, read, selection};
 
+/// Big blocks are recycled (`buffers.rs`): fresh ones cost the kernel's page faults.
+#[global_allocator]
+static ALLOCATOR: buffers::Recycling = buffers::Recycling;
+
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]
 fn decoded_elements() -> u64 {
@@ -35,7 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::FileHandle>()?;
     m.add_class::<buffers::PooledBuffer>()?;
     remote::register(m)?;
-    buffers::limit_from_env(m.py())?;
+    buffers::init(m.py())?;
     for f in [
         wrap_pyfunction!(buffers::py_empty, m)?,
         wrap_pyfunction!(buffers::buffer_pool, m)?,
