@@ -15,7 +15,9 @@ use crate::errors::{CoreError, CoreResult, Kind};
 use crate::exceptions::Raised;
 use crate::message::ParsedMessage;
 use crate::encode;
-use crate::pyarray::{parse_index, read_into_out, InBuffer};
+use crate::arrays::InBuffer;
+use crate::index::parse_index;
+use crate::read_into::read_into_out;
 use crate::read::Verify;
 
 fn type_err(m: String) -> CoreError {

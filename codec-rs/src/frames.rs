@@ -11,7 +11,7 @@ use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
 use crate::message::{ObjectEntry, ParsedMessage};
 use crate::codec::check_holds;
-use crate::pyarray::read_to_array;
+use crate::read_into::read_to_array;
 use crate::read::Verify;
 
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says

@@ -3,13 +3,15 @@
 
 use pyo3::prelude::*;
 
+mod arrays;
 mod buffers;
 mod cbor;
 mod codec;
 mod exceptions;
 mod file;
 mod frames;
-mod pyarray;
+mod index;
+mod read_into;
 mod remote;
 mod table;
 
@@ -46,8 +48,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
         wrap_pyfunction!(table::table_of_files, m)?,
-        wrap_pyfunction!(pyarray::py_numpy_dtype, m)?,
-        wrap_pyfunction!(pyarray::decoded_bytes, m)?,
+        wrap_pyfunction!(arrays::py_numpy_dtype, m)?,
+        wrap_pyfunction!(arrays::decoded_bytes, m)?,
+        wrap_pyfunction!(index::outer_key, m)?,
         wrap_pyfunction!(table::table_of_bytes, m)?,
         wrap_pyfunction!(decoded_elements, m)?,
         wrap_pyfunction!(take_max_concurrent_reads, m)?,

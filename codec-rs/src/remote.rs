@@ -14,7 +14,9 @@ use crate::codec::descriptor;
 use crate::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
-use crate::pyarray::{fill_out, out_array, parse_index};
+use crate::arrays::out_array;
+use crate::index::parse_index;
+use crate::read_into::fill_out;
 
 fn format_err(m: impl Into<String>) -> PyErr {
     CoreError::new(Kind::Format, m).raised()
