@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import xarray as xr
@@ -74,10 +77,6 @@ def test_text_file_objects_are_refused(tmp_path):
 def test_bytes_that_cannot_be_written_leave_no_temporary_file(ifs_file, tmp_path):
     """Bytes are opened through a temporary copy: a copy that fails (here the file size limit)
     raises and leaves nothing in the temporary directory, as every write of ours."""
-    import subprocess
-    import sys
-    import textwrap
-
     require_shared(ifs_file)
     script = textwrap.dedent(f"""
         import resource, signal
