@@ -10,12 +10,12 @@ use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple, PyTupleMethods};
 use tensogram::{DataObjectDescriptor, Dtype};
 
 use crate::buffers;
-use crate::dtypes;
-use crate::errors::{CoreError, CoreResult, Kind};
+use tgm_core::wire::dtypes;
+use tgm_core::errors::{CoreError, CoreResult, Kind};
 use crate::exceptions::Raised;
-use crate::message::ObjectEntry;
-use crate::read::{full_selection, read_object, worth_releasing, Verify};
-use crate::selection::AxisSel;
+use tgm_core::source::message::ObjectEntry;
+use tgm_core::read::object::{full_selection, read_object, worth_releasing, Verify};
+use tgm_core::read::selection::AxisSel;
 
 /// A numpy array's data buffer, to be filled while the interpreter is detached.
 ///
@@ -428,8 +428,8 @@ pub fn out_array<'py>(
 }
 
 /// Reads `index` of object `entry` (stored in `bytes`) into `out`, with the interpreter
-/// released unless the read is too small to be worth it (`read::worth_releasing`); `index`'s
-/// arrays are converted there too. `threads`: see `read::read_object`.
+/// released unless the read is too small to be worth it (`read::object::worth_releasing`);
+/// `index`'s arrays are converted there too. `threads`: see `read::object::read_object`.
 pub fn read_into_out(
     py: Python<'_>,
     bytes: &[u8],
@@ -466,7 +466,7 @@ pub fn fill_out(
 #[cfg(test)]
 mod tests {
     use super::{Axis, Index};
-    use crate::selection::AxisSel;
+    use tgm_core::read::selection::AxisSel;
 
     fn pieces(shape: &[u64], sel: Vec<AxisSel>) -> usize {
         Index { axes: sel.into_iter().map(Axis::Sel).collect(), shape: vec![], _made: vec![] }.pieces(shape)

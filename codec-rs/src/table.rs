@@ -9,10 +9,10 @@ use pyo3::types::{PyDict, PyList};
 use tgm_core::table::{Column, KeyColumns, Table};
 
 use crate::cbor::to_py;
-use crate::errors::{CoreError, Kind};
+use tgm_core::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, FileHandle};
-use crate::mapped_file::{index_messages, MappedFile};
+use tgm_core::source::mapped_file::{index_messages, MappedFile};
 use crate::remote::RemoteMessages;
 
 /// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released;

@@ -16,10 +16,10 @@ use ciborium::Value;
 use tensogram::wire::FrameHeader;
 use tensogram::DataObjectDescriptor;
 
-use crate::cbor::{self, Walker};
-use crate::wire::{self, inline_hash};
-use crate::message::walk;
-use crate::szip;
+use crate::wire::cbor::{self, Walker};
+use crate::wire::frames::{self, inline_hash};
+use crate::source::message::walk;
+use crate::encoding::szip;
 
 /// Encoder-owned metadata: never flattened.
 pub const RESERVED_KEY: &str = "_reserved_";
@@ -465,7 +465,7 @@ impl Builder {
         let meta = self.metadata(&cbor)?;
         let msg = self.table.n_messages;
         for (obj, (desc, payload, _, frame_offset)) in decoded.objects.iter().enumerate() {
-            let frame = wire::frame_range(bytes, *frame_offset).map_err(|e| format!("object {obj}: {}", e.message))?;
+            let frame = frames::frame_range(bytes, *frame_offset).map_err(|e| format!("object {obj}: {}", e.message))?;
             let payload_start = payload.as_ptr() as usize - bytes.as_ptr() as usize;
             let known = self.known(desc, &tensogram::metadata::object_descriptor_to_cbor(desc).map_err(|e| e.to_string())?)?;
             self.object(msg, obj, &meta, known, offset, frame.clone(), payload_start..payload_start + payload.len(), inline_hash(&bytes[frame]));
@@ -897,7 +897,7 @@ mod tests {
     /// The table of `file`'s messages from their parts, as a remote reader gets them: each
     /// message's header (metadata frame, index), then its descriptors from the frames' ends.
     fn table_of_parts(file: &[u8]) -> Table {
-        use crate::remote_walk::{indexed, Describe, Scan, Settings};
+        use crate::source::remote_walk::{indexed, Describe, Scan, Settings};
         let settings = Settings { first_block: 64, whole_message_max: 0, ..Settings::default() };
         let mut walk = Scan::new(file.len() as u64, settings, |_| Err("streaming mode".into()));
         let bytes = |ranges: Vec<(u64, u64)>| ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect();

@@ -20,10 +20,10 @@ use tensogram::wire::{
 };
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
-use crate::cbor::Walker;
+use crate::wire::cbor::Walker;
 use crate::errors::{CoreError, CoreResult};
-use crate::message::walk;
-use crate::wire::{self, FrameWalk, Taken};
+use crate::source::message::walk;
+use crate::wire::frames::{self, FrameWalk, Taken};
 
 /// Byte ranges `[start, stop)` of the file.
 pub type Ranges = Vec<(u64, u64)>;
@@ -92,7 +92,7 @@ pub fn preamble(buf: &[u8]) -> CoreResult<(u64, Layout)> {
 
 /// `(first_footer_offset, total_length)` of the postamble in the last bytes of `buf`.
 pub fn postamble(buf: &[u8]) -> CoreResult<(u64, u64)> {
-    let postamble = wire::postamble_at_end(buf)?;
+    let postamble = frames::postamble_at_end(buf)?;
     Ok((postamble.first_footer_offset, postamble.total_length))
 }
 
@@ -119,7 +119,7 @@ pub struct Frames {
 }
 
 /// Walks the metadata, index and hash frames at the start of `buf`, which begins `offset` bytes
-/// into its message at a frame, by the wire's frame rule (`wire::FrameWalk`), until it has the
+/// into its message at a frame, by the wire's frame rule (`frames::FrameWalk`), until it has the
 /// metadata and the index.
 pub fn frames(buf: &[u8], offset: u64) -> CoreResult<Frames> {
     let (mut metadata, mut index) = (None, None);
@@ -129,11 +129,11 @@ pub fn frames(buf: &[u8], offset: u64) -> CoreResult<Frames> {
             break Next::End; // what comes next (the hash frame) is not needed
         }
         let header = match walk.next_header()? {
-            wire::Next::End => break Next::End,
-            wire::Next::Needs(need) => break Next::More(need),
-            wire::Next::Header(header) => header,
+            frames::Next::End => break Next::End,
+            frames::Next::Needs(need) => break Next::More(need),
+            frames::Next::Header(header) => header,
         };
-        if wire::phase(header.frame_type) == 1 {
+        if frames::phase(header.frame_type) == 1 {
             break Next::Data;
         }
         let frame = match walk.frame(header)? {
@@ -173,7 +173,7 @@ pub fn check_index_order(offsets: &[u64], lengths: &[u64]) -> CoreResult<()> {
 }
 
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
-/// is `length` bytes long say: `(cbor_offset, flags, inline hash)` (`wire::object_footer`). The
+/// is `length` bytes long say: `(cbor_offset, flags, inline hash)` (`frames::object_footer`). The
 /// descriptor is the CBOR item at `cbor_offset`. The frame's own header must agree with the index.
 pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> CoreResult<(u64, u16, Option<u64>)> {
     let header = FrameHeader::read_from(head).map_err(|e| CoreError::format(format!("bad frame header: {e}")))?;
@@ -183,7 +183,7 @@ pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> CoreResult<(u64, u
             header.total_length
         )));
     }
-    let footer = wire::object_footer(&header, tail)?;
+    let footer = frames::object_footer(&header, tail)?;
     Ok((footer.cbor_offset as u64, header.flags, footer.hash))
 }
 
@@ -787,7 +787,7 @@ mod tests {
         // Upstream passes any bytes other than `FR` between frames; this walk stopped at them,
         // before the index, and the message could not be read.
         use crate::testing::{message, Written};
-        use crate::wire::tests::{first_footer_or_frame, padded};
+        use crate::wire::frames::tests::{first_footer_or_frame, padded};
         for (written, part) in [(Written::Header, Part::Header { postamble: Vec::new() }), (Written::Footer, Part::Footer)] {
             for n in [3, 8, 21] {
                 let one = message(&[1, 2, 3, 4], written);

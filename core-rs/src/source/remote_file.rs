@@ -18,11 +18,11 @@ use std::sync::OnceLock;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::fetch::PayloadRanges;
-use crate::mapped_file::index_messages;
-use crate::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
-use crate::remote_walk::{indexed, postamble, Describe, Found, Part, Ranges, Scan, Settings};
-use crate::selection::AxisSel;
+use crate::read::fetch::PayloadRanges;
+use crate::source::mapped_file::index_messages;
+use crate::source::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
+use crate::source::remote_walk::{indexed, postamble, Describe, Found, Part, Ranges, Scan, Settings};
+use crate::read::selection::AxisSel;
 use crate::table::{self, ObjectParts, ScanError, Table};
 
 fn format_err(m: impl Into<String>) -> CoreError {
