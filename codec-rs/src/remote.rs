@@ -16,10 +16,6 @@ use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
 use crate::pyarray::{fill_out, out_array, parse_index};
 
-fn format_err(m: impl Into<String>) -> PyErr {
-    CoreError::new(Kind::Format, m).raised()
-}
-
 /// The bytes fed to a walk, copied out of their Python objects.
 fn pieces(fed: Vec<Bound<'_, PyBytes>>) -> Vec<Vec<u8>> {
     fed.iter().map(|p| p.as_bytes().to_vec()).collect()
@@ -47,14 +43,12 @@ pub struct RemoteScan {
 impl RemoteScan {
     /// The ranges to fetch next, `None` when the scan is complete.
     fn wanted(&mut self) -> PyResult<Option<Ranges>> {
-        let source = self.source.clone();
-        live(&mut self.scan)?.wanted().map_err(|e| format_err(format!("{source}: {e}")))
+        live(&mut self.scan)?.wanted().raised()
     }
 
     /// The bytes of the ranges `wanted` gave, in its order.
     fn feed(&mut self, fed: Vec<Bound<'_, PyBytes>>) -> PyResult<()> {
-        let source = self.source.clone();
-        live(&mut self.scan)?.feed(pieces(fed)).map_err(|e| format_err(format!("{source}: {e}")))
+        live(&mut self.scan)?.feed(pieces(fed)).raised()
     }
 
     /// The file's messages, once `wanted` gives `None`.
@@ -73,7 +67,7 @@ impl RemoteScan {
 pub fn scan_remote(source: &str, size: u64, settings: (u64, u64, u64, u64, u64, u64)) -> RemoteScan {
     let (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess) = settings;
     let settings = Settings { first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess };
-    RemoteScan { source: source.to_owned(), tail_guess, scan: Some(remote_file::scan(size, settings)) }
+    RemoteScan { source: source.to_owned(), tail_guess, scan: Some(remote_file::scan(source, size, settings)) }
 }
 
 /// Every message of a remote file: the state of a `RemoteHandle` (`tgm_core::source::remote_file`).

@@ -20,10 +20,9 @@ use crate::remote::RemoteMessages;
 pub fn scan<'a>(
     py: Python<'_>,
     messages: impl IntoIterator<Item = (usize, &'a [u8])> + Send,
-    where_: impl Fn(usize) -> String,
+    where_: impl Fn(usize) -> String + Send,
 ) -> PyResult<Table> {
-    py.detach(|| tgm_core::table::scan(messages))
-        .map_err(|e| CoreError::new(Kind::Format, format!("{}: {}", where_(e.message), e.error)).raised())
+    py.detach(|| tgm_core::table::scan(messages, where_)).raised()
 }
 
 fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {

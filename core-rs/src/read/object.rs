@@ -118,7 +118,7 @@ pub(crate) fn check_selection(desc: &DataObjectDescriptor, sel: &[AxisSel]) -> C
         ));
     }
     for (axis, (s, &n)) in sel.iter().zip(&desc.shape).enumerate() {
-        s.check(axis, n).map_err(|m| CoreError::new(Kind::Index, m))?;
+        s.check(axis, n)?;
     }
     Ok(Plan::new(&desc.shape, sel))
 }

@@ -133,7 +133,7 @@ pub(crate) fn locate(frame: &[u8], header: &FrameHeader) -> CoreResult<(Range<us
     if header.flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 {
         Ok((cbor_offset..footer, FRAME_HEADER_SIZE..cbor_offset))
     } else {
-        let item = Walker::new(region).item().map_err(|e| CoreError::format(format!("bad object descriptor: {}", e.0)))?;
+        let item = Walker::new(region).item().map_err(|e| e.context("bad object descriptor"))?;
         let cbor_end = cbor_offset + item.len();
         Ok((cbor_offset..cbor_end, cbor_end..footer))
     }
@@ -158,11 +158,11 @@ pub fn payload_in(region: Range<u64>, desc: &DataObjectDescriptor) -> CoreResult
     Ok(region.start..region.start + end)
 }
 
-/// A descriptor parsed as `cbor_to_object_descriptor` parses it (the same descriptor, the same
-/// error), with its `szip_block_offsets` (a definite-length array of unsigned integers, given
-/// once) read by the walker and the rest parsed by upstream. Any other shape of the offsets,
+/// A descriptor parsed as `cbor_to_object_descriptor` parses it (the same descriptor; upstream's
+/// error, as a format error), with its `szip_block_offsets` (a definite-length array of unsigned
+/// integers, given once) read by the walker and the rest parsed by upstream. Any other shape of the offsets,
 /// and any descriptor upstream refuses, is parsed by upstream whole.
-pub fn parse_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, tensogram::TensogramError> {
+pub fn parse_descriptor(cbor: &[u8]) -> CoreResult<DataObjectDescriptor> {
     if let Some((rest, offsets)) = split_offsets(cbor) {
         if let Ok(mut descriptor) = cbor_to_object_descriptor(&rest) {
             let values = offsets.into_iter().map(|o| Value::Integer(o.into())).collect();
@@ -170,7 +170,7 @@ pub fn parse_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, tensogram::
             return Ok(descriptor);
         }
     }
-    cbor_to_object_descriptor(cbor)
+    cbor_to_object_descriptor(cbor).map_err(|e| CoreError::format(format!("bad object descriptor: {e}")))
 }
 
 /// `parse_descriptor`, `None` where upstream refuses the descriptor.
