@@ -1,4 +1,4 @@
-"""The core's own walk of a message (core-rs/src/message/walk.rs): szip RSI offsets read by the
+"""The core's own walk of a message (core-rs/src/source/message/walk.rs): szip RSI offsets read by the
 CBOR walker, everything else by upstream. Its descriptors are upstream's, and chunks whose
 offsets table is damaged read correctly or fail with upstream's clean error, as before."""
 

@@ -8,8 +8,8 @@ use pyo3::sync::PyOnceLock;
 use tensogram::{DataObjectDescriptor, Dtype};
 
 use crate::buffers;
-use crate::dtypes;
-use crate::errors::{CoreError, CoreResult, Kind};
+use tgm_core::wire::dtypes;
+use tgm_core::errors::{CoreError, CoreResult, Kind};
 use crate::exceptions::Raised;
 
 /// A numpy array's data buffer, to be filled while the interpreter is detached.

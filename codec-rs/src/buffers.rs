@@ -20,7 +20,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::errors::CoreError;
+use tgm_core::errors::CoreError;
 use crate::exceptions::Raised;
 
 /// Arrays smaller than this come from numpy's allocator: malloc keeps such blocks.

@@ -9,10 +9,10 @@ use pyo3::types::{PyList, PySlice, PySliceMethods, PyTuple, PyTupleMethods};
 use std::os::raw::c_int;
 
 use crate::arrays::{descr_of, InBuffer};
-use crate::errors::{CoreError, CoreResult, Kind};
+use tgm_core::errors::{CoreError, CoreResult, Kind};
 use crate::exceptions::Raised;
-use crate::read::full_selection;
-use crate::selection::AxisSel;
+use tgm_core::read::object::full_selection;
+use tgm_core::read::selection::AxisSel;
 
 /// One axis of a caller's index.
 enum Axis {
@@ -239,7 +239,7 @@ fn int64_index(array: &Bound<'_, PyUntypedArray>, axis: usize, n: u64, made: &mu
 #[cfg(test)]
 mod tests {
     use super::{Axis, Index};
-    use crate::selection::AxisSel;
+    use tgm_core::read::selection::AxisSel;
 
     fn pieces(shape: &[u64], sel: Vec<AxisSel>) -> usize {
         Index { axes: sel.into_iter().map(Axis::Sel).collect(), shape: vec![], _made: vec![] }.pieces(shape)

@@ -15,8 +15,8 @@ mod read_into;
 mod remote;
 mod table;
 
-// The core's modules, under the names the binding's modules use.
-use tgm_core::{counters, dtypes, encode, errors, mapped_file, message, read, selection};
+use tgm_core::read::object::{BYTES_PER_PIECE, RELEASE_MIN_BYTES};
+use tgm_core::{counters, wire::dtypes};
 
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]
@@ -66,8 +66,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CODEC_PARAM_PREFIXES", pyo3::types::PyTuple::new(m.py(), tgm_core::table::CODEC_PARAM_PREFIXES)?)?;
     m.add("TENSOGRAM_VERSION", tgm_core::TENSOGRAM_VERSION)?;
     m.add("DTYPES", pyo3::types::PyTuple::new(m.py(), dtypes::names())?)?;
-    // Raw reads below this much work keep the interpreter (read::worth_releasing).
-    m.add("RELEASE_MIN_BYTES", read::RELEASE_MIN_BYTES)?;
-    m.add("BYTES_PER_PIECE", read::BYTES_PER_PIECE)?;
+    // Raw reads below this much work keep the interpreter (`read::object::worth_releasing`).
+    m.add("RELEASE_MIN_BYTES", RELEASE_MIN_BYTES)?;
+    m.add("BYTES_PER_PIECE", BYTES_PER_PIECE)?;
     Ok(())
 }

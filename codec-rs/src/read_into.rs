@@ -5,11 +5,11 @@ use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::arrays::{out_array, OutBuffer};
-use crate::errors::CoreResult;
+use tgm_core::errors::CoreResult;
 use crate::exceptions::Raised;
 use crate::index::{parse_index, Index};
-use crate::message::ObjectEntry;
-use crate::read::{read_object, worth_releasing, Verify};
+use tgm_core::source::message::ObjectEntry;
+use tgm_core::read::object::{read_object, worth_releasing, Verify};
 
 /// Reads `index` of object `entry` (stored in `bytes`) into `out`, or into a new array when
 /// `out` is `None`, and returns it. The one read path of `FileHandle.read` and `read_frame`;
@@ -32,8 +32,8 @@ pub fn read_to_array<'py>(
 }
 
 /// Reads `index` of object `entry` (stored in `bytes`) into `out`, with the interpreter
-/// released unless the read is too small to be worth it (`read::worth_releasing`); `index`'s
-/// arrays are converted there too. `threads`: see `read::read_object`.
+/// released unless the read is too small to be worth it (`read::object::worth_releasing`); `index`'s
+/// arrays are converted there too. `threads`: see `read::object::read_object`.
 pub fn read_into_out(
     py: Python<'_>,
     bytes: &[u8],
