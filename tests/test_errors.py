@@ -277,15 +277,14 @@ def test_element_indices_out_of_bounds(codec_matrix, key):
 def test_core_selection_out_of_bounds(codec_matrix):
     o = codec_matrix["sp24-f64-2d"]
     h = _core.FileHandle(o.path)
-    for selection, shape in [(((0, 46, 1), (0, 67, 1)), (46, 67)),
-                             (((0, 1, 1), np.array([67], dtype=np.int64)), (1, 1)),
-                             (((0, 1, 1), np.array([-68], dtype=np.int64)), (1, 1))]:
+    for selection, shape in [((slice(0, 1, 1), np.array([67], dtype=np.int64)), (1, 1)),
+                             ((slice(0, 1, 1), np.array([-68], dtype=np.int64)), (1, 1))]:
         with raises_naming(TgmIndexError, o.path, f"message {o.msg}", f"object {o.obj}"):
             h.read_into(o.msg, o.obj, selection, np.empty(shape))
     # Negative indices count from the end, as in numpy.
     last, first = np.empty((1, 1)), np.empty((1, 1))
-    h.read_into(o.msg, o.obj, ((0, 1, 1), np.array([-67], dtype=np.int64)), first)
-    h.read_into(o.msg, o.obj, ((0, 1, 1), np.array([-1], dtype=np.int64)), last)
+    h.read_into(o.msg, o.obj, (slice(0, 1, 1), np.array([-67], dtype=np.int64)), first)
+    h.read_into(o.msg, o.obj, (slice(0, 1, 1), np.array([-1], dtype=np.int64)), last)
     whole = np.empty((45, 67))
     h.read_into(o.msg, o.obj, None, whole)
     assert first[0, 0] == whole[0, 0] and last[0, 0] == whole[0, -1]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import xarray as xr
@@ -69,3 +72,25 @@ def test_text_file_objects_are_refused(tmp_path):
     (tmp_path / "x.txt").write_text("TENSOGRM")
     with open(tmp_path / "x.txt") as f, pytest.raises(TypeError, match="binary file objects.*'rb'"):
         xr.open_dataset(f, engine=ENGINE)
+
+
+def test_bytes_that_cannot_be_written_leave_no_temporary_file(ifs_file, tmp_path):
+    """Bytes are opened through a temporary copy: a copy that fails (here the file size limit)
+    raises and leaves nothing in the temporary directory, as every write of ours."""
+    require_shared(ifs_file)
+    script = textwrap.dedent(f"""
+        import resource, signal
+        import xarray as xr
+        data = open({str(ifs_file)!r}, "rb").read()
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an OSError instead of the signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(data) // 2, resource.RLIM_INFINITY))
+        try:
+            xr.open_dataset(data, engine="tgm")
+        except OSError as e:
+            print("refused:", e.errno)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TMPDIR": str(tmp_path)},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("refused:"), run.stdout
+    assert os.listdir(tmp_path) == []

@@ -1,4 +1,4 @@
-"""The core's own walk of a message (core-rs/src/message/walk.rs): szip RSI offsets read by the
+"""The core's own walk of a message (core-rs/src/source/message/walk.rs): szip RSI offsets read by the
 CBOR walker, everything else by upstream. Its descriptors are upstream's, and chunks whose
 offsets table is damaged read correctly or fail with upstream's clean error, as before."""
 
@@ -67,7 +67,7 @@ def edited(message: bytes, at: int, byte: int) -> np.ndarray:
 
 def read_box(buf, verify_hash=None) -> np.ndarray:
     out = np.empty((30, 50))
-    _core.decode_message_into(buf, 0, ((10, 40, 1), (20, 70, 1)), out, verify_hash=verify_hash,
+    _core.decode_message_into(buf, 0, (slice(10, 40), slice(20, 70)), out, verify_hash=verify_hash,
                               expect=([64, 96], "float64"))
     return out
 

@@ -27,7 +27,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::errors::CoreError;
+use tgm_core::errors::CoreError;
 use crate::exceptions::Raised;
 
 /// Smaller blocks come from glibc's malloc, which keeps such blocks (its mapping threshold).

@@ -6,7 +6,7 @@ use ciborium::Value;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use crate::errors::{CoreError, CoreResult, Kind};
+use tgm_core::errors::{CoreError, CoreResult, Kind};
 
 /// Converts a CBOR value to `dict`/`list`/`str`/`int`/`float`/`bool`/`None`/`bytes`.
 pub fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {

@@ -11,12 +11,14 @@ use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMet
 use tgm_core::table::RESERVED_KEY;
 
 use crate::cbor::{from_py, map_from_py};
-use crate::errors::{CoreError, CoreResult, Kind};
+use tgm_core::errors::{CoreError, CoreResult, Kind};
 use crate::exceptions::Raised;
-use crate::message::ParsedMessage;
-use crate::encode;
-use crate::pyarray::{parse_index, read_into_out, InBuffer};
-use crate::read::Verify;
+use tgm_core::source::message::ParsedMessage;
+use tgm_core::encoding::encode;
+use crate::arrays::InBuffer;
+use crate::index::parse_index;
+use crate::read_into::read_into_out;
+use tgm_core::read::object::Verify;
 
 fn type_err(m: String) -> CoreError {
     CoreError::new(Kind::Type, m)
@@ -55,7 +57,7 @@ fn global_metadata(meta: &Bound<'_, PyDict>, num_objects: usize) -> CoreResult<G
 
 /// A dtype an array can be encoded as: any but bitmask (bits, not whole items).
 fn parse_dtype(name: &str) -> CoreResult<Dtype> {
-    crate::dtypes::parse(name)
+    tgm_core::wire::dtypes::parse(name)
         .filter(|d| d.byte_width() > 0)
         .ok_or_else(|| CoreError::new(Kind::Codec, format!("unsupported dtype {name:?}")))
 }
@@ -183,9 +185,10 @@ pub(crate) fn check_holds<'a>(objects: impl IntoIterator<Item = &'a DataObjectDe
 
 /// Reads `selection` of object `obj` of the message in `buf` (any C-contiguous buffer: bytes,
 /// a uint8 array, a memoryview) into `out`; runs detached, on up to `threads` threads (see
-/// `read::read_object`). `expect`: `(shape, dtype name)` the message must hold as its only object
-/// (a zarr chunk spec): the decoder checks only the size of what it fills, and a chunk of another
-/// shape or dtype of the same size would decode into wrong values (int64 7 as float64 3.5e-323).
+/// `read::object::read_object`). `expect`: `(shape, dtype name)` the message must hold as its
+/// only object (a zarr chunk spec): the decoder checks only the size of what it fills, and a
+/// chunk of another shape or dtype of the same size would decode into wrong values (int64 7 as
+/// float64 3.5e-323).
 #[pyfunction]
 #[pyo3(signature = (buf, obj, selection, out, verify_hash = None, threads = None, expect = None))]
 #[allow(clippy::too_many_arguments)]

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
-use crate::errors::{CoreError, CoreResult, Kind};
+use tgm_core::errors::{CoreError, CoreResult, Kind};
 
 /// The classes, made once per interpreter.
 struct Classes {

@@ -1,18 +1,19 @@
-//! `FileHandle`: a mapped `.tgm` file (`tgm_core::mapped_file`) and its Python methods.
+//! `FileHandle`: a mapped `.tgm` file (`tgm_core::source::mapped_file`) and its Python methods.
 
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::cbor::{map_to_py, to_py};
-use crate::errors::CoreResult;
+use tgm_core::errors::CoreResult;
 use crate::exceptions::Raised;
-use crate::mapped_file::MappedFile;
-use crate::message::ParsedMessage;
-use crate::pyarray::{parse_index, read_into_out, read_to_array};
-use crate::read::Verify;
+use tgm_core::source::mapped_file::MappedFile;
+use tgm_core::source::message::ParsedMessage;
+use crate::index::parse_index;
+use crate::read_into::{read_into_out, read_to_array};
+use tgm_core::read::object::Verify;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
-use tgm_core::szip;
+use tgm_core::encoding::szip;
 use tgm_core::table::RESERVED_KEY;
 
 /// A `.tgm` file mapped once and shared by every thread: `&self` methods only.

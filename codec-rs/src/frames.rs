@@ -1,22 +1,23 @@
 //! Pieces of messages read on their own (remote files, `remote.py`; the zarr codec's chunks):
 //! whole messages and data-object frames parsed, read and fingerprinted. Python fetches the
-//! bytes; the format rules are the core's (`tgm_core::remote_walk`, `tgm_core::message`).
+//! bytes; the format rules are the core's (`tgm_core::source::remote_walk`,
+//! `tgm_core::source::message`).
 
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use tgm_core::remote_walk;
+use tgm_core::source::remote_walk;
 
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
-use crate::message::{ObjectEntry, ParsedMessage};
+use tgm_core::source::message::{ObjectEntry, ParsedMessage};
 use crate::codec::check_holds;
-use crate::pyarray::read_to_array;
-use crate::read::Verify;
+use crate::read_into::read_to_array;
+use tgm_core::read::object::Verify;
 
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
-/// is `length` bytes long say: `(cbor_offset, inline hash or None)` (`tgm_core::remote_walk`'s
-/// rule, for the zarr codec and the tests' hostile files).
+/// is `length` bytes long say: `(cbor_offset, inline hash or None)`
+/// (`tgm_core::source::remote_walk`'s rule, for the zarr codec and the tests' hostile files).
 #[pyfunction]
 pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> PyResult<(u64, Option<u64>)> {
     let (cbor_offset, _, hash) = remote_walk::frame_footer(head, tail, length).raised()?;

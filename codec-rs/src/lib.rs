@@ -3,18 +3,20 @@
 
 use pyo3::prelude::*;
 
+mod arrays;
 mod buffers;
 mod cbor;
 mod codec;
 mod exceptions;
 mod file;
 mod frames;
-mod pyarray;
+mod index;
+mod read_into;
 mod remote;
 mod table;
 
-// The core's modules, under the names the binding's modules use.
-use tgm_core::{counters, dtypes, encode, errors, mapped_file, message, read, selection};
+use tgm_core::read::object::{BYTES_PER_PIECE, RELEASE_MIN_BYTES};
+use tgm_core::{counters, wire::dtypes};
 
 /// Big blocks are recycled (`buffers.rs`): fresh ones cost the kernel's page faults.
 #[global_allocator]
@@ -50,8 +52,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
         wrap_pyfunction!(table::table_of_files, m)?,
-        wrap_pyfunction!(pyarray::py_numpy_dtype, m)?,
-        wrap_pyfunction!(pyarray::decoded_bytes, m)?,
+        wrap_pyfunction!(arrays::py_numpy_dtype, m)?,
+        wrap_pyfunction!(arrays::decoded_bytes, m)?,
+        wrap_pyfunction!(index::outer_key, m)?,
         wrap_pyfunction!(table::table_of_bytes, m)?,
         wrap_pyfunction!(decoded_elements, m)?,
         wrap_pyfunction!(take_max_concurrent_reads, m)?,
@@ -67,8 +70,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CODEC_PARAM_PREFIXES", pyo3::types::PyTuple::new(m.py(), tgm_core::table::CODEC_PARAM_PREFIXES)?)?;
     m.add("TENSOGRAM_VERSION", tgm_core::TENSOGRAM_VERSION)?;
     m.add("DTYPES", pyo3::types::PyTuple::new(m.py(), dtypes::names())?)?;
-    // Raw reads below this much work keep the interpreter (read::worth_releasing).
-    m.add("RELEASE_MIN_BYTES", read::RELEASE_MIN_BYTES)?;
-    m.add("BYTES_PER_PIECE", read::BYTES_PER_PIECE)?;
+    // Raw reads below this much work keep the interpreter (`read::object::worth_releasing`).
+    m.add("RELEASE_MIN_BYTES", RELEASE_MIN_BYTES)?;
+    m.add("BYTES_PER_PIECE", BYTES_PER_PIECE)?;
     Ok(())
 }

@@ -1,24 +1,22 @@
-//! Remote files read by byte range: `tgm_core::remote_file` bound as thin classes. The walks are
-//! sans-IO objects, `wanted() -> [(start, stop), ...] | None` and `feed([bytes, ...])`, that
-//! `tgm_xarray.remote` drives (synchronously, or from asyncio); nothing here calls back into
-//! Python, and nothing here moves bytes.
+//! Remote files read by byte range: `tgm_core::source::remote_file` bound as thin classes. The
+//! walks are sans-IO objects, `wanted() -> [(start, stop), ...] | None` and
+//! `feed([bytes, ...])`, that `tgm_xarray.remote` drives (synchronously, or from asyncio);
+//! nothing here calls back into Python, and nothing here moves bytes.
 
 use numpy::{PyReadonlyArray1, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use tgm_core::remote_file::{self, Description, PayloadRead, RemoteFile};
-use tgm_core::remote_walk::{Ranges, Scan, Settings};
+use tgm_core::source::remote_file::{self, Description, PayloadRead, RemoteFile};
+use tgm_core::source::remote_walk::{Ranges, Scan, Settings};
 use tgm_core::table::Table;
 
 use crate::codec::descriptor;
-use crate::errors::{CoreError, Kind};
+use tgm_core::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
-use crate::pyarray::{fill_out, out_array, parse_index};
-
-fn format_err(m: impl Into<String>) -> PyErr {
-    CoreError::new(Kind::Format, m).raised()
-}
+use crate::arrays::out_array;
+use crate::index::parse_index;
+use crate::read_into::fill_out;
 
 /// The bytes fed to a walk, copied out of their Python objects.
 fn pieces(fed: Vec<Bound<'_, PyBytes>>) -> Vec<Vec<u8>> {
@@ -47,14 +45,12 @@ pub struct RemoteScan {
 impl RemoteScan {
     /// The ranges to fetch next, `None` when the scan is complete.
     fn wanted(&mut self) -> PyResult<Option<Ranges>> {
-        let source = self.source.clone();
-        live(&mut self.scan)?.wanted().map_err(|e| format_err(format!("{source}: {e}")))
+        live(&mut self.scan)?.wanted().raised()
     }
 
     /// The bytes of the ranges `wanted` gave, in its order.
     fn feed(&mut self, fed: Vec<Bound<'_, PyBytes>>) -> PyResult<()> {
-        let source = self.source.clone();
-        live(&mut self.scan)?.feed(pieces(fed)).map_err(|e| format_err(format!("{source}: {e}")))
+        live(&mut self.scan)?.feed(pieces(fed)).raised()
     }
 
     /// The file's messages, once `wanted` gives `None`.
@@ -73,10 +69,10 @@ impl RemoteScan {
 pub fn scan_remote(source: &str, size: u64, settings: (u64, u64, u64, u64, u64, u64)) -> RemoteScan {
     let (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess) = settings;
     let settings = Settings { first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess };
-    RemoteScan { source: source.to_owned(), tail_guess, scan: Some(remote_file::scan(size, settings)) }
+    RemoteScan { source: source.to_owned(), tail_guess, scan: Some(remote_file::scan(source, size, settings)) }
 }
 
-/// Every message of a remote file: the state of a `RemoteHandle` (`tgm_core::remote_file`).
+/// Every message of a remote file: the state of a `RemoteHandle` (`tgm_core::source::remote_file`).
 #[pyclass(frozen, module = "tgm_xarray._core")]
 pub struct RemoteMessages {
     file: RemoteFile,
@@ -191,7 +187,7 @@ impl RemoteMessages {
 
     /// The read of `index` of object `obj` from byte ranges of its payload (`RemoteRead`), into
     /// `out` or a new array; `None` where its message is not described or the object does not
-    /// qualify (`tgm_core::fetch`): the read then fetches the object's frame.
+    /// qualify (`tgm_core::read::fetch`): the read then fetches the object's frame.
     #[pyo3(signature = (msg, obj, index = None, out = None))]
     fn payload_read<'py>(
         &self, py: Python<'py>, msg: usize, obj: usize, index: Option<&Bound<'py, PyAny>>, out: Option<Bound<'py, PyUntypedArray>>,

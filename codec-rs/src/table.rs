@@ -9,10 +9,10 @@ use pyo3::types::{PyDict, PyList};
 use tgm_core::table::{Column, KeyColumns, Table};
 
 use crate::cbor::to_py;
-use crate::errors::{CoreError, Kind};
+use tgm_core::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, FileHandle};
-use crate::mapped_file::{index_messages, MappedFile};
+use tgm_core::source::mapped_file::{index_messages, MappedFile};
 use crate::remote::RemoteMessages;
 
 /// Builds the table of `messages` (`(offset, bytes)` each) with the interpreter released;
@@ -20,10 +20,9 @@ use crate::remote::RemoteMessages;
 pub fn scan<'a>(
     py: Python<'_>,
     messages: impl IntoIterator<Item = (usize, &'a [u8])> + Send,
-    where_: impl Fn(usize) -> String,
+    where_: impl Fn(usize) -> String + Send,
 ) -> PyResult<Table> {
-    py.detach(|| tgm_core::table::scan(messages))
-        .map_err(|e| CoreError::new(Kind::Format, format!("{}: {}", where_(e.message), e.error)).raised())
+    py.detach(|| tgm_core::table::scan(messages, where_)).raised()
 }
 
 fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {

@@ -3,23 +3,13 @@
 //! `cargo test -p tgm-core` runs without Python.
 
 pub mod buffers;
-pub mod cbor;
 pub mod counters;
-pub mod dtypes;
-pub mod encode;
+pub mod encoding;
 pub mod errors;
-pub mod fetch;
-pub mod mapped_file;
-pub mod message;
-pub mod packing;
 pub mod parallel;
-pub mod params;
 pub mod read;
-pub mod selection;
-pub mod szip;
+pub mod source;
 pub mod table;
-pub mod remote_file;
-pub mod remote_walk;
 pub mod wire;
 #[cfg(test)]
 mod testing;

@@ -16,10 +16,11 @@ use ciborium::Value;
 use tensogram::wire::FrameHeader;
 use tensogram::DataObjectDescriptor;
 
-use crate::cbor::{self, Walker};
-use crate::wire::{self, inline_hash};
-use crate::message::walk;
-use crate::szip;
+use crate::errors::{CoreError, CoreResult};
+use crate::wire::cbor::{self, Walker};
+use crate::wire::frames::{self, inline_hash};
+use crate::source::message::walk;
+use crate::encoding::szip;
 
 /// Encoder-owned metadata: never flattened.
 pub const RESERVED_KEY: &str = "_reserved_";
@@ -118,18 +119,12 @@ pub struct Table {
     pub message_length: Vec<i64>,
 }
 
-/// A message that could not be parsed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScanError {
-    pub message: usize,
-    pub error: String,
-}
-
-/// Builds the table of `messages`, each `(offset in the file, the message's bytes)`.
-pub fn scan<'a>(messages: impl IntoIterator<Item = (usize, &'a [u8])>) -> Result<Table, ScanError> {
+/// Builds the table of `messages`, each `(offset in the file, the message's bytes)`;
+/// `where_(i)` names message `i` in an error.
+pub fn scan<'a>(messages: impl IntoIterator<Item = (usize, &'a [u8])>, where_: impl Fn(usize) -> String) -> CoreResult<Table> {
     let mut builder = Builder::default();
     for (index, (offset, bytes)) in messages.into_iter().enumerate() {
-        builder.message(offset, bytes).map_err(|error| ScanError { message: index, error })?;
+        builder.message(offset, bytes).map_err(|e| e.context(&where_(index)))?;
     }
     Ok(builder.finish())
 }
@@ -155,10 +150,10 @@ struct Interned {
 }
 
 impl Interned {
-    fn code(&mut self, raw: &[u8]) -> Result<u32, String> {
+    fn code(&mut self, raw: &[u8]) -> CoreResult<u32> {
         match self.find(raw) {
             Some(code) => Ok(code),
-            None => Ok(self.insert(raw, cbor::decode(raw).map_err(|e| e.0)?)),
+            None => Ok(self.insert(raw, cbor::decode(raw)?)),
         }
     }
 
@@ -243,11 +238,11 @@ impl Columns {
     }
 
     /// `(column, code)` of a value under `key`.
-    fn leaf(&mut self, key: &str, raw: &[u8]) -> Result<(usize, u32), String> {
+    fn leaf(&mut self, key: &str, raw: &[u8]) -> CoreResult<(usize, u32)> {
         let id = self.id(key);
         match self.find(id, raw) {
             Some(code) => Ok((id, code)),
-            None => Ok((id, self.insert(id, raw, cbor::decode(raw).map_err(|e| e.0)?))),
+            None => Ok((id, self.insert(id, raw, cbor::decode(raw)?))),
         }
     }
 
@@ -394,7 +389,7 @@ impl Builder {
     /// Adds the message in `bytes`, which starts `offset` bytes into its file: walked here where
     /// it has the common layout, else read through the `tensogram` crate (which also says what
     /// is wrong with a damaged one).
-    pub fn message(&mut self, offset: usize, bytes: &[u8]) -> Result<(), String> {
+    pub fn message(&mut self, offset: usize, bytes: &[u8]) -> CoreResult<()> {
         let Some((layout, metadata)) = walk::layout(bytes).and_then(|l| l.metadata(bytes).map(|m| (l, m))) else {
             return self.add_decoded(offset, bytes);
         };
@@ -402,7 +397,7 @@ impl Builder {
         let msg = self.table.n_messages;
         for (obj, walked) in layout.objects.iter().enumerate() {
             let (range, frame) = (walked.range.clone(), &bytes[walked.range.clone()]);
-            let (desc, payload) = self.descriptor(frame, &walked.header).map_err(|e| format!("object {obj}: {e}"))?;
+            let (desc, payload) = self.descriptor(frame, &walked.header).map_err(|e| e.context(&format!("object {obj}")))?;
             let payload = range.start + payload.start..range.start + payload.end;
             self.object(msg, obj, &meta, desc, offset, range, payload, inline_hash(frame));
         }
@@ -412,13 +407,13 @@ impl Builder {
 
     /// Adds the message of `length` bytes at `offset` in its file from its parts: its metadata
     /// frame's CBOR and its objects, with the rules `message` applies to its bytes.
-    pub fn parts(&mut self, offset: usize, length: usize, metadata: &[u8], objects: &[ObjectParts]) -> Result<(), String> {
+    pub fn parts(&mut self, offset: usize, length: usize, metadata: &[u8], objects: &[ObjectParts]) -> CoreResult<()> {
         let meta = self.message_metadata(metadata, objects.len())?;
         let msg = self.table.n_messages;
         for (obj, o) in objects.iter().enumerate() {
             // A descriptor with masks is never found by `descriptor`, whose payload ranges have none.
             let key = if o.descriptor.masks.is_some() { [b"masked:".as_slice(), o.cbor].concat() } else { descriptor_key(o.cbor) };
-            let known = self.known(o.descriptor, &key).map_err(|e| format!("object {obj}: {e}"))?;
+            let known = self.known(o.descriptor, &key).map_err(|e| e.context(&format!("object {obj}")))?;
             self.object(msg, obj, &meta, known, 0, o.frame.clone(), o.payload.clone(), o.hash);
         }
         self.finish_message(msg, offset, length, &meta);
@@ -459,15 +454,15 @@ impl Builder {
 
     /// A message read through `tensogram::framing::decode_message` (preceder frames merged into
     /// `base`); its metadata is encoded again so that one flattening serves every message.
-    fn add_decoded(&mut self, offset: usize, bytes: &[u8]) -> Result<(), String> {
-        let decoded = tensogram::framing::decode_message(bytes).map_err(|e| format!("cannot parse message frames: {e}"))?;
-        let cbor = tensogram::metadata::global_metadata_to_cbor(&decoded.global_metadata).map_err(|e| e.to_string())?;
+    fn add_decoded(&mut self, offset: usize, bytes: &[u8]) -> CoreResult<()> {
+        let decoded = tensogram::framing::decode_message(bytes).map_err(|e| CoreError::format(format!("cannot parse message frames: {e}")))?;
+        let cbor = tensogram::metadata::global_metadata_to_cbor(&decoded.global_metadata).map_err(|e| CoreError::from_tensogram(&e, "cannot encode the metadata again"))?;
         let meta = self.metadata(&cbor)?;
         let msg = self.table.n_messages;
         for (obj, (desc, payload, _, frame_offset)) in decoded.objects.iter().enumerate() {
-            let frame = wire::frame_range(bytes, *frame_offset).map_err(|e| format!("object {obj}: {}", e.message))?;
+            let frame = frames::frame_range(bytes, *frame_offset).map_err(|e| e.context(&format!("object {obj}")))?;
             let payload_start = payload.as_ptr() as usize - bytes.as_ptr() as usize;
-            let known = self.known(desc, &tensogram::metadata::object_descriptor_to_cbor(desc).map_err(|e| e.to_string())?)?;
+            let known = self.known(desc, &tensogram::metadata::object_descriptor_to_cbor(desc).map_err(|e| CoreError::from_tensogram(&e, "cannot encode the descriptor again"))?)?;
             self.object(msg, obj, &meta, known, offset, frame.clone(), payload_start..payload_start + payload.len(), inline_hash(&bytes[frame]));
         }
         self.finish_message(msg, offset, bytes.len(), &meta);
@@ -477,7 +472,7 @@ impl Builder {
     /// The descriptor of a data-object frame and its payload range in the frame: parsed the
     /// first time these descriptor bytes are seen (and the payload range checked against the
     /// parse's), remembered after (`descriptor_key`).
-    fn descriptor(&mut self, frame: &[u8], header: &FrameHeader) -> Result<(Rc<KnownDescriptor>, Range<usize>), String> {
+    fn descriptor(&mut self, frame: &[u8], header: &FrameHeader) -> CoreResult<(Rc<KnownDescriptor>, Range<usize>)> {
         let located = walk::locate(frame, header).ok();
         let key = located.as_ref().map(|(cbor, _)| descriptor_key(&frame[cbor.clone()]));
         if let (Some((_, payload)), Some(known)) = (&located, key.as_ref().and_then(|k| self.descriptors.get(k))) {
@@ -486,7 +481,7 @@ impl Builder {
         let (desc, payload) = match walk::frame(frame) {
             Some(walked) => (walked.descriptor, walked.payload),
             None => {
-                let (desc, payload, _, _) = tensogram::framing::decode_data_object_frame(frame).map_err(|e| e.to_string())?;
+                let (desc, payload, _, _) = tensogram::framing::decode_data_object_frame(frame).map_err(|e| CoreError::from_tensogram(&e, "cannot parse the object frame"))?;
                 let at = payload.as_ptr() as usize - frame.as_ptr() as usize;
                 (desc, at..at + payload.len())
             }
@@ -495,13 +490,13 @@ impl Builder {
         let key = match key {
             Some(key) if cacheable => key,
             // Not the common layout: keyed by its own encoding, never found by `locate`.
-            _ => [b"decoded:".as_slice(), &tensogram::metadata::object_descriptor_to_cbor(&desc).map_err(|e| e.to_string())?].concat(),
+            _ => [b"decoded:".as_slice(), &tensogram::metadata::object_descriptor_to_cbor(&desc).map_err(|e| CoreError::from_tensogram(&e, "cannot encode the descriptor again"))?].concat(),
         };
         Ok((self.known(&desc, &key)?, payload))
     }
 
     /// Interns a descriptor: its index, shape and the leaves its `params` add to an object.
-    fn known(&mut self, desc: &DataObjectDescriptor, key: &[u8]) -> Result<Rc<KnownDescriptor>, String> {
+    fn known(&mut self, desc: &DataObjectDescriptor, key: &[u8]) -> CoreResult<Rc<KnownDescriptor>> {
         if !self.descriptors.contains_key(key) {
             let index = self.descriptor_code(desc);
             let shape = self.shape_code(&desc.shape);
@@ -549,10 +544,10 @@ impl Builder {
 
     /// `metadata` flattened, for a message of `objects` objects (upstream refuses more `base`
     /// entries than objects).
-    fn message_metadata(&mut self, metadata: &[u8], objects: usize) -> Result<MessageMeta, String> {
+    fn message_metadata(&mut self, metadata: &[u8], objects: usize) -> CoreResult<MessageMeta> {
         let meta = self.metadata(metadata)?;
         if meta.base.len() > objects {
-            return Err(format!("metadata base has {} entries but message contains {objects} objects", meta.base.len()));
+            return Err(CoreError::format(format!("metadata base has {} entries but message contains {objects} objects", meta.base.len())));
         }
         Ok(meta)
     }
@@ -560,9 +555,9 @@ impl Builder {
     /// Flattens a metadata frame's CBOR map (`tensogram::metadata::cbor_to_global_metadata`'s
     /// rules: free-form top-level keys belong to `_extra_`, and may not repeat one of its keys;
     /// of a repeated top-level key, the last one counts).
-    fn metadata(&mut self, cbor: &[u8]) -> Result<MessageMeta, String> {
-        let bad = |m: String| format!("bad metadata frame: {m}");
-        let last = last_of_each_key(cbor).map_err(|e| bad(e.0))?;
+    fn metadata(&mut self, cbor: &[u8]) -> CoreResult<MessageMeta> {
+        let bad = |e: CoreError| e.context("bad metadata frame");
+        let last = last_of_each_key(cbor).map_err(bad)?;
         let mut meta = MessageMeta::default();
         let (mut extra_keys, mut free_keys) = (Vec::new(), Vec::new());
         let mut walker = Walker::new(cbor);
@@ -570,7 +565,7 @@ impl Builder {
         let is_map = walker
             .map_entries(|w| {
                 let Some(key) = w.text()? else {
-                    return Err(cbor::CborError("global metadata has a non-text top-level key".into()));
+                    return Err(CoreError::format("global metadata has a non-text top-level key"));
                 };
                 entry += 1;
                 if last.get(key) != Some(&entry) {
@@ -582,58 +577,58 @@ impl Builder {
                             let mut leaves = Leaves::new();
                             let mut dim_names = None;
                             let is_map = w.map_entries(|w| {
-                                let key = w.text()?.ok_or_else(|| cbor::CborError("a base entry has a non-text key".into()))?;
+                                let key = w.text()?.ok_or_else(|| CoreError::format("a base entry has a non-text key"))?;
                                 match key {
-                                    DIM_NAMES_KEY => dim_names = Some(self.own_dim_names.code(w.item()?).map_err(cbor::CborError)?),
+                                    DIM_NAMES_KEY => dim_names = Some(self.own_dim_names.code(w.item()?)?),
                                     RESERVED_KEY | COORDINATE_ATTRS_KEY => drop(w.item()?),
-                                    _ => flatten(&mut self.own, key, w, &mut leaves).map_err(cbor::CborError)?,
+                                    _ => flatten(&mut self.own, key, w, &mut leaves)?,
                                 }
                                 Ok(())
                             })?;
                             if !is_map {
-                                return Err(cbor::CborError("a base entry is not a map".into()));
+                                return Err(CoreError::format("a base entry is not a map"));
                             }
                             meta.base.push(leaves);
                             meta.base_dim_names.push(dim_names);
                             Ok(())
                         })?;
                         if !is_array {
-                            return Err(cbor::CborError("base is not an array".into()));
+                            return Err(CoreError::format("base is not an array"));
                         }
                     }
                     RESERVED_KEY => drop(w.item()?),
                     "_extra_" => {
                         let is_map = w.map_entries(|w| {
-                            let key = w.text()?.ok_or_else(|| cbor::CborError("_extra_ has a non-text key".into()))?;
+                            let key = w.text()?.ok_or_else(|| CoreError::format("_extra_ has a non-text key"))?;
                             extra_keys.push(key);
-                            self.extra_entry(key, w, &mut meta).map_err(cbor::CborError)
+                            self.extra_entry(key, w, &mut meta)
                         })?;
                         if !is_map {
-                            return Err(cbor::CborError("_extra_ is not a map".into()));
+                            return Err(CoreError::format("_extra_ is not a map"));
                         }
                     }
                     _ => {
                         free_keys.push(key);
-                        self.extra_entry(key, w, &mut meta).map_err(cbor::CborError)?
+                        self.extra_entry(key, w, &mut meta)?
                     }
                 }
                 Ok(())
             })
-            .map_err(|e| bad(e.0))?;
+            .map_err(bad)?;
         if !is_map {
-            return Err(bad("not a map".into()));
+            return Err(bad(CoreError::format("not a map")));
         }
         if let Some(key) = free_keys.iter().find(|k| extra_keys.contains(k)) {
-            return Err(bad(format!("ambiguous metadata: key {key:?} appears both at the top level and inside `_extra_`")));
+            return Err(bad(CoreError::format(format!("ambiguous metadata: key {key:?} appears both at the top level and inside `_extra_`"))));
         }
         Ok(meta)
     }
 
-    fn extra_entry(&mut self, key: &str, w: &mut Walker, meta: &mut MessageMeta) -> Result<(), String> {
+    fn extra_entry(&mut self, key: &str, w: &mut Walker, meta: &mut MessageMeta) -> CoreResult<()> {
         match key {
-            DIM_NAMES_KEY => meta.extra_dim_names = Some(self.extra_dim_names.code(w.item().map_err(|e| e.0)?)?),
-            COORDINATE_ATTRS_KEY => meta.coordinate_attrs = Some(self.coordinate_attrs.code(w.item().map_err(|e| e.0)?)?),
-            RESERVED_KEY => drop(w.item().map_err(|e| e.0)?),
+            DIM_NAMES_KEY => meta.extra_dim_names = Some(self.extra_dim_names.code(w.item()?)?),
+            COORDINATE_ATTRS_KEY => meta.coordinate_attrs = Some(self.coordinate_attrs.code(w.item()?)?),
+            RESERVED_KEY => drop(w.item()?),
             _ => flatten(&mut self.extra, key, w, &mut meta.extra)?,
         }
         Ok(())
@@ -701,7 +696,7 @@ impl Builder {
 
 /// The number (from 1) of the last entry of each text key of the CBOR map `cbor`: upstream
 /// decodes the map into a `BTreeMap`, so a repeated key's last value replaces the earlier ones.
-fn last_of_each_key(cbor: &[u8]) -> cbor::Result<HashMap<&str, usize>> {
+fn last_of_each_key(cbor: &[u8]) -> CoreResult<HashMap<&str, usize>> {
     let mut last = HashMap::default();
     let mut entry = 0;
     Walker::new(cbor).map_entries(|w| {
@@ -733,14 +728,14 @@ fn descriptor_summary(d: &DataObjectDescriptor) -> String {
 
 /// Adds to `leaves` the `(column, code)` of every non-map value of the item at `w` under `key`
 /// (dotted keys for nested maps), leaving out `_reserved_` entries at any depth.
-fn flatten(columns: &mut Columns, key: &str, w: &mut Walker, leaves: &mut Leaves) -> Result<(), String> {
+fn flatten(columns: &mut Columns, key: &str, w: &mut Walker, leaves: &mut Leaves) -> CoreResult<()> {
     let mut name = key.to_owned();
-    flatten_under(columns, &mut name, w, leaves, 0).map_err(|e| e.0)
+    flatten_under(columns, &mut name, w, leaves, 0)
 }
 
-fn flatten_under(columns: &mut Columns, name: &mut String, w: &mut Walker, leaves: &mut Leaves, depth: usize) -> cbor::Result<()> {
+fn flatten_under(columns: &mut Columns, name: &mut String, w: &mut Walker, leaves: &mut Leaves, depth: usize) -> CoreResult<()> {
     if depth > cbor::MAX_DEPTH {
-        return Err(cbor::CborError(format!("metadata nested deeper than {}", cbor::MAX_DEPTH)));
+        return Err(CoreError::format(format!("metadata nested deeper than {}", cbor::MAX_DEPTH)));
     }
     let item = w.item()?;
     let mut inner = Walker::new(item);
@@ -762,7 +757,7 @@ fn flatten_under(columns: &mut Columns, name: &mut String, w: &mut Walker, leave
         result
     })?;
     if !is_map {
-        leaves.push(columns.leaf(name, item).map_err(cbor::CborError)?);
+        leaves.push(columns.leaf(name, item)?);
     }
     Ok(())
 }
@@ -817,7 +812,7 @@ mod tests {
     fn flattens_metadata_into_columns() {
         let (a, b) = (message(0, true), message(6, false));
         let file = [a.clone(), b.clone()].concat();
-        let table = scan([(0, &file[..a.len()]), (a.len(), &file[a.len()..])]).expect("scans");
+        let table = scan([(0, &file[..a.len()]), (a.len(), &file[a.len()..])], |m| format!("message {m}")).expect("scans");
         assert_eq!((table.n_messages, table.msg.clone(), table.obj.clone()), (2, vec![0, 1], vec![0, 0]));
         let own: BTreeMap<_, _> = table.own.iter().collect();
         assert_eq!(own.keys().copied().collect::<Vec<_>>(), ["mars.step", "name", "units"]);
@@ -843,10 +838,10 @@ mod tests {
     #[test]
     fn concatenated_tables_hold_what_one_scan_of_their_messages_holds() {
         let (a, b, c) = (message(0, true), message(6, false), message(12, true));
-        let first = scan([(0, &a[..]), (a.len(), &b[..])]).expect("scans");
-        let second = scan([(0, &c[..])]).expect("scans");
+        let first = scan([(0, &a[..]), (a.len(), &b[..])], |m| format!("message {m}")).expect("scans");
+        let second = scan([(0, &c[..])], |m| format!("message {m}")).expect("scans");
         // The second file's message starts at 0 of its own file, as in the concatenation.
-        let whole = scan([(0, &a[..]), (a.len(), &b[..]), (0, &c[..])]).expect("scans");
+        let whole = scan([(0, &a[..]), (a.len(), &b[..]), (0, &c[..])], |m| format!("message {m}")).expect("scans");
         let joined = concat(&[&first, &second]);
         assert_eq!(joined.n_messages, 3);
         assert_eq!((&joined.msg, &joined.obj, &joined.shape, &joined.descriptor), (&whole.msg, &whole.obj, &whole.shape, &whole.descriptor));
@@ -885,7 +880,7 @@ mod tests {
         let mut builder = Builder::default();
         builder.message(0, &a).expect("scans");
         builder.message(a.len(), &b).expect("scans");
-        let table = scan([(0, &a[..]), (a.len(), &b[..])]).expect("scans");
+        let table = scan([(0, &a[..]), (a.len(), &b[..])], |m| format!("message {m}")).expect("scans");
         let offsets = |m: &[u8]| tensogram::framing::decode_message(m).unwrap().objects[0].0.params[szip::OFFSETS_KEY].clone();
         assert_ne!(offsets(&a), offsets(&b), "the offsets tables differ");
         // One key (the descriptor less its offsets table), not one per object.
@@ -897,9 +892,9 @@ mod tests {
     /// The table of `file`'s messages from their parts, as a remote reader gets them: each
     /// message's header (metadata frame, index), then its descriptors from the frames' ends.
     fn table_of_parts(file: &[u8]) -> Table {
-        use crate::remote_walk::{indexed, Describe, Scan, Settings};
+        use crate::source::remote_walk::{indexed, Describe, Scan, Settings};
         let settings = Settings { first_block: 64, whole_message_max: 0, ..Settings::default() };
-        let mut walk = Scan::new(file.len() as u64, settings, |_| Err("streaming mode".into()));
+        let mut walk = Scan::new("file", file.len() as u64, settings, |_| Err(CoreError::format("streaming mode")));
         let bytes = |ranges: Vec<(u64, u64)>| ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect();
         while let Some(ranges) = walk.wanted().expect("wanted") {
             walk.feed(bytes(ranges)).expect("fed");
@@ -908,7 +903,7 @@ mod tests {
         for found in walk.finish() {
             let header = indexed(&found).expect("read by its header");
             let frames: Vec<(u64, u64)> = header.frames.iter().map(|&(o, l)| (found.offset + o, l)).collect();
-            let mut describe = Describe::new(frames.clone(), 64);
+            let mut describe = Describe::new(frames.clone(), vec![(found.offset, 0); frames.len()], 64);
             while let Some(ranges) = describe.wanted().expect("wanted") {
                 describe.feed(bytes(ranges)).expect("fed");
             }
@@ -937,7 +932,7 @@ mod tests {
         let bytes = scan(messages.iter().map(|m| {
             offset += m.len();
             (offset - m.len(), &m[..])
-        }))
+        }), |m| format!("message {m}"))
         .expect("scans");
         let parts = table_of_parts(&file);
         assert_eq!((parts.n_messages, &parts.msg, &parts.obj), (3, &bytes.msg, &bytes.obj));
@@ -966,7 +961,7 @@ mod tests {
     #[test]
     fn names_the_message_that_fails() {
         let a = message(0, true);
-        let err = scan([(0, &a[..]), (a.len(), &a[..a.len() - 9])]).expect_err("a truncated message");
-        assert_eq!(err.message, 1);
+        let err = scan([(0, &a[..]), (a.len(), &a[..a.len() - 9])], |m| format!("message {m}")).expect_err("a truncated message");
+        assert!(err.message.starts_with("message 1: "), "{}", err.message);
     }
 }

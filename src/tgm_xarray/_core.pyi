@@ -12,7 +12,7 @@ __all__ = [
     "buffer_pool", "encode_message", "decode_message_into", "frame_footer", "parse_message",
     "read_frame", "frame_fingerprint", "table_of_files", "table_of_bytes", "decoded_elements",
     "take_max_concurrent_reads",
-    "numpy_dtype", "decoded_bytes", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
+    "numpy_dtype", "decoded_bytes", "outer_key", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
     "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
     "CODEC_PARAM_PREFIXES", "MAGIC",
 ]
@@ -40,8 +40,8 @@ class TgmCodecError(TgmError): ...
 class TgmHashMismatchError(TgmError): ...
 class TgmIndexError(TgmError, IndexError): ...
 
-# Per dimension a (start, stop, step) range or an index array; None: everything. Stub-only.
-_Selection = tuple[tuple[int, int, int] | np.ndarray, ...] | None
+# Per dimension a slice or an index array (outer_key's items); None: everything. Stub-only.
+_Selection = tuple[slice | np.ndarray, ...] | None
 
 @final
 class FileHandle:
@@ -76,6 +76,9 @@ def encode_message(
     allow_inf: bool = False,
     threads: int | None = None,
 ) -> bytes: ...
+def outer_key(
+    key: Any, shape: tuple[int, ...] | list[int]
+) -> tuple[tuple[slice | np.ndarray, ...], list[int], list[int]]: ...
 def decode_message_into(
     buf: bytes | memoryview | np.ndarray, obj: int, selection: _Selection, out: np.ndarray,
     verify_hash: bool | None = None,

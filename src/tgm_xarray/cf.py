@@ -133,3 +133,16 @@ def raw_times(var: xr.Variable, decode_times: bool, decode_timedelta: bool) -> x
         hours = var.values / np.timedelta64(1, "h")
         return Variable(var.dims, hours.astype(np.float64), {**var.attrs, **RAW_TIMEDELTA_ATTRS})
     return None
+
+
+def seconds_encodings(variables: Mapping[Hashable, xr.Variable], names: Iterable[Hashable]) -> dict[Hashable, dict]:
+    """The encodings that store the times and steps among ``names`` as int64 seconds: xarray
+    would pick the coarsest unit that fits this file's values (days for a step of 0), and steps
+    appended later would not fit it."""
+    encodings: dict[Hashable, dict] = {}
+    for name in names:
+        kind = variables[name].dtype.kind
+        if kind in "mM":
+            units = "seconds" if kind == "m" else "seconds since 1970-01-01"
+            encodings[name] = {"units": units, "dtype": "int64"}
+    return encodings

@@ -40,6 +40,7 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, 
 from virtualizarr.manifests.utils import create_v3_array_metadata
 from zarr.core.metadata import ArrayV3Metadata
 
+from tgm_xarray import cf
 from tgm_xarray.attrs import jsonable
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan, build_hypercube, split_groups
 from tgm_xarray.hypercube.table import MetadataTable
@@ -308,7 +309,7 @@ def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: b
         coords = xr.Dataset({var: xr.Variable(dims, values, var_attrs[var])
                              for var, (dims, values, _) in plan.index_coords.items()})
         coords.to_zarr(memory, zarr_format=3, consolidated=False,
-                       encoding=_time_encodings(coords.variables, plan.index_coords))
+                       encoding=cf.seconds_encodings(coords.variables, plan.index_coords))
         prefix = f"{name}/" if name else ""
         chunks: dict[str, dict[str, dict]] = {var: {} for var in plan.index_coords}
         metadata: dict[str, ArrayV3Metadata] = {}
@@ -328,18 +329,6 @@ def _manifest_group(url: str, frames: _FrameRanges, plan: HypercubePlan, hash: b
             grid = tuple(-(-n // c) for n, c in zip(metadata[var].shape, metadata[var].chunks))
             arrays[var] = ManifestArray(metadata=metadata[var], chunkmanifest=ChunkManifest(entries, shape=grid))
     return ManifestGroup(arrays=arrays, attributes=jsonable(attrs))
-
-
-def _time_encodings(variables, names) -> dict[str, dict]:
-    """Times and steps in seconds: xarray would pick the coarsest unit that fits the values of
-    this file (days for a step of 0), and steps appended later would not fit it."""
-    encodings = {}
-    for name in names:
-        kind = variables[name].dtype.kind
-        if kind in "mM":
-            units = "seconds" if kind == "m" else "seconds since 1970-01-01"
-            encodings[name] = {"units": units, "dtype": "int64"}
-    return encodings
 
 
 def _virtual_array(url: str, frames: _FrameRanges, plan: VariablePlan, attrs: dict, hash: bool) -> ManifestArray:

@@ -18,7 +18,7 @@ use std::io::Read;
 use tensogram::DataObjectDescriptor;
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::params::int_param;
+use crate::wire::params::int_param;
 
 /// Bytes the descriptor's values take before unpacking and unshuffling: what a decompressor
 /// must produce.

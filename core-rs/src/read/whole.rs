@@ -10,7 +10,7 @@ use tensogram::{ByteOrder, DataObjectDescriptor};
 
 use crate::buffers::try_zeroed;
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::params::int_param;
+use crate::wire::params::int_param;
 
 /// Decodes `desc`'s object from `payload` straight into `out` (its values, in native byte
 /// order); `Ok(false)` where the object is not one this path decodes (masks, packing, or

@@ -41,6 +41,8 @@ another pass made; :func:`.plan.plan` runs them in order.
 
 from __future__ import annotations
 
+from typing import NotRequired, TypedDict, Unpack
+
 from tgm_xarray.hypercube.coords import Fingerprints
 from tgm_xarray.hypercube.extra import MESSAGE_DIM
 from tgm_xarray.hypercube.groups import groups
@@ -50,17 +52,20 @@ from tgm_xarray.hypercube.plan import HypercubePlan, VariablePlan, plan
 from tgm_xarray.hypercube.table import MetadataTable
 
 __all__ = ["MESSAGE_DIM", "NAME_KEYS", "HypercubePlan", "MetadataTable", "PlanOptions", "VariablePlan",
-           "build_hypercube", "split_groups"]
+           "TableOrigin", "build_hypercube", "split_groups"]
 
 
-def build_hypercube(
-    table: MetadataTable,
-    options: PlanOptions = PlanOptions(),
-    *,
-    source: str,
-    fingerprint: Fingerprint,
-    locate: Locate | None = None,
-) -> HypercubePlan:
+class TableOrigin(TypedDict):
+    """Where a table's rows come from: the keywords :func:`build_hypercube` and
+    :func:`split_groups` take after the options."""
+
+    source: str
+    fingerprint: Fingerprint
+    locate: NotRequired[Locate | None]
+
+
+def build_hypercube(table: MetadataTable, options: PlanOptions = PlanOptions(),
+                    **origin: Unpack[TableOrigin]) -> HypercubePlan:
     """Plan one Dataset from every message's metadata, without reading any payload.
 
     Parameters
@@ -96,18 +101,12 @@ def build_hypercube(
     >>> plan.variables, plan.index_coords
     ({}, {})
     """
-    objects, selection = _select(table, options, source, fingerprint, locate)
+    objects, selection = _select(table, options, origin)
     return plan(objects, selection, Fingerprints(objects))
 
 
-def split_groups(
-    table: MetadataTable,
-    options: PlanOptions = PlanOptions(),
-    *,
-    source: str,
-    fingerprint: Fingerprint,
-    locate: Locate | None = None,
-) -> dict[str, HypercubePlan]:
+def split_groups(table: MetadataTable, options: PlanOptions = PlanOptions(),
+                 **origin: Unpack[TableOrigin]) -> dict[str, HypercubePlan]:
     """Split a heterogeneous file into groups that each form one Dataset (for ``open_datatree``).
 
     Data objects are grouped by level type and grid shape, named ``"<levtype>_<shape>"``
@@ -124,15 +123,16 @@ def split_groups(
     ...              fingerprint=lambda m, o: b"")
     {}
     """
-    objects, selection = _select(table, options, source, fingerprint, locate)
+    objects, selection = _select(table, options, origin)
     fingerprints = Fingerprints(objects)
     return {name: plan(objects, group, fingerprints)
             for name, group in groups(objects, selection, fingerprints).items()}
 
 
-def _select(table: MetadataTable, options: PlanOptions, source: str, fingerprint: Fingerprint,
-            locate: Locate | None) -> tuple[Objects, Selection]:
+def _select(table: MetadataTable, options: PlanOptions, origin: TableOrigin) -> tuple[Objects, Selection]:
     if not isinstance(options, PlanOptions):
-        raise TypeError(f"{source}: the planner's keywords come as one PlanOptions, not {type(options).__name__}")
-    objects = Objects(table, options, source=source, fingerprint=fingerprint, locate=locate)
+        raise TypeError(f"{origin['source']}: the planner's keywords come as one PlanOptions, "
+                        f"not {type(options).__name__}")
+    objects = Objects(table, options, source=origin["source"], fingerprint=origin["fingerprint"],
+                      locate=origin.get("locate"))
     return objects, objects.select()

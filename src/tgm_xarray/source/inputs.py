@@ -20,6 +20,7 @@ import urllib.request
 from typing import Any
 
 from tgm_xarray._core import MAGIC  # the bytes every ``.tgm`` file starts with
+from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.source.remote import is_url
 
 
@@ -68,10 +69,7 @@ def contents_path(data: bytes) -> str:
     digest = hashlib.sha256(data).hexdigest()[:32]
     path = os.path.join(tempfile.gettempdir(), f"tgm-xarray-{os.getpid()}-{digest}.tgm")
     if not os.path.exists(path):
-        fd, partial = tempfile.mkstemp(suffix=".partial", dir=os.path.dirname(path))
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(partial, path)  # complete or absent, also with threads opening the same bytes
+        atomic_write_bytes(path, data)  # complete or absent, also with threads opening the same bytes
         atexit.register(_remove, path)
     return path
 

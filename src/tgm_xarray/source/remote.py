@@ -9,7 +9,7 @@ concurrent batches (``parse_all``); a read fetches the one data-object frame it 
 byte ranges of its payload) and decodes it in the Rust core with the interpreter released.
 Python only moves bytes here: the walks (which bytes to fetch next, what they say, the checks of
 index frames against frames) are the core's sans-IO objects (``_core.scan_remote``,
-``RemoteMessages.describe``, ``RemoteMessages.payload_read``: ``core-rs/src/remote_file.rs``),
+``RemoteMessages.describe``, ``RemoteMessages.payload_read``: ``core-rs/src/source/remote_file.rs``),
 which ask for byte ranges (``wanted``) and take their bytes (``feed``); ``drive`` runs one with
 ``Fetcher.fetch_many``, ``drive_async`` by awaiting ``Fetcher.fetch_async`` (no worker thread).
 An index of the file (``tgm_xarray.source.index``) replaces the scan: the handle is built from its

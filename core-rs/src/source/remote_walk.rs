@@ -20,10 +20,10 @@ use tensogram::wire::{
 };
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
-use crate::cbor::Walker;
+use crate::wire::cbor::Walker;
 use crate::errors::{CoreError, CoreResult};
-use crate::message::walk;
-use crate::wire::{self, FrameWalk, Taken};
+use crate::source::message::walk;
+use crate::wire::frames::{self, FrameWalk, Taken};
 
 /// Byte ranges `[start, stop)` of the file.
 pub type Ranges = Vec<(u64, u64)>;
@@ -92,7 +92,7 @@ pub fn preamble(buf: &[u8]) -> CoreResult<(u64, Layout)> {
 
 /// `(first_footer_offset, total_length)` of the postamble in the last bytes of `buf`.
 pub fn postamble(buf: &[u8]) -> CoreResult<(u64, u64)> {
-    let postamble = wire::postamble_at_end(buf)?;
+    let postamble = frames::postamble_at_end(buf)?;
     Ok((postamble.first_footer_offset, postamble.total_length))
 }
 
@@ -119,7 +119,7 @@ pub struct Frames {
 }
 
 /// Walks the metadata, index and hash frames at the start of `buf`, which begins `offset` bytes
-/// into its message at a frame, by the wire's frame rule (`wire::FrameWalk`), until it has the
+/// into its message at a frame, by the wire's frame rule (`frames::FrameWalk`), until it has the
 /// metadata and the index.
 pub fn frames(buf: &[u8], offset: u64) -> CoreResult<Frames> {
     let (mut metadata, mut index) = (None, None);
@@ -129,11 +129,11 @@ pub fn frames(buf: &[u8], offset: u64) -> CoreResult<Frames> {
             break Next::End; // what comes next (the hash frame) is not needed
         }
         let header = match walk.next_header()? {
-            wire::Next::End => break Next::End,
-            wire::Next::Needs(need) => break Next::More(need),
-            wire::Next::Header(header) => header,
+            frames::Next::End => break Next::End,
+            frames::Next::Needs(need) => break Next::More(need),
+            frames::Next::Header(header) => header,
         };
-        if wire::phase(header.frame_type) == 1 {
+        if frames::phase(header.frame_type) == 1 {
             break Next::Data;
         }
         let frame = match walk.frame(header)? {
@@ -173,7 +173,7 @@ pub fn check_index_order(offsets: &[u64], lengths: &[u64]) -> CoreResult<()> {
 }
 
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
-/// is `length` bytes long say: `(cbor_offset, flags, inline hash)` (`wire::object_footer`). The
+/// is `length` bytes long say: `(cbor_offset, flags, inline hash)` (`frames::object_footer`). The
 /// descriptor is the CBOR item at `cbor_offset`. The frame's own header must agree with the index.
 pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> CoreResult<(u64, u16, Option<u64>)> {
     let header = FrameHeader::read_from(head).map_err(|e| CoreError::format(format!("bad frame header: {e}")))?;
@@ -183,7 +183,7 @@ pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> CoreResult<(u64, u
             header.total_length
         )));
     }
-    let footer = wire::object_footer(&header, tail)?;
+    let footer = frames::object_footer(&header, tail)?;
     Ok((footer.cbor_offset as u64, header.flags, footer.hash))
 }
 
@@ -219,42 +219,42 @@ pub struct Indexed {
 
 /// A message read by its header or footer: its metadata and its objects' frames, checked
 /// against the message.
-pub fn indexed(found: &Found) -> Result<Indexed, String> {
+pub fn indexed(found: &Found) -> CoreResult<Indexed> {
     let (parsed, start) = match &found.part {
-        Part::Whole => return Err("the message was read whole".into()),
+        Part::Whole => return Err(CoreError::format("the message was read whole")),
         Part::Header { postamble: tail } => {
             if postamble(tail).map(|(_, length)| length).ok() != Some(found.length) {
-                return Err("its postamble does not match its preamble".into());
+                return Err(CoreError::format("its postamble does not match its preamble"));
             }
             let start = PREAMBLE_SIZE.min(found.data.len());
-            let parsed = frames(&found.data[start..], PREAMBLE_SIZE as u64).map_err(|e| e.message)?;
+            let parsed = frames(&found.data[start..], PREAMBLE_SIZE as u64)?;
             if matches!(parsed.next, Next::More(_)) {
-                return Err("a header frame runs past the message end".into());
+                return Err(CoreError::format("a header frame runs past the message end"));
             }
             (parsed, start)
         }
         Part::Footer => {
-            let (first_footer, length) = postamble(&found.data).map_err(|e| e.message)?;
+            let (first_footer, length) = postamble(&found.data)?;
             if length != found.length || first_footer != found.length - found.data.len() as u64 {
-                return Err("its postamble does not match its preamble".into());
+                return Err(CoreError::format("its postamble does not match its preamble"));
             }
-            (frames(&found.data[..found.data.len() - POSTAMBLE_SIZE], first_footer).map_err(|e| e.message)?, 0)
+            (frames(&found.data[..found.data.len() - POSTAMBLE_SIZE], first_footer)?, 0)
         }
     };
     let (Some((metadata, cbor)), Some(index)) = (parsed.metadata, parsed.index) else {
-        return Err("its metadata or index frame is missing".into());
+        return Err(CoreError::format("its metadata or index frame is missing"));
     };
     let metadata_cbor = found.data[start + cbor.start..start + cbor.end].to_vec();
     let frames: Vec<(u64, u64)> = index.offsets.into_iter().zip(index.lengths).collect();
     if frames.iter().any(|&(offset, length)| offset < PREAMBLE_SIZE as u64 || offset.saturating_add(length) > found.length) {
-        return Err("its index points outside the message".into());
+        return Err(CoreError::format("its index points outside the message"));
     }
     Ok(Indexed { metadata, metadata_cbor, frames })
 }
 
 /// Splits bytes that hold whole messages, streaming-mode ones included, into `(offset, length)`
 /// spans that tile them (the binding passes the mapped reader's own rule).
-pub type SplitMessages = fn(&[u8]) -> Result<Vec<(usize, usize)>, String>;
+pub type SplitMessages = fn(&[u8]) -> CoreResult<Vec<(usize, usize)>>;
 
 /// Contiguous bytes of the file at hand: `data` starts at `start`.
 #[derive(Debug, Default)]
@@ -287,6 +287,8 @@ struct Request {
 /// The scan of a file that opening does: every message, with the bytes that carry its metadata.
 #[derive(Debug)]
 pub struct Scan {
+    /// The file's name, which every error of the scan starts with.
+    source: String,
     size: u64,
     settings: Settings,
     split: SplitMessages,
@@ -312,8 +314,9 @@ pub struct Scan {
 type Step<T> = Result<T, Ranges>;
 
 impl Scan {
-    pub fn new(size: u64, settings: Settings, split: SplitMessages) -> Self {
+    pub fn new(source: &str, size: u64, settings: Settings, split: SplitMessages) -> Self {
         Scan {
+            source: source.to_owned(),
             size,
             split,
             window: Window::default(),
@@ -355,7 +358,11 @@ impl Scan {
     }
 
     /// The ranges to fetch next, `None` when the scan is complete.
-    pub fn wanted(&mut self) -> Result<Option<Ranges>, String> {
+    pub fn wanted(&mut self) -> CoreResult<Option<Ranges>> {
+        self.next_wanted().map_err(|e| e.context(&self.source))
+    }
+
+    fn next_wanted(&mut self) -> CoreResult<Option<Ranges>> {
         if let Some(missing) = &self.missing {
             let tail = POSTAMBLE_SIZE as u64;
             return Ok((!missing.is_empty()).then(|| missing.iter().map(|&end| (end - tail, end)).collect()));
@@ -379,22 +386,26 @@ impl Scan {
     }
 
     /// The bytes of the ranges `wanted` gave, in its order.
-    pub fn feed(&mut self, pieces: Vec<Vec<u8>>) -> Result<(), String> {
+    pub fn feed(&mut self, pieces: Vec<Vec<u8>>) -> CoreResult<()> {
+        self.take(pieces).map_err(|e| e.context(&self.source))
+    }
+
+    fn take(&mut self, pieces: Vec<Vec<u8>>) -> CoreResult<()> {
         if let Some(missing) = self.missing.take() {
             if pieces.len() != missing.len() {
-                return Err(format!("{} pieces fed for {} ranges", pieces.len(), missing.len()));
+                return Err(CoreError::format(format!("{} pieces fed for {} ranges", pieces.len(), missing.len())));
             }
             self.postambles.extend(missing.into_iter().zip(pieces));
             self.missing = Some(Vec::new());
             return Ok(());
         }
-        let request = self.pending.take().ok_or("bytes fed that no step asked for")?;
+        let request = self.pending.take().ok_or_else(|| CoreError::format("bytes fed that no step asked for"))?;
         if pieces.len() != request.ranges.len() {
-            return Err(format!("{} pieces fed for {} ranges", pieces.len(), request.ranges.len()));
+            return Err(CoreError::format(format!("{} pieces fed for {} ranges", pieces.len(), request.ranges.len())));
         }
         for (piece, &(a, b)) in pieces.iter().zip(&request.ranges) {
             if piece.len() as u64 != b - a {
-                return Err(format!("{} bytes fed for bytes {a}..{b}", piece.len()));
+                return Err(CoreError::format(format!("{} bytes fed for bytes {a}..{b}", piece.len())));
             }
         }
         let (a, window) = (request.keep_from, &mut self.window);
@@ -421,7 +432,7 @@ impl Scan {
 
     /// Goes over the message at `pos`; its state changes only once it is complete, so a step
     /// that has to fetch first starts afresh when fed.
-    fn message(&mut self) -> Result<Step<()>, String> {
+    fn message(&mut self) -> CoreResult<Step<()>> {
         let (pos, size, head, tail) = (self.pos, self.size, PREAMBLE_SIZE as u64, POSTAMBLE_SIZE as u64);
         let found = self.found.len();
         // The preamble once: later steps of the message may have dropped it from the window.
@@ -443,13 +454,13 @@ impl Scan {
                 let parsed = match preamble(self.window.take(pos, (pos + head).min(self.window.stop()))) {
                     Ok(parsed) => parsed,
                     Err(_) if found == 0 && !self.window.take(pos, self.window.stop()).starts_with(MAGIC) => {
-                        return Err("not a Tensogram file (it does not start with TENSOGRM)".into())
+                        return Err(CoreError::format("not a Tensogram file (it does not start with TENSOGRM)"))
                     }
                     Err(_) => {
-                        return Err(format!(
+                        return Err(CoreError::format(format!(
                             "bytes {pos}..{size} (after {found} complete message(s)) are not a message: trailing garbage, \
                              or a corrupt or truncated file"
-                        ))
+                        )))
                     }
                 };
                 self.head = Some((pos, parsed.0, parsed.1));
@@ -475,7 +486,9 @@ impl Scan {
             return Ok(Ok(()));
         }
         if pos.saturating_add(total) > size {
-            return Err(format!("bytes {pos}..{size} (after {found} complete message(s)) are a truncated message ({total} bytes announced)"));
+            return Err(CoreError::format(format!(
+                "bytes {pos}..{size} (after {found} complete message(s)) are a truncated message ({total} bytes announced)"
+            )));
         }
         let end = pos + total;
         let small = total <= self.settings.whole_message_max;
@@ -489,7 +502,7 @@ impl Scan {
             }
         } else if layout == Layout::Header {
             let mut at_hand = self.window.take(pos + head, end.min(self.window.stop()));
-            let mut parsed = frames(at_hand, head).map_err(|e| e.message)?;
+            let mut parsed = frames(at_hand, head)?;
             // A header longer than the guess: its tail (a frame that runs past the message end
             // is left for `indexed` to report).
             loop {
@@ -508,7 +521,7 @@ impl Scan {
                 match self.need(pos, pos + head + need as u64, 0) {
                     Ok(bytes) => {
                         at_hand = &bytes[head as usize..];
-                        parsed = frames(at_hand, head).map_err(|e| e.message)?;
+                        parsed = frames(at_hand, head)?;
                     }
                     Err(ranges) => return Ok(Err(ranges)),
                 }
@@ -564,6 +577,8 @@ pub struct Described {
 #[derive(Debug)]
 pub struct Describe {
     frames: Vec<(u64, u64)>,
+    /// Per frame: its message's offset and its object's number, to name it in errors.
+    objects: Vec<(u64, usize)>,
     tail_guess: u64,
     /// Per frame: its head and tail (the same bytes when it came whole).
     ends: Vec<(Vec<u8>, Vec<u8>)>,
@@ -573,12 +588,21 @@ pub struct Describe {
     asked: Option<Vec<usize>>,
 }
 
-/// An error of one frame of a `Describe`: `(its position in the list, the message)`.
-pub type FrameError = (usize, String);
-
 impl Describe {
-    pub fn new(frames: Vec<(u64, u64)>, tail_guess: u64) -> Self {
-        Describe { frames, tail_guess, ends: Vec::new(), regions: HashMap::new(), asked: None }
+    /// `objects`: for each of `frames`, its message's offset and its object's number.
+    pub fn new(frames: Vec<(u64, u64)>, objects: Vec<(u64, usize)>, tail_guess: u64) -> Self {
+        Describe { frames, objects, tail_guess, ends: Vec::new(), regions: HashMap::new(), asked: None }
+    }
+
+    /// Whether there is no frame to describe.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// `e` of frame `i`, naming its message and object.
+    fn in_frame(&self, i: usize, e: CoreError) -> CoreError {
+        let (offset, o) = self.objects[i];
+        e.context(&format!("message at byte {offset}, object {o}"))
     }
 
     fn whole(&self, length: u64) -> bool {
@@ -586,7 +610,7 @@ impl Describe {
     }
 
     /// The ranges to fetch next, `None` when every descriptor is at hand.
-    pub fn wanted(&mut self) -> Result<Option<Ranges>, FrameError> {
+    pub fn wanted(&mut self) -> CoreResult<Option<Ranges>> {
         if self.ends.len() < self.frames.len() {
             let header = FRAME_HEADER_SIZE as u64;
             let mut ranges = Ranges::new();
@@ -605,7 +629,7 @@ impl Describe {
         let mut asked = Vec::new();
         let mut ranges = Ranges::new();
         for (i, (&(start, length), (head, tail))) in self.frames.iter().zip(&self.ends).enumerate() {
-            let (cbor_offset, _, _) = frame_footer(head, tail, length).map_err(|e| (i, e.message))?;
+            let (cbor_offset, _, _) = frame_footer(head, tail, length).map_err(|e| self.in_frame(i, e))?;
             if cbor_offset < length - tail.len() as u64 {
                 asked.push(i);
                 ranges.push((start + cbor_offset, start + length - DATA_OBJECT_FOOTER_SIZE as u64));
@@ -616,29 +640,30 @@ impl Describe {
     }
 
     /// The bytes of the ranges `wanted` gave, in its order.
-    pub fn feed(&mut self, pieces: Vec<Vec<u8>>) -> Result<(), String> {
+    pub fn feed(&mut self, pieces: Vec<Vec<u8>>) -> CoreResult<()> {
         if self.ends.len() < self.frames.len() {
             let mut pieces = pieces.into_iter();
+            let fewer = || CoreError::format("fewer pieces fed than asked for");
             for &(_, length) in &self.frames {
-                let head = pieces.next().ok_or("fewer pieces fed than asked for")?;
-                let tail = if self.whole(length) { head.clone() } else { pieces.next().ok_or("fewer pieces fed than asked for")? };
+                let head = pieces.next().ok_or_else(fewer)?;
+                let tail = if self.whole(length) { head.clone() } else { pieces.next().ok_or_else(fewer)? };
                 self.ends.push((head, tail));
             }
             return Ok(());
         }
-        let asked = self.asked.as_ref().ok_or("bytes fed that no step asked for")?;
+        let asked = self.asked.as_ref().ok_or_else(|| CoreError::format("bytes fed that no step asked for"))?;
         if asked.len() != pieces.len() {
-            return Err(format!("{} pieces fed for {} ranges", pieces.len(), asked.len()));
+            return Err(CoreError::format(format!("{} pieces fed for {} ranges", pieces.len(), asked.len())));
         }
         self.regions.extend(asked.iter().copied().zip(pieces));
         Ok(())
     }
 
     /// Every frame's object, in the order given, once `wanted` gives `None`.
-    pub fn finish(mut self) -> Result<Vec<Described>, FrameError> {
+    pub fn finish(mut self) -> CoreResult<Vec<Described>> {
         let mut described = Vec::with_capacity(self.frames.len());
         for (i, (&(start, length), (head, tail))) in self.frames.iter().zip(&self.ends).enumerate() {
-            let (cbor_offset, flags, hash) = frame_footer(head, tail, length).map_err(|e| (i, e.message))?;
+            let (cbor_offset, flags, hash) = frame_footer(head, tail, length).map_err(|e| self.in_frame(i, e))?;
             let footer = length - DATA_OBJECT_FOOTER_SIZE as u64;
             let region = match self.regions.remove(&i) {
                 Some(region) => region,
@@ -648,13 +673,13 @@ impl Describe {
                 }
             };
             // The descriptor is the first CBOR item of its region.
-            let descriptor = walk::parse_descriptor(&region).map_err(|e| (i, format!("bad object descriptor: {e}")))?;
-            let cbor = Walker::new(&region).item().map_err(|e| (i, format!("bad object descriptor: {}", e.0)))?.to_vec();
+            let descriptor = walk::parse_descriptor(&region).map_err(|e| self.in_frame(i, e))?;
+            let cbor = Walker::new(&region).item().map_err(|e| self.in_frame(i, e.context("bad object descriptor")))?.to_vec();
             let payload_start = FRAME_HEADER_SIZE as u64;
             let cbor_after = flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0;
             let region_of_payload =
                 if cbor_after { payload_start..cbor_offset } else { cbor_offset + cbor.len() as u64..footer };
-            let stored = walk::payload_in(region_of_payload, &descriptor).map_err(|e| (i, e.message))?;
+            let stored = walk::payload_in(region_of_payload, &descriptor).map_err(|e| self.in_frame(i, e))?;
             let stored = start + stored.start..start + stored.end;
             let payload = (cbor_after && cbor_offset > payload_start).then(|| (region, start + payload_start..start + cbor_offset));
             let frame = (hash.is_none() && tail.len() as u64 == length).then(|| tail.clone());
@@ -669,13 +694,13 @@ mod tests {
     use super::*;
     use crate::testing::float_message as message;
 
-    fn no_streaming(_: &[u8]) -> Result<Vec<(usize, usize)>, String> {
-        Err("streaming mode".into())
+    fn no_streaming(_: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
+        Err(CoreError::format("streaming mode"))
     }
 
     /// Runs `scan` over `file`: what it found and the ranges it asked for, batch by batch.
-    fn scan(file: &[u8], settings: Settings) -> Result<(Vec<Found>, Vec<Ranges>), String> {
-        let mut scan = Scan::new(file.len() as u64, settings, no_streaming);
+    fn scan(file: &[u8], settings: Settings) -> CoreResult<(Vec<Found>, Vec<Ranges>)> {
+        let mut scan = Scan::new("file", file.len() as u64, settings, no_streaming);
         let mut requests = Vec::new();
         while let Some(ranges) = scan.wanted()? {
             requests.push(ranges.clone());
@@ -712,7 +737,7 @@ mod tests {
             assert_eq!(frames.len(), 3);
             // The descriptors, from the ends of the frames.
             let absolute: Vec<_> = frames.iter().map(|&(o, l)| (m.offset + o, l)).collect();
-            let mut describe = Describe::new(absolute.clone(), 256);
+            let mut describe = Describe::new(absolute.clone(), vec![(m.offset, 0); absolute.len()], 256);
             while let Some(ranges) = describe.wanted().expect("wanted") {
                 describe.feed(ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect()).expect("fed");
             }
@@ -743,7 +768,7 @@ mod tests {
         let one = message(4096, 2);
         let file = [message(16, 1), one.clone(), one].concat();
         let settings = Settings { first_block: 256, whole_message_max: 1024, header_guess: 64, tail_guess: 64, ..Settings::default() };
-        let mut scan = Scan::new(file.len() as u64, settings, no_streaming);
+        let mut scan = Scan::new("file", file.len() as u64, settings, no_streaming);
         let mut batches = 0;
         while let Some(ranges) = scan.wanted().expect("wanted") {
             batches += 1;
@@ -756,12 +781,12 @@ mod tests {
     #[test]
     fn a_truncated_file_and_garbage_are_errors() {
         let one = message(16, 1);
-        let err = scan(&one[..one.len() - 5], Settings::default()).expect_err("truncated");
-        assert!(err.contains("truncated message"), "{err}");
-        let err = scan(&[one.clone(), b"x".repeat(100)].concat(), Settings::default()).expect_err("garbage");
+        let err = scan(&one[..one.len() - 5], Settings::default()).expect_err("truncated").message;
+        assert!(err.starts_with("file: ") && err.contains("truncated message"), "{err}");
+        let err = scan(&[one.clone(), b"x".repeat(100)].concat(), Settings::default()).expect_err("garbage").message;
         assert!(err.contains(&format!("bytes {}..{} (after 1 complete message(s)) are not a message", one.len(), one.len() + 100)), "{err}");
-        let err = scan(&[b"GRIB".as_slice(), &[0; 200]].concat(), Settings::default()).expect_err("not tgm");
-        assert!(err.starts_with("not a Tensogram file"), "{err}");
+        let err = scan(&[b"GRIB".as_slice(), &[0; 200]].concat(), Settings::default()).expect_err("not tgm").message;
+        assert!(err.starts_with("file: not a Tensogram file"), "{err}");
     }
 
     #[test]
@@ -770,7 +795,7 @@ mod tests {
         let end = one.len();
         one[end - 16..end - 8].copy_from_slice(&(end as u64 + 8).to_be_bytes());
         let (found, _) = scan(&one, Settings { first_block: 1024, whole_message_max: 0, ..Settings::default() }).expect("scans");
-        assert_eq!(indexed(&found[0]).expect_err("disagrees"), "its postamble does not match its preamble");
+        assert_eq!(indexed(&found[0]).expect_err("disagrees").message, "its postamble does not match its preamble");
     }
 
     #[test]
@@ -787,7 +812,7 @@ mod tests {
         // Upstream passes any bytes other than `FR` between frames; this walk stopped at them,
         // before the index, and the message could not be read.
         use crate::testing::{message, Written};
-        use crate::wire::tests::{first_footer_or_frame, padded};
+        use crate::wire::frames::tests::{first_footer_or_frame, padded};
         for (written, part) in [(Written::Header, Part::Header { postamble: Vec::new() }), (Written::Footer, Part::Footer)] {
             for n in [3, 8, 21] {
                 let one = message(&[1, 2, 3, 4], written);
@@ -798,7 +823,7 @@ mod tests {
                     _ => (Part::Footer, msg[first_footer_or_frame(&msg)..].to_vec()),
                 };
                 let found = Found { offset: 0, length, part, data };
-                let frames = indexed(&found).unwrap_or_else(|e| panic!("{written:?}, {n} bytes: {e}")).frames;
+                let frames = indexed(&found).unwrap_or_else(|e| panic!("{written:?}, {n} bytes: {}", e.message)).frames;
                 assert_eq!(frames.len(), 1, "{written:?}, {n} bytes");
             }
         }
@@ -816,7 +841,7 @@ mod tests {
         let settings = Settings { first_block: 64, whole_message_max: 1024, header_guess: 64, ..Settings::default() };
         let (found, batches) = scan(&one, settings).expect("scans");
         assert!(batches.len() < 10, "{} batches", batches.len());
-        assert_eq!(indexed(&found[0]).expect_err("no index"), "its metadata or index frame is missing");
+        assert_eq!(indexed(&found[0]).expect_err("no index").message, "its metadata or index frame is missing");
     }
 
     #[test]

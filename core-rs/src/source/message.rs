@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult};
-use crate::packing::Packed;
-use crate::wire::inline_hash;
+use crate::encoding::packing::Packed;
+use crate::wire::frames::inline_hash;
 
 pub mod walk;
 
@@ -48,7 +48,7 @@ impl ObjectEntry {
             access: access_of(&descriptor, has_masks),
             packed: Packed::of(&descriptor, has_masks),
             szip_offsets_verified: descriptor.compression == "szip"
-                && crate::szip::offsets_verified(&descriptor, payload.len()),
+                && crate::encoding::szip::offsets_verified(&descriptor, payload.len()),
             descriptor,
             frame,
             payload,
@@ -118,7 +118,7 @@ impl ParsedMessage {
         if !buf.starts_with(tensogram::wire::MAGIC) {
             return Err(CoreError::format("not a Tensogram message (it does not start with the magic bytes TENSOGRM)"));
         }
-        let length = crate::wire::message_length(buf)
+        let length = crate::wire::frames::message_length(buf)
             .map_err(|e| CoreError::format(format!("the buffer of {} bytes is {}", buf.len(), e.message)))?;
         if length != buf.len() {
             return Err(CoreError::format(format!(
@@ -142,7 +142,7 @@ impl ParsedMessage {
             .map_err(|e| CoreError::from_tensogram(&e, "cannot parse message frames"))?;
         let mut objects = Vec::with_capacity(decoded.objects.len());
         for (i, (desc, payload, masks, frame_offset)) in decoded.objects.into_iter().enumerate() {
-            let frame = crate::wire::frame_range(bytes, frame_offset).map_err(|e| e.context(&format!("object {i}")))?;
+            let frame = crate::wire::frames::frame_range(bytes, frame_offset).map_err(|e| e.context(&format!("object {i}")))?;
             let payload_start = offset_in(bytes, payload);
             let has_masks = has_masks(&desc, masks);
             objects.push(ObjectEntry::new(

@@ -6,6 +6,8 @@
 //! combination of the remaining outer indices gives one such range. Decoded ranges are then
 //! gathered into the output in selection order, so unsorted and repeated indices work.
 
+use crate::errors::{CoreError, CoreResult, Kind};
+
 /// The selection on one axis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AxisSel {
@@ -63,13 +65,13 @@ impl AxisSel {
     }
 
     /// Checks every index against the axis length.
-    pub fn check(&self, axis: usize, n: u64) -> Result<(), String> {
+    pub fn check(&self, axis: usize, n: u64) -> CoreResult<()> {
         if self.is_empty() {
             return Ok(());
         }
         let (_, hi) = self.bounds();
         if hi >= n {
-            return Err(format!("index {hi} is out of bounds for axis {axis} with size {n}"));
+            return Err(CoreError::new(Kind::Index, format!("index {hi} is out of bounds for axis {axis} with size {n}")));
         }
         Ok(())
     }

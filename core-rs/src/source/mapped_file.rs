@@ -9,8 +9,8 @@ use memmap2::Mmap;
 use tensogram::wire::MAGIC;
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::message::ParsedMessage;
-use crate::wire;
+use crate::source::message::ParsedMessage;
+use crate::wire::frames;
 
 /// A `.tgm` file mapped once and shared by every thread: `&self` methods only.
 pub struct MappedFile {
@@ -46,7 +46,7 @@ fn index_messages_with(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult
         if !data[pos..].starts_with(MAGIC) {
             return Err(here("are not a message: trailing garbage or a corrupt file"));
         }
-        let length = wire::message_length(&data[pos..]).map_err(|e| here(&format!("are {}", e.message)))?;
+        let length = frames::message_length(&data[pos..]).map_err(|e| here(&format!("are {}", e.message)))?;
         spans.push((pos, length));
         pos += length;
         passed(pos);

@@ -18,12 +18,12 @@ use std::sync::OnceLock;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::fetch::PayloadRanges;
-use crate::mapped_file::index_messages;
-use crate::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
-use crate::remote_walk::{indexed, postamble, Describe, Found, Part, Ranges, Scan, Settings};
-use crate::selection::AxisSel;
-use crate::table::{self, ObjectParts, ScanError, Table};
+use crate::read::fetch::PayloadRanges;
+use crate::source::mapped_file::index_messages;
+use crate::source::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
+use crate::source::remote_walk::{indexed, postamble, Describe, Found, Part, Ranges, Scan, Settings};
+use crate::read::selection::AxisSel;
+use crate::table::{self, ObjectParts, Table};
 
 fn format_err(m: impl Into<String>) -> CoreError {
     CoreError::new(Kind::Format, m)
@@ -61,13 +61,13 @@ struct Message {
     offset: u64,
     length: u64,
     /// Each data-object frame, `(file offset, length)`; `Err`: the message is corrupt.
-    frames: Result<Vec<(u64, u64)>, String>,
+    frames: CoreResult<Vec<(u64, u64)>>,
     /// The metadata of a message read by its header or footer, and its metadata frame's CBOR
     /// (its objects are described later).
     header: Option<(GlobalMetadata, Vec<u8>)>,
     /// The first row of its objects in the table, when the table holds it.
     first_row: Option<usize>,
-    described: OnceLock<Result<Described, String>>,
+    described: OnceLock<CoreResult<Described>>,
 }
 
 /// Where the table of a remote file comes from.
@@ -79,7 +79,7 @@ enum Known {
     Indexed(Table),
     /// Built on demand from the runs of messages that came whole, scanned at opening, and the
     /// messages read by their header, once described: `(their messages, table)`.
-    Runs(Vec<(Range<usize>, Result<Table, ScanError>)>),
+    Runs(Vec<(Range<usize>, CoreResult<Table>)>),
 }
 
 /// Every message of a remote file: the state of `tgm_xarray.remote.RemoteHandle`.
@@ -93,24 +93,25 @@ pub struct RemoteFile {
 
 /// The opening scan of the remote file of `size` bytes (`RemoteFile::from_scan` takes it once
 /// `wanted` gives `None`); streaming-mode messages are split as a mapped file's are.
-pub fn scan(size: u64, settings: Settings) -> Scan {
-    Scan::new(size, settings, |bytes| index_messages(bytes).map_err(|e| e.message))
+pub fn scan(source: &str, size: u64, settings: Settings) -> Scan {
+    Scan::new(source, size, settings, index_messages)
 }
 
 /// Why a message read whole cannot be read, found without parsing it: its postamble disagrees.
-fn whole_error(found: &Found) -> Option<String> {
+fn whole_error(found: &Found) -> Option<CoreError> {
     let agrees = postamble(&found.data).is_ok_and(|(_, length)| length == found.length || length == 0);
-    (!agrees).then(|| "its postamble does not match its preamble".to_string())
+    (!agrees).then(|| format_err("its postamble does not match its preamble"))
 }
 
 /// The objects of a message read whole, parsed frame by frame (the index is not needed).
-fn parse_whole(offset: u64, bytes: &[u8]) -> Result<(Vec<(u64, u64)>, Described), String> {
-    let parsed = ParsedMessage::parse(bytes).map_err(|e| e.message)?;
+fn parse_whole(offset: u64, bytes: &[u8]) -> CoreResult<(Vec<(u64, u64)>, Described)> {
+    let parsed = ParsedMessage::parse(bytes)?;
     let mut frames = Vec::with_capacity(parsed.objects.len());
     let mut objects = Vec::with_capacity(parsed.objects.len());
     for entry in &parsed.objects {
         frames.push((offset + entry.frame.start as u64, entry.frame.len() as u64));
-        let cbor = tensogram::metadata::object_descriptor_to_cbor(&entry.descriptor).map_err(|e| e.to_string())?;
+        let cbor = tensogram::metadata::object_descriptor_to_cbor(&entry.descriptor)
+            .map_err(|e| CoreError::from_tensogram(&e, "cannot encode the descriptor again"))?;
         objects.push(Object {
             descriptor: entry.descriptor.clone(),
             fingerprint: Some(entry.fingerprint(bytes)),
@@ -125,7 +126,7 @@ impl RemoteFile {
     /// The file `source` as its scan found it (`found`: `Scan::finish`). `tail_guess`: bytes
     /// fetched from the end of a data-object frame to describe it.
     pub fn from_scan(source: &str, found: Vec<Found>, tail_guess: u64) -> Self {
-        let mut runs = Self::whole_runs(&found);
+        let mut runs = Self::whole_runs(source, &found);
         let scanned = match &mut runs[..] {
             [(run, Ok(table))] if run.len() == found.len() => Some(std::mem::take(table)),
             _ => None,
@@ -186,8 +187,8 @@ impl RemoteFile {
     }
 
     /// The tables of the runs of messages that came whole, each scanned as a mapped file's
-    /// messages are (`Err`: the first that cannot be read, numbered in the file).
-    fn whole_runs(found: &[Found]) -> Vec<(Range<usize>, Result<Table, ScanError>)> {
+    /// messages are (`Err`: the first that cannot be read, named by its number in `source`).
+    fn whole_runs(source: &str, found: &[Found]) -> Vec<(Range<usize>, CoreResult<Table>)> {
         let mut runs = Vec::new();
         let mut first = 0;
         while first < found.len() {
@@ -197,11 +198,11 @@ impl RemoteFile {
                 continue;
             }
             let run = &found[first..end];
-            let bad = run.iter().enumerate().find_map(|(i, m)| whole_error(m).map(|error| ScanError { message: first + i, error }));
+            let where_ = |i: usize| format!("{source}: message {}", first + i);
+            let bad = run.iter().enumerate().find_map(|(i, m)| whole_error(m).map(|e| e.context(&where_(i))));
             let table = match bad {
                 Some(error) => Err(error),
-                None => table::scan(run.iter().map(|m| (m.offset as usize, &m.data[..])))
-                    .map_err(|e| ScanError { message: first + e.message, error: e.error }),
+                None => table::scan(run.iter().map(|m| (m.offset as usize, &m.data[..])), where_),
             };
             runs.push((first..end, table));
             first = end;
@@ -221,23 +222,22 @@ impl RemoteFile {
             }
             Known::Runs(runs) => runs,
         };
-        let in_message = |msg: usize, e: String| format_err(format!("{}: message {msg}: {e}", self.source));
         let mut builder = table::Builder::default();
         let mut runs = runs.iter().peekable();
         let mut msg = 0;
         while msg < self.messages.len() {
             if let Some((run, table)) = runs.next_if(|(run, _)| run.start == msg) {
-                builder.append(table.as_ref().map_err(|e| in_message(e.message, e.error.clone()))?);
+                builder.append(table.as_ref().map_err(CoreError::clone)?);
                 msg = run.end;
                 continue;
             }
             let m = &self.messages[msg];
-            let frames = m.frames.as_ref().map_err(|e| format_err(format!("{}: {e}", self.source)))?;
+            let frames = m.frames.as_ref().map_err(|e| self.in_file(e))?;
             let (Some((_, metadata)), Some(described)) = (&m.header, m.described.get()) else {
                 let why = "its descriptors are not fetched yet (RemoteHandle.parse_all fetches them)";
                 return Err(CoreError::new(Kind::Value, format!("{}: message {msg}: {why}", self.source)));
             };
-            let described = described.as_ref().map_err(|e| format_err(format!("{}: {e}", self.source)))?;
+            let described = described.as_ref().map_err(|e| self.in_file(e))?;
             let objects = described.objects.iter().zip(frames).map(|(o, &(start, length))| {
                 let parts = o.parts.as_ref().expect("objects described from their frames have their parts");
                 ObjectParts {
@@ -249,7 +249,8 @@ impl RemoteFile {
                 }
             });
             let objects: Vec<ObjectParts> = objects.collect();
-            builder.parts(m.offset as usize, m.length as usize, metadata, &objects).map_err(|e| in_message(msg, e))?;
+            builder.parts(m.offset as usize, m.length as usize, metadata, &objects)
+                .map_err(|e| e.context(&format!("{}: message {msg}", self.source)))?;
             msg += 1;
         }
         Ok(Cow::Owned(builder.finish()))
@@ -289,7 +290,7 @@ impl RemoteFile {
             first_row: None,
             described: OnceLock::new(),
         };
-        let at = |e: String| format!("message at byte {}: {e}", found.offset);
+        let at = |e: CoreError| e.context(&format!("message at byte {}", found.offset));
         if found.part == Part::Whole {
             match whole_error(found).map_or_else(|| parse_whole(found.offset, &found.data), Err) {
                 Ok((frames, described)) => {
@@ -310,6 +311,11 @@ impl RemoteFile {
         message
     }
 
+    /// A stored error of one of the file's messages, named by the file.
+    fn in_file(&self, e: &CoreError) -> CoreError {
+        e.clone().context(&self.source)
+    }
+
     fn message(&self, msg: usize) -> CoreResult<&Message> {
         let n = self.messages.len();
         self.messages
@@ -319,14 +325,14 @@ impl RemoteFile {
 
     /// `(file offset, length)` of every data-object frame of message `msg`.
     pub fn frames(&self, msg: usize) -> CoreResult<&[(u64, u64)]> {
-        self.message(msg)?.frames.as_deref().map_err(|e| format_err(format!("{}: {e}", self.source)))
+        self.message(msg)?.frames.as_deref().map_err(|e| self.in_file(e))
     }
 
     fn described(&self, msg: usize) -> CoreResult<&Described> {
         self.frames(msg)?;
         match self.messages[msg].described.get() {
             Some(Ok(described)) => Ok(described),
-            Some(Err(e)) => Err(format_err(format!("{}: {e}", self.source))),
+            Some(Err(e)) => Err(self.in_file(e)),
             None => Err(format_err(format!("{}: message {msg} is not described yet", self.source))),
         }
     }
@@ -403,9 +409,8 @@ impl RemoteFile {
             source: self.source.clone(),
             by_index,
             whole,
-            objects,
             spans,
-            walk: Describe::new(frames, self.tail_guess),
+            walk: Describe::new(frames, objects, self.tail_guess),
             stage: Stage::First,
             whole_bytes: Vec::new(),
         })
@@ -414,12 +419,8 @@ impl RemoteFile {
     /// Keeps what `description` (of this file, fed until it wanted nothing more) found: every
     /// message it describes is described, or known corrupt (the first such error is returned).
     pub fn described_by(&self, description: Description) -> CoreResult<()> {
-        let Description { source, by_index, whole, objects, walk, whole_bytes, .. } = description;
-        let in_object = |(i, e): (usize, String)| {
-            let (offset, o) = objects[i];
-            format_err(format!("{source}: message at byte {offset}, object {o}: {e}"))
-        };
-        let mut described = walk.finish().map_err(in_object)?.into_iter();
+        let Description { source, by_index, whole, walk, whole_bytes, .. } = description;
+        let mut described = walk.finish().map_err(|e| e.context(&source))?.into_iter();
         for &msg in &by_index {
             let m = &self.messages[msg];
             let objects = described
@@ -444,15 +445,19 @@ impl RemoteFile {
             let m = &self.messages[msg];
             let result = parse_whole(m.offset, bytes).and_then(|(frames, described)| {
                 // The table's frames and the parse's agree, or the file changed under us.
-                if Ok(&frames) == m.frames.as_ref() { Ok(described) } else { Err("the message changed since it was opened".into()) }
+                if m.frames.as_ref().is_ok_and(|known| *known == frames) {
+                    Ok(described)
+                } else {
+                    Err(format_err("the message changed since it was opened"))
+                }
             });
-            let result = result.map_err(|e| format!("message at byte {}: {e}", m.offset));
+            let result = result.map_err(|e| e.context(&format!("message at byte {}", m.offset)));
             if let Err(e) = &result {
                 first_error.get_or_insert_with(|| e.clone());
             }
             let _ = m.described.set(result);
         }
-        first_error.map_or(Ok(()), |e| Err(format_err(format!("{}: {e}", self.source))))
+        first_error.map_or(Ok(()), |e| Err(self.in_file(&e)))
     }
 
     /// Message `msg`'s metadata (described first).
@@ -530,8 +535,6 @@ pub struct Description {
     source: String,
     by_index: Vec<usize>,
     whole: Vec<usize>,
-    /// Per frame of `walk`: its message's offset and its object's number, to name it in errors.
-    objects: Vec<(u64, usize)>,
     spans: Ranges,
     walk: Describe,
     stage: Stage,
@@ -539,23 +542,22 @@ pub struct Description {
 }
 
 impl Description {
-    fn in_object(&self, (i, e): (usize, String)) -> CoreError {
-        let (offset, o) = self.objects[i];
-        format_err(format!("{}: message at byte {offset}, object {o}: {e}", self.source))
+    fn in_file(&self, e: CoreError) -> CoreError {
+        e.context(&self.source)
     }
 
     /// The ranges to fetch next, `None` when everything asked for is at hand.
     pub fn wanted(&mut self) -> CoreResult<Option<Ranges>> {
         match self.stage {
             Stage::First => {
-                let first = self.walk.wanted().map_err(|e| self.in_object(e))?.unwrap_or_default();
+                let first = self.walk.wanted().map_err(|e| self.in_file(e))?.unwrap_or_default();
                 self.stage = Stage::AskedFirst;
                 let ranges = [self.spans.clone(), first].concat();
                 Ok((!ranges.is_empty()).then_some(ranges))
             }
             Stage::AskedFirst => Ok(None), // fed nothing: `feed` moves on
-            Stage::Walk if self.objects.is_empty() => Ok(None),
-            Stage::Walk => self.walk.wanted().map_err(|e| self.in_object(e)),
+            Stage::Walk if self.walk.is_empty() => Ok(None),
+            Stage::Walk => self.walk.wanted().map_err(|e| self.in_file(e)),
         }
     }
 
@@ -570,12 +572,12 @@ impl Description {
                 let rest = pieces.split_off(self.spans.len());
                 self.whole_bytes = pieces;
                 self.stage = Stage::Walk;
-                if self.objects.is_empty() {
+                if self.walk.is_empty() {
                     return Ok(());
                 }
-                self.walk.feed(rest).map_err(format_err)
+                self.walk.feed(rest)
             }
-            Stage::Walk => self.walk.feed(pieces).map_err(format_err),
+            Stage::Walk => self.walk.feed(pieces),
         }
     }
 }
@@ -630,7 +632,7 @@ mod tests {
 
     /// Opens `file` as the scan does, with these settings.
     fn open(file: &[u8], settings: Settings) -> RemoteFile {
-        let mut walk = scan(file.len() as u64, settings);
+        let mut walk = scan("file", file.len() as u64, settings);
         while let Some(ranges) = walk.wanted().expect("wanted") {
             walk.feed(serve(file, &ranges)).expect("fed");
         }
@@ -687,7 +689,7 @@ mod tests {
     fn a_file_from_an_index_fetches_nothing_until_described_and_checks_the_index() {
         let one = message(4096, 2);
         let file = one.repeat(3);
-        let table = table::scan([(0, &one[..]), (one.len(), &one[..]), (2 * one.len(), &one[..])]).expect("table");
+        let table = table::scan([(0, &one[..]), (one.len(), &one[..]), (2 * one.len(), &one[..])], |m| format!("message {m}")).expect("table");
         let remote = RemoteFile::from_index("mem", file.len() as u64, table.clone(), 256).expect("fits");
         assert_eq!(remote.len(), 3);
         assert_eq!(remote.object_layouts(2).expect("layouts"), vec![(vec![4096], "float32".to_string()); 2]);

@@ -1,4 +1,4 @@
-//! Messages of the common layout read here (their frames found by `crate::wire`'s walk) rather
+//! Messages of the common layout read here (their frames found by `wire::frames`'s walk) rather
 //! than by `tensogram::framing::decode_message` (and data-object frames read on their own rather
 //! than by `decode_data_object_frame`), for one cost: upstream deserialises a descriptor through serde's `flatten`, which buffers
 //! every parameter, and the `szip_block_offsets` of an szip object (one per RSI block: 508 in a
@@ -18,10 +18,10 @@ use tensogram::metadata::{cbor_to_global_metadata, cbor_to_hash_frame, cbor_to_i
 use tensogram::wire::{DataObjectFlags, FrameHeader, FrameType, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_HEADER_SIZE};
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
-use crate::cbor::{push_head, Head, Walker};
+use crate::wire::cbor::{push_head, Head, Walker};
 use crate::errors::{CoreError, CoreResult};
-use crate::szip::OFFSETS_KEY;
-use crate::wire::{self, Frame};
+use crate::encoding::szip::OFFSETS_KEY;
+use crate::wire::frames::{self, Frame};
 
 /// One data object of a walked message; ranges in the message.
 pub struct WalkedObject {
@@ -30,7 +30,7 @@ pub struct WalkedObject {
     pub payload: Range<usize>,
 }
 
-/// The frames of a message of the common layout (`wire::message_frames`), split by kind.
+/// The frames of a message of the common layout (`frames::message_frames`), split by kind.
 pub struct Layout {
     /// Each header and footer frame (metadata, index, hash).
     pub others: Vec<Frame>,
@@ -59,7 +59,7 @@ pub fn layout(bytes: &[u8]) -> Option<Layout> {
         return None;
     }
     let mut layout = Layout { others: Vec::new(), objects: Vec::new() };
-    for frame in wire::message_frames(bytes).ok()? {
+    for frame in frames::message_frames(bytes).ok()? {
         match frame.header.frame_type {
             FrameType::PrecederMetadata => return None,
             FrameType::NTensorFrame => layout.objects.push(frame),
@@ -99,7 +99,7 @@ pub fn walk(bytes: &[u8]) -> Option<(GlobalMetadata, Vec<WalkedObject>)> {
 /// virtual reference's chunk), as `decode_data_object_frame` reads it; ranges in `frame`.
 /// `None` where the message walk would decline it, or the frame is not exactly `frame`.
 pub fn frame(frame: &[u8]) -> Option<WalkedObject> {
-    let whole = wire::whole_frame(frame).ok()?;
+    let whole = frames::whole_frame(frame).ok()?;
     object(frame, &whole.header, 0)
 }
 
@@ -125,7 +125,7 @@ fn object(frame: &[u8], header: &FrameHeader, pos: usize) -> Option<WalkedObject
 /// `(descriptor CBOR, payload)`, ranges in the frame. Mirrors
 /// `tensogram::framing::decode_data_object_frame`, which checks it whenever a descriptor is new.
 pub(crate) fn locate(frame: &[u8], header: &FrameHeader) -> CoreResult<(Range<usize>, Range<usize>)> {
-    let cbor_offset = wire::object_footer(header, frame)?.cbor_offset;
+    let cbor_offset = frames::object_footer(header, frame)?.cbor_offset;
     let footer = frame.len() - DATA_OBJECT_FOOTER_SIZE;
     let region = frame.get(cbor_offset..footer).ok_or_else(|| CoreError::format(format!(
         "the descriptor offset {cbor_offset} lies past the footer of the {}-byte data-object frame", frame.len()
@@ -133,7 +133,7 @@ pub(crate) fn locate(frame: &[u8], header: &FrameHeader) -> CoreResult<(Range<us
     if header.flags & DataObjectFlags::CBOR_AFTER_PAYLOAD != 0 {
         Ok((cbor_offset..footer, FRAME_HEADER_SIZE..cbor_offset))
     } else {
-        let item = Walker::new(region).item().map_err(|e| CoreError::format(format!("bad object descriptor: {}", e.0)))?;
+        let item = Walker::new(region).item().map_err(|e| e.context("bad object descriptor"))?;
         let cbor_end = cbor_offset + item.len();
         Ok((cbor_offset..cbor_end, cbor_end..footer))
     }
@@ -158,11 +158,11 @@ pub fn payload_in(region: Range<u64>, desc: &DataObjectDescriptor) -> CoreResult
     Ok(region.start..region.start + end)
 }
 
-/// A descriptor parsed as `cbor_to_object_descriptor` parses it (the same descriptor, the same
-/// error), with its `szip_block_offsets` (a definite-length array of unsigned integers, given
-/// once) read by the walker and the rest parsed by upstream. Any other shape of the offsets,
+/// A descriptor parsed as `cbor_to_object_descriptor` parses it (the same descriptor; upstream's
+/// error, as a format error), with its `szip_block_offsets` (a definite-length array of unsigned
+/// integers, given once) read by the walker and the rest parsed by upstream. Any other shape of the offsets,
 /// and any descriptor upstream refuses, is parsed by upstream whole.
-pub fn parse_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, tensogram::TensogramError> {
+pub fn parse_descriptor(cbor: &[u8]) -> CoreResult<DataObjectDescriptor> {
     if let Some((rest, offsets)) = split_offsets(cbor) {
         if let Ok(mut descriptor) = cbor_to_object_descriptor(&rest) {
             let values = offsets.into_iter().map(|o| Value::Integer(o.into())).collect();
@@ -170,7 +170,7 @@ pub fn parse_descriptor(cbor: &[u8]) -> Result<DataObjectDescriptor, tensogram::
             return Ok(descriptor);
         }
     }
-    cbor_to_object_descriptor(cbor)
+    cbor_to_object_descriptor(cbor).map_err(|e| CoreError::format(format!("bad object descriptor: {e}")))
 }
 
 /// `parse_descriptor`, `None` where upstream refuses the descriptor.
@@ -225,7 +225,7 @@ mod tests {
     use tensogram::metadata::cbor_to_object_descriptor;
 
     use super::*;
-    use crate::cbor::{decode, encode};
+    use crate::wire::cbor::{decode, encode};
 
     /// Every `.tgm` file of the golden fixtures (one per option-table row) and the shared ones.
     fn fixture_files() -> Vec<PathBuf> {

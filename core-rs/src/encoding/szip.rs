@@ -23,7 +23,7 @@ use libaec_sys::{
 use tensogram::DataObjectDescriptor;
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::params::int_param;
+use crate::wire::params::int_param;
 
 /// The descriptor parameter that marks `szip_block_offsets` as checked against the decoder.
 pub const VERIFIED_KEY: &str = "szip_block_offsets_verified";

@@ -4,6 +4,8 @@
 //! each (and for `_reserved_` subtrees nobody reads) cost most of its time. The walker finds
 //! where items start and end; only values not seen before are decoded, by ciborium.
 
+use crate::errors::{CoreError, CoreResult};
+
 /// Nesting deeper than this is refused (a hostile file cannot exhaust the stack): ciborium's
 /// recursion limit, which upstream's metadata parse has, so the table reads what upstream reads.
 pub const MAX_DEPTH: usize = 256;
@@ -23,13 +25,8 @@ pub enum Head {
     Break,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CborError(pub String);
-
-pub type Result<T> = std::result::Result<T, CborError>;
-
-fn err<T>(m: impl Into<String>) -> Result<T> {
-    Err(CborError(m.into()))
+fn err<T>(m: impl Into<String>) -> CoreResult<T> {
+    Err(CoreError::format(m))
 }
 
 /// A position in a CBOR buffer.
@@ -43,7 +40,7 @@ impl<'a> Walker<'a> {
         Walker { buf, pos: 0 }
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+    fn take(&mut self, n: usize) -> CoreResult<&'a [u8]> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         let Some(end) = end else { return err(format!("CBOR item at byte {} runs past the end", self.pos)) };
         let bytes = &self.buf[self.pos..end];
@@ -52,7 +49,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Reads one head: its first byte, major type and argument (`None`: indefinite length).
-    fn raw_head(&mut self) -> Result<(u8, u8, Option<u64>)> {
+    fn raw_head(&mut self) -> CoreResult<(u8, u8, Option<u64>)> {
         let first = self.take(1)?[0];
         let (major, info) = (first >> 5, first & 0x1f);
         let arg = match info {
@@ -68,7 +65,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Reads one head; string heads leave the position at the string's bytes.
-    pub fn head(&mut self) -> Result<Head> {
+    pub fn head(&mut self) -> CoreResult<Head> {
         let (first, major, arg) = self.raw_head()?;
         Ok(match (major, arg) {
             (0 | 1, Some(_)) => Head::Scalar,
@@ -84,7 +81,7 @@ impl<'a> Walker<'a> {
     }
 
     /// An unsigned integer's value, else `None` and the position is unchanged.
-    pub fn uint(&mut self) -> Result<Option<u64>> {
+    pub fn uint(&mut self) -> CoreResult<Option<u64>> {
         let start = self.pos;
         match self.raw_head()? {
             (_, 0, Some(value)) => Ok(Some(value)),
@@ -97,32 +94,32 @@ impl<'a> Walker<'a> {
 
     /// A definite-length text string's contents (a map key), else `None` and the position is
     /// unchanged.
-    pub fn text(&mut self) -> Result<Option<&'a str>> {
+    pub fn text(&mut self) -> CoreResult<Option<&'a str>> {
         let start = self.pos;
         if let Head::Text(Some(n)) = self.head()? {
-            let n = usize::try_from(n).map_err(|_| CborError("text length overflows".into()))?;
+            let n = usize::try_from(n).map_err(|_| CoreError::format("text length overflows"))?;
             let bytes = self.take(n)?;
-            return std::str::from_utf8(bytes).map(Some).map_err(|_| CborError("text is not UTF-8".into()));
+            return std::str::from_utf8(bytes).map(Some).map_err(|_| CoreError::format("text is not UTF-8"));
         }
         self.pos = start;
         Ok(None)
     }
 
     /// Skips one data item and returns its bytes.
-    pub fn item(&mut self) -> Result<&'a [u8]> {
+    pub fn item(&mut self) -> CoreResult<&'a [u8]> {
         let start = self.pos;
         self.skip(0)?;
         Ok(&self.buf[start..self.pos])
     }
 
-    fn skip(&mut self, depth: usize) -> Result<()> {
+    fn skip(&mut self, depth: usize) -> CoreResult<()> {
         if depth > MAX_DEPTH {
             return err(format!("CBOR nested deeper than {MAX_DEPTH}"));
         }
         match self.head()? {
             Head::Scalar => Ok(()),
             Head::Bytes(Some(n)) | Head::Text(Some(n)) => {
-                self.take(usize::try_from(n).map_err(|_| CborError("string length overflows".into()))?)?;
+                self.take(usize::try_from(n).map_err(|_| CoreError::format("string length overflows"))?)?;
                 Ok(())
             }
             Head::Bytes(None) | Head::Text(None) | Head::Array(None) | Head::Map(None) => {
@@ -139,7 +136,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Skips the tags in front of the next item.
-    pub fn skip_tags(&mut self) -> Result<()> {
+    pub fn skip_tags(&mut self) -> CoreResult<()> {
         while self.buf.get(self.pos).is_some_and(|b| b >> 5 == 6) {
             self.head()?;
         }
@@ -147,7 +144,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Consumes a break if one is next (the end of an indefinite-length item).
-    pub fn at_break(&mut self) -> Result<bool> {
+    pub fn at_break(&mut self) -> CoreResult<bool> {
         match self.buf.get(self.pos) {
             Some(0xff) => {
                 self.pos += 1;
@@ -160,7 +157,7 @@ impl<'a> Walker<'a> {
 
     /// Visits the entries of a map (definite or indefinite): `entry(walker)` must consume the
     /// key and the value. `Ok(false)` when the next item is no map (nothing is consumed).
-    pub fn map_entries(&mut self, mut entry: impl FnMut(&mut Self) -> Result<()>) -> Result<bool> {
+    pub fn map_entries(&mut self, mut entry: impl FnMut(&mut Self) -> CoreResult<()>) -> CoreResult<bool> {
         let start = self.pos;
         match self.head()? {
             Head::Map(Some(n)) => (0..n).try_for_each(|_| entry(self))?,
@@ -178,7 +175,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Visits the items of an array; `Ok(false)` when the next item is no array.
-    pub fn array_items(&mut self, mut item: impl FnMut(&mut Self) -> Result<()>) -> Result<bool> {
+    pub fn array_items(&mut self, mut item: impl FnMut(&mut Self) -> CoreResult<()>) -> CoreResult<bool> {
         let start = self.pos;
         match self.head()? {
             Head::Array(Some(n)) => (0..n).try_for_each(|_| item(self))?,
@@ -210,7 +207,7 @@ pub fn push_head(out: &mut Vec<u8>, major: u8, arg: u64) {
 }
 
 /// Decodes one item's bytes (as `Walker::item` returns them) into a value.
-pub fn decode(item: &[u8]) -> Result<ciborium::Value> {
+pub fn decode(item: &[u8]) -> CoreResult<ciborium::Value> {
     // `from_reader` zeroes a 4 KiB scratch buffer per call: most metadata values are a few
     // bytes, and a file of many distinct values spent most of its scan zeroing. A string
     // longer than the scratch buffer is read into its own allocation, so a small one is enough.
@@ -220,7 +217,7 @@ pub fn decode(item: &[u8]) -> Result<ciborium::Value> {
     } else {
         ciborium::from_reader(item)
     };
-    decoded.map_err(|e| CborError(format!("bad CBOR value: {e}")))
+    decoded.map_err(|e| CoreError::format(format!("bad CBOR value: {e}")))
 }
 
 /// Encodes a value (descriptor params, which the `tensogram` crate hands over decoded).

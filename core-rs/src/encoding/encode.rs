@@ -12,9 +12,10 @@ use tensogram_encodings::libaec::{aec_compress, AecParams};
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::params::int_param;
-use crate::packing::{self, PIECE_VALUES};
-use crate::{parallel, szip};
+use crate::wire::params::int_param;
+use crate::encoding::packing::{self, PIECE_VALUES};
+use crate::encoding::szip;
+use crate::parallel;
 
 /// Encodes one message of `objects` (descriptor and native-order values each). A large packed
 /// szip field is encoded on what the process-wide budget of [`parallel::budgeted`] has free, at

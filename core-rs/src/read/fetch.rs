@@ -3,17 +3,17 @@
 //! byte positions (raw values, or whole-byte simple packing; no filter or masks), or when they
 //! are whole-byte simple packing + szip with offsets checked when we wrote them (`szip.rs`): a
 //! piece is then the RSI blocks that hold the values. Any other object is fetched whole and
-//! read by `read::read_object`.
+//! read by `object::read_object`.
 
 use std::borrow::Cow;
 
 use tensogram::{ByteOrder, DataObjectDescriptor};
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::packing::Packed;
-use crate::read::{check_selection, decode_groups, fill_groups, Group};
-use crate::selection::{AxisSel, Plan};
-use crate::szip;
+use crate::encoding::packing::Packed;
+use crate::read::object::{check_selection, decode_groups, fill_groups, Group};
+use crate::read::selection::{AxisSel, Plan};
+use crate::encoding::szip;
 
 /// Requests cost a round trip: ranges closer than this many bytes are fetched as one.
 const MERGE_BYTES: u64 = 64 * 1024;

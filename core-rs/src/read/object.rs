@@ -9,15 +9,14 @@ use tensogram::{ByteOrder, DataObjectDescriptor};
 use crate::buffers::try_zeroed;
 use crate::counters::{add_decoded, InFlight};
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::message::{Access, ObjectEntry};
-use crate::params::int_param;
-use crate::packing::Packed;
+use crate::source::message::{Access, ObjectEntry};
+use crate::wire::params::int_param;
+use crate::encoding::packing::Packed;
 use crate::parallel;
-use crate::selection::{AxisSel, Plan};
-use crate::szip;
+use crate::read::selection::{AxisSel, Plan};
+use crate::encoding::szip;
 
-mod bounds;
-mod whole;
+use super::{bounds, whole};
 
 /// Parallelism comes from the caller's threads (dask, zarr), never from a pool per call.
 fn decode_options() -> DecodeOptions {
@@ -119,7 +118,7 @@ pub(crate) fn check_selection(desc: &DataObjectDescriptor, sel: &[AxisSel]) -> C
         ));
     }
     for (axis, (s, &n)) in sel.iter().zip(&desc.shape).enumerate() {
-        s.check(axis, n).map_err(|m| CoreError::new(Kind::Index, m))?;
+        s.check(axis, n)?;
     }
     Ok(Plan::new(&desc.shape, sel))
 }

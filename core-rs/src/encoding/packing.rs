@@ -14,8 +14,8 @@ use tensogram_encodings::libaec::{aec_decompress, AecParams};
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::params::{float_param, int_param};
-use crate::szip::{self, RangeDecoder, StreamDecoder};
+use crate::wire::params::{float_param, int_param};
+use crate::encoding::szip::{self, RangeDecoder, StreamDecoder};
 
 /// Values decoded per piece by [`Packed::stream_into`]: their packed bytes (24 KB at 24 bits)
 /// and unpacked values (64 KB) stay in the core's caches between the decode and the unpack.
