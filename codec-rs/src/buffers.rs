@@ -1,19 +1,26 @@
-//! Recycled memory for the arrays reads allocate.
+//! Recycled memory for big buffers: the extension's global allocator.
 //!
-//! A fresh multi-megabyte numpy array is fresh memory: the kernel faults in and zeroes every
-//! page on first write, and glibc returns big blocks to the kernel when they are freed. Reading
-//! a 721 x 1440 float64 field that way cost about 1 ms of page faults per read, and it made the
-//! reduction that followed fault on its own temporaries too: a fifth of the end-to-end
-//! benchmark's time. Arrays of at least [`MIN_POOLED`] bytes therefore take their memory from a
-//! small process-wide pool; the array's base object gives it back when numpy frees the array.
+//! A fresh multi-megabyte buffer is fresh memory: glibc maps blocks of 128 KiB and more afresh
+//! and unmaps them when they are freed, so the kernel faults in and zeroes every page on first
+//! write. Reading a 721 x 1440 float64 field that way cost about 1 ms of page faults per read,
+//! and encoding it a third of the encode's CPU time (1,500 page faults: the packed pieces,
+//! szip's output, upstream's payload copy, frame and message). Every allocation of this
+//! extension's Rust code (the core, upstream's crates, the arrays reads return: [`empty`]) of at
+//! least [`MIN_POOLED`] bytes therefore goes through one process-wide pool of freed blocks;
+//! Python's and numpy's own memory stays glibc's.
 //!
-//! The pool keeps at most `limit` bytes of free buffers (`TGM_XARRAY_BUFFER_POOL_MB`, default
+//! The pool keeps at most `limit` bytes of free blocks (`TGM_XARRAY_BUFFER_POOL_MB`, default
 //! [`DEFAULT_LIMIT_MB`]; 0 turns it off), so what it holds is bounded by what the process had
-//! alive at once.
+//! alive at once. It reserves nothing ahead: an allocation that fails while it holds blocks
+//! frees them and tries again, so limits on the address space (RLIMIT_AS) bound the process as
+//! they would without it.
 
-use std::alloc::{alloc, dealloc, Layout};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
 
 use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
@@ -23,75 +30,272 @@ use pyo3::types::PyTuple;
 use tgm_core::errors::CoreError;
 use crate::exceptions::Raised;
 
-/// Arrays smaller than this come from numpy's allocator: malloc keeps such blocks.
-pub const MIN_POOLED: usize = 256 * 1024;
+/// Smaller blocks come from glibc's malloc, which keeps such blocks (its mapping threshold).
+pub const MIN_POOLED: usize = 128 * 1024;
 pub const DEFAULT_LIMIT_MB: usize = 128;
 /// Cache-line alignment, more than any dtype needs, so SIMD loops start aligned.
 const ALIGN: usize = 64;
+/// Before each pooled block, one alignment's worth of bytes holding its capacity: a block taken
+/// from the pool may be bigger than the size its owner frees it with.
+const HEADER: usize = ALIGN;
+/// The most free blocks kept (a fixed array: the allocator must not allocate for itself). An
+/// encode of a 1442 x 2880 field frees 64 szip pieces at once, besides its other buffers.
+const SLOTS: usize = 256;
 
-/// An uninitialised, 64-byte aligned allocation.
-struct Block {
-    ptr: NonNull<u8>,
-    cap: usize,
+/// The allocator of this extension (see the module's docs).
+pub struct Recycling;
+
+/// Whether the pool serves allocations of `layout`.
+fn pooled(layout: &Layout) -> bool {
+    layout.size() >= MIN_POOLED && layout.align() <= ALIGN
 }
 
-// SAFETY: a `Block` owns its allocation exclusively and offers no access through `&Block`.
-unsafe impl Send for Block {}
-unsafe impl Sync for Block {}
+/// Whether a block of `cap` bytes serves `len` without wasting more than a quarter.
+fn fits(cap: usize, len: usize) -> bool {
+    cap >= len && cap - len <= len / 4
+}
 
-impl Block {
-    /// `None` when the memory cannot be had (a shape a file declares can ask for any size).
-    fn new(cap: usize) -> Option<Block> {
-        let layout = Layout::from_size_align(cap, ALIGN).ok()?;
-        // SAFETY: `cap` is at least MIN_POOLED, so the layout is not zero-sized.
-        let ptr = NonNull::new(unsafe { alloc(layout) })?;
-        Some(Block { ptr, cap })
+/// The capacity of the pooled block at `ptr`.
+///
+/// # Safety
+/// `ptr` was returned by [`allocate`].
+unsafe fn capacity(ptr: *mut u8) -> usize {
+    ptr.sub(HEADER).cast::<usize>().read()
+}
+
+/// A new block of `cap` bytes from the system (null when it cannot be had).
+fn system_block(cap: usize, zeroed: bool) -> *mut u8 {
+    let Some(layout) = cap.checked_add(HEADER).and_then(|size| Layout::from_size_align(size, ALIGN).ok()) else {
+        return ptr::null_mut();
+    };
+    // SAFETY: the layout is not zero-sized; the header lies inside the allocation.
+    unsafe {
+        let base = if zeroed { System.alloc_zeroed(layout) } else { System.alloc(layout) };
+        if base.is_null() {
+            return base;
+        }
+        base.cast::<usize>().write(cap);
+        base.add(HEADER)
     }
 }
 
-impl Drop for Block {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `Block::new` with this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.cap, ALIGN)) }
+/// Returns the block at `ptr` to the system.
+///
+/// # Safety
+/// `ptr` was returned by [`allocate`] and is not used again.
+unsafe fn release(ptr: *mut u8) {
+    let cap = capacity(ptr);
+    System.dealloc(ptr.sub(HEADER), Layout::from_size_align_unchecked(cap + HEADER, ALIGN));
+}
+
+/// A pooled block of at least `len` bytes: a free one that fits, else a new one.
+fn allocate(len: usize, zeroed: bool) -> *mut u8 {
+    let free = pool().take(len);
+    if let Some(ptr) = free {
+        if zeroed {
+            // SAFETY: the block holds at least `len` bytes.
+            unsafe { ptr.write_bytes(0, len) };
+        }
+        return ptr;
+    }
+    let ptr = system_block(len, zeroed);
+    if ptr.is_null() && pool().count > 0 {
+        let evicted = pool().evict(0);
+        free_all(evicted);
+        return system_block(len, zeroed);
+    }
+    ptr
+}
+
+/// Keeps the block at `ptr` for later allocations, dropping the oldest free blocks to stay
+/// within the limit.
+///
+/// # Safety
+/// `ptr` was returned by [`allocate`] and is not used again by its owner.
+unsafe fn give_back(ptr: *mut u8) {
+    let cap = capacity(ptr);
+    let mut pool = pool();
+    if cap > pool.limit {
+        drop(pool);
+        release(ptr);
+        return;
+    }
+    let keep = pool.limit - cap;
+    let mut evicted = pool.evict(keep);
+    if pool.count == SLOTS {
+        evicted.push(pool.remove(0));
+    }
+    pool.push(ptr, cap);
+    drop(pool);
+    free_all(evicted);
+}
+
+/// Freed outside the pool's lock: unmapping a big block is a system call.
+fn free_all(blocks: Evicted) {
+    for &ptr in &blocks.ptrs[..blocks.count] {
+        // SAFETY: taken out of the pool, which owned it.
+        unsafe { release(ptr) };
     }
 }
 
+unsafe impl GlobalAlloc for Recycling {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if pooled(&layout) { allocate(layout.size(), false) } else { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if pooled(&layout) { allocate(layout.size(), true) } else { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if pooled(&layout) { give_back(ptr) } else { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
+        match (pooled(&layout), pooled(&new_layout)) {
+            (false, false) => System.realloc(ptr, layout, new_size),
+            (true, true) if fits(capacity(ptr), new_size) => ptr,
+            _ => {
+                let new = self.alloc(new_layout);
+                if !new.is_null() {
+                    ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                    self.dealloc(ptr, layout);
+                }
+                new
+            }
+        }
+    }
+}
+
+/// Free blocks, oldest first.
 struct Pool {
-    /// Oldest first.
-    free: Vec<Block>,
+    ptrs: [*mut u8; SLOTS],
+    caps: [usize; SLOTS],
+    count: usize,
     bytes: usize,
     limit: usize,
 }
 
-impl Pool {
-    /// Takes out the oldest blocks until `bytes` more fit under the limit, for the caller to
-    /// free once the lock is released (freeing a big block unmaps it: a system call).
-    #[must_use]
-    fn make_room(&mut self, bytes: usize) -> Vec<Block> {
-        let mut evicted = 0;
-        let mut kept = self.bytes;
-        while evicted < self.free.len() && kept + bytes > self.limit {
-            kept -= self.free[evicted].cap;
-            evicted += 1;
-        }
-        self.bytes = kept;
-        self.free.drain(..evicted).collect()
+/// Blocks taken out of the pool, for the caller to free once the lock is released.
+struct Evicted {
+    ptrs: [*mut u8; SLOTS],
+    count: usize,
+}
+
+impl Evicted {
+    fn push(&mut self, ptr: *mut u8) {
+        self.ptrs[self.count] = ptr;
+        self.count += 1;
     }
 }
 
-static POOL: Mutex<Pool> = Mutex::new(Pool { free: Vec::new(), bytes: 0, limit: DEFAULT_LIMIT_MB << 20 });
+impl Pool {
+    /// The newest free block that fits `len` bytes, taken out.
+    fn take(&mut self, len: usize) -> Option<*mut u8> {
+        let i = (0..self.count).rev().find(|&i| fits(self.caps[i], len))?;
+        Some(self.remove(i))
+    }
 
-/// Sets the limit from `TGM_XARRAY_BUFFER_POOL_MB` when the module is imported; a value that is
-/// not a whole number of megabytes warns and leaves the default.
-pub fn limit_from_env(py: Python<'_>) -> PyResult<()> {
+    fn remove(&mut self, i: usize) -> *mut u8 {
+        let ptr = self.ptrs[i];
+        self.bytes -= self.caps[i];
+        self.ptrs.copy_within(i + 1..self.count, i);
+        self.caps.copy_within(i + 1..self.count, i);
+        self.count -= 1;
+        ptr
+    }
+
+    fn push(&mut self, ptr: *mut u8, cap: usize) {
+        self.ptrs[self.count] = ptr;
+        self.caps[self.count] = cap;
+        self.count += 1;
+        self.bytes += cap;
+    }
+
+    /// Takes out the oldest blocks until at most `keep` bytes are left.
+    #[must_use]
+    fn evict(&mut self, keep: usize) -> Evicted {
+        let mut evicted = Evicted { ptrs: [ptr::null_mut(); SLOTS], count: 0 };
+        while self.bytes > keep {
+            evicted.push(self.remove(0));
+        }
+        evicted
+    }
+}
+
+/// The pool behind a spin lock that `fork` handlers can take and release (see [`init`]); it is
+/// held for a scan of at most [`SLOTS`] entries, never across an allocation.
+struct Locked {
+    busy: AtomicBool,
+    pool: UnsafeCell<Pool>,
+}
+
+// SAFETY: the pool is only reached through `pool()`, which holds `busy`.
+unsafe impl Sync for Locked {}
+
+static POOL: Locked = Locked {
+    busy: AtomicBool::new(false),
+    pool: UnsafeCell::new(Pool { ptrs: [ptr::null_mut(); SLOTS], caps: [0; SLOTS], count: 0, bytes: 0, limit: DEFAULT_LIMIT_MB << 20 }),
+};
+
+struct Guard;
+
+impl Deref for Guard {
+    type Target = Pool;
+    fn deref(&self) -> &Pool {
+        // SAFETY: the guard holds the lock.
+        unsafe { &*POOL.pool.get() }
+    }
+}
+
+impl DerefMut for Guard {
+    fn deref_mut(&mut self) -> &mut Pool {
+        // SAFETY: the guard holds the lock.
+        unsafe { &mut *POOL.pool.get() }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        POOL.busy.store(false, Ordering::Release);
+    }
+}
+
+/// The pool, locked.
+fn pool() -> Guard {
+    while POOL.busy.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        std::thread::yield_now();
+    }
+    Guard
+}
+
+extern "C" fn lock_before_fork() {
+    std::mem::forget(pool());
+}
+
+extern "C" fn unlock_after_fork() {
+    POOL.busy.store(false, Ordering::Release);
+}
+
+/// When the module is imported: the `fork` handlers that keep a child from starting with the
+/// pool locked by a thread it does not have (threads allocate with the interpreter released),
+/// and the limit from `TGM_XARRAY_BUFFER_POOL_MB`; a value that is not a whole number of
+/// megabytes warns and leaves the default.
+pub fn init(py: Python<'_>) -> PyResult<()> {
+    static FORK_HANDLERS: Once = Once::new();
+    // SAFETY: the handlers take and release the pool's lock, nothing else.
+    FORK_HANDLERS.call_once(|| unsafe {
+        libc::pthread_atfork(Some(lock_before_fork), Some(unlock_after_fork), Some(unlock_after_fork));
+    });
     let Ok(value) = std::env::var("TGM_XARRAY_BUFFER_POOL_MB") else {
         return Ok(());
     };
     match value.trim().parse::<usize>() {
-        Ok(mb) => pool().limit = mb.saturating_mul(1 << 20),
+        Ok(mb) => set_limit(mb.saturating_mul(1 << 20)),
         Err(_) => {
             let message = format!(
-                "TGM_XARRAY_BUFFER_POOL_MB={value:?} is not a whole number of megabytes: the read buffer \
+                "TGM_XARRAY_BUFFER_POOL_MB={value:?} is not a whole number of megabytes: the buffer \
                  pool keeps its default limit of {DEFAULT_LIMIT_MB} MB"
             );
             PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &std::ffi::CString::new(message)?, 1)?;
@@ -100,59 +304,36 @@ pub fn limit_from_env(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// The pool, locked. Only code attached to the interpreter takes the lock (`empty`, and
-/// `PooledBuffer`'s drop), never across a call into Python. That keeps `os.fork` safe: the
-/// forking thread holds the GIL, or on free-threaded builds has stopped every other thread
-/// at a safe point (`PyOS_BeforeFork`), so no thread can be inside the lock when the child is
-/// made.
-fn pool() -> std::sync::MutexGuard<'static, Pool> {
-    POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A free block that fits `len` bytes without wasting more than a quarter, or a new one
-/// (`None` when that allocation fails).
-fn take(len: usize) -> Option<Block> {
+fn set_limit(limit: usize) {
     let mut pool = pool();
-    let found = pool.free.iter().rposition(|b| b.cap >= len && b.cap - len <= len / 4);
-    match found {
-        Some(i) => {
-            let block = pool.free.remove(i);
-            pool.bytes -= block.cap;
-            Some(block)
-        }
-        None => {
-            drop(pool);
-            Block::new(len)
-        }
-    }
-}
-
-/// Keeps `block` for later reads, dropping the oldest free blocks to stay within the limit.
-fn give_back(block: Block) {
-    let mut pool = pool();
-    if block.cap > pool.limit {
-        drop(pool);
-        return;
-    }
-    let evicted = pool.make_room(block.cap);
-    pool.bytes += block.cap;
-    pool.free.push(block);
+    pool.limit = limit;
+    let evicted = pool.evict(limit);
     drop(pool);
-    drop(evicted);
+    free_all(evicted);
+}
+
+/// The memory of a pooled array, 64-byte aligned.
+struct Block {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a `Block` owns its allocation exclusively and offers no access through `&Block`.
+unsafe impl Send for Block {}
+unsafe impl Sync for Block {}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `empty` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.len, ALIGN)) }
+    }
 }
 
 /// The owner of a pooled array's memory (its numpy `base`): returns it to the pool when freed.
 #[pyclass(frozen, module = "tgm_xarray._core")]
 pub struct PooledBuffer {
-    block: Option<Block>,
-}
-
-impl Drop for PooledBuffer {
-    fn drop(&mut self) {
-        if let Some(block) = self.block.take() {
-            give_back(block);
-        }
-    }
+    #[allow(dead_code)] // held for its drop
+    block: Block,
 }
 
 /// A new uninitialised C-contiguous array, from the pool when it is big enough.
@@ -164,9 +345,11 @@ pub fn empty<'py>(py: Python<'py>, shape: &[usize], dtype: Bound<'py, PyArrayDes
             .call_method1("empty", (PyTuple::new(py, shape)?, dtype))?
             .cast_into::<PyUntypedArray>()?);
     };
-    let block = take(len).ok_or_else(|| CoreError::out_of_memory(len, "the array")).raised()?;
-    let data = block.ptr.as_ptr();
-    let owner = Bound::new(py, PooledBuffer { block: Some(block) })?;
+    let layout = Layout::from_size_align(len, ALIGN).map_err(|_| CoreError::out_of_memory(len, "the array")).raised()?;
+    // SAFETY: the layout is not zero-sized (`len` is at least MIN_POOLED).
+    let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) }).ok_or_else(|| CoreError::out_of_memory(len, "the array")).raised()?;
+    let data = ptr.as_ptr();
+    let owner = Bound::new(py, PooledBuffer { block: Block { ptr, len } })?;
     let mut dims: Vec<npy_intp> = shape.iter().map(|&n| n as npy_intp).collect();
     // SAFETY: `data` holds `len` bytes, enough for `shape` of `dtype`, and lives as long as
     // `owner`, which becomes the array's base (SetBaseObject steals the reference, as
@@ -209,14 +392,9 @@ pub fn py_empty<'py>(py: Python<'py>, shape: Vec<usize>, dtype: Bound<'py, PyAny
 #[pyfunction]
 #[pyo3(signature = (limit=None))]
 pub fn buffer_pool(limit: Option<usize>) -> (usize, usize, usize) {
-    let mut pool = pool();
-    let mut evicted = Vec::new();
     if let Some(limit) = limit {
-        pool.limit = limit;
-        evicted = pool.make_room(0);
+        set_limit(limit);
     }
-    let state = (pool.free.len(), pool.bytes, pool.limit);
-    drop(pool);
-    drop(evicted);
-    state
+    let pool = pool();
+    (pool.count, pool.bytes, pool.limit)
 }

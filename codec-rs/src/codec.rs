@@ -157,7 +157,24 @@ pub fn encode_message<'py>(
             descriptors.iter().zip(&inputs).map(|(d, b)| (d, unsafe { b.as_slice() })).collect();
         encode::encode(&global, &pairs, &options, threads)
     }).raised()?;
-    Ok(PyBytes::new(py, &encoded))
+    bytes_detached(py, &encoded)
+}
+
+/// `bytes` holding `data`; a big one is filled with the interpreter released, so that the copy
+/// (and the page faults of the bytes' fresh memory) do not hold up the writer's other threads.
+fn bytes_detached<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    if data.len() < tgm_core::read::object::RELEASE_MIN_BYTES {
+        return Ok(PyBytes::new(py, data));
+    }
+    // SAFETY: a new bytes object of `data.len()` bytes, not yet filled, that nothing else can
+    // reach before this function returns it filled.
+    unsafe {
+        let bytes = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), data.len() as pyo3::ffi::Py_ssize_t);
+        let bytes = Bound::from_owned_ptr_or_err(py, bytes)?;
+        let to = pyo3::ffi::PyBytes_AsString(bytes.as_ptr()) as usize; // an address: Send
+        py.detach(|| std::ptr::copy_nonoverlapping(data.as_ptr(), to as *mut u8, data.len()));
+        Ok(bytes.cast_into_unchecked())
+    }
 }
 
 /// Fails unless `objects` is one object, of `shape` and (unless `None`) dtype `dtype`: checked

@@ -18,6 +18,10 @@ mod table;
 use tgm_core::read::object::{BYTES_PER_PIECE, RELEASE_MIN_BYTES};
 use tgm_core::{counters, wire::dtypes};
 
+/// Big blocks are recycled (`buffers.rs`): fresh ones cost the kernel's page faults.
+#[global_allocator]
+static ALLOCATOR: buffers::Recycling = buffers::Recycling;
+
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]
 fn decoded_elements() -> u64 {
@@ -37,7 +41,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::FileHandle>()?;
     m.add_class::<buffers::PooledBuffer>()?;
     remote::register(m)?;
-    buffers::limit_from_env(m.py())?;
+    buffers::init(m.py())?;
     for f in [
         wrap_pyfunction!(buffers::py_empty, m)?,
         wrap_pyfunction!(buffers::buffer_pool, m)?,

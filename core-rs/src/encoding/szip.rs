@@ -245,10 +245,11 @@ pub fn encode_with_end(samples: &[u8], bits: u32, block_size: u32, rsi: u32, fla
     let blocks = (samples.len() / width).div_ceil(block_size as usize * rsi as usize);
     // Room for incompressible data (upstream's bound): libaec records offsets only while it
     // writes straight into the output.
-    let mut out = vec![0u8; samples.len() + samples.len() / 4 + 256];
+    // Not zeroed: libaec writes what `written` counts, and only that is kept.
+    let mut out = Vec::<u8>::with_capacity(samples.len() + samples.len() / 4 + 256);
     let mut strm = Box::new(stream_over(samples, bits, block_size, rsi, flags));
     strm.next_out = out.as_mut_ptr();
-    strm.avail_out = out.len();
+    strm.avail_out = out.capacity();
     // SAFETY: the stream reads `samples` and writes `out`, both outliving it, within the counts
     // it was given; it is boxed (libaec keeps its address) and ended on every path.
     let offsets = unsafe {
@@ -262,12 +263,12 @@ pub fn encode_with_end(samples: &[u8], bits: u32, block_size: u32, rsi: u32, fla
             && aec_encode_count_offsets(&mut *strm, &mut count) == AEC_OK as i32
             && count == blocks + 1
             && aec_encode_get_offsets(&mut *strm, offsets.as_mut_ptr(), count) == AEC_OK as i32;
-        let written = out.len() - strm.avail_out;
+        let written = out.capacity() - strm.avail_out;
         aec_encode_end(&mut *strm);
         if !done || offsets.last().map(|&end| end.div_ceil(8)) != Some(written) {
             return None;
         }
-        out.truncate(written);
+        out.set_len(written);
         offsets
     };
     Some((out, offsets.into_iter().map(|o| o as u64).collect()))
