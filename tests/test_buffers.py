@@ -179,3 +179,46 @@ def test_threads_reading_and_freeing_get_the_right_bits(pool, ifs_file):
         t.join()
     assert errors == []
     assert _core.buffer_pool()[1] <= 4 * 721 * 1440 * 8
+
+
+def test_children_forked_while_threads_encode_can_allocate():
+    """A child forked while another thread holds the pool's lock would wait on it for ever: the
+    fork handlers take the lock around the fork. A thread encodes big fields (its buffers go
+    through the pool) while the main thread forks children that encode one each."""
+    script = textwrap.dedent("""
+        import os, threading, time, warnings
+        import numpy as np
+        from tgm_xarray import _core
+        field = {"type": "ntensor", "shape": [1 << 17], "dtype": "float64", "encoding": "none",
+                 "filter": "none", "compression": "none"}
+        values = np.arange(1 << 17, dtype=np.float64)
+        encode = lambda: _core.encode_message({}, [(field, values)], hash=False)
+        stop = threading.Event()
+        def hammer():
+            while not stop.is_set():
+                encode()
+        thread = threading.Thread(target=hammer)
+        thread.start()
+        hung = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a threaded process
+            for _ in range(200):
+                pid = os.fork()
+                if pid == 0:
+                    encode()
+                    os._exit(0)
+                deadline = time.monotonic() + 60  # a correct child takes milliseconds
+                while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() > deadline:
+                        os.kill(pid, 9)
+                        os.waitpid(pid, 0)
+                        hung += 1
+                        break
+                    time.sleep(0.001)
+        stop.set()
+        thread.join()
+        print("hung", hung)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["hung", "0"], run.stdout + run.stderr

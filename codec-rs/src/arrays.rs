@@ -111,6 +111,19 @@ impl InBuffer {
 /// The numpy dtypes of the core's table (`tgm_core::dtypes`), made once per interpreter.
 static BUILTIN_DTYPES: PyOnceLock<Vec<(Dtype, Py<PyArrayDescr>)>> = PyOnceLock::new();
 
+/// Makes, at import, what would otherwise be made on a first read or encode in some thread:
+/// numpy's API table and array type (rust-numpy makes each once, on first use) and the dtype
+/// table. A process forked while another thread was making one of them would wait for it for
+/// ever in the child (`fork` copies the lock held, not the thread that holds it).
+pub fn init(py: Python<'_>) {
+    numpy::PyArray1::<f64>::zeros(py, 0, false); // the API table
+    // SAFETY: a lookup in numpy's API table, with the interpreter attached.
+    unsafe { numpy::npyffi::get_type_object(py, numpy::npyffi::NpyTypes::PyArray_Type) };
+    if let Some(float64) = builtin_dtype(py, Dtype::Float64) {
+        float64.itemsize(); // and numpy's ABI version, which it reads
+    }
+}
+
 /// numpy's builtin dtype for a Tensogram dtype, borrowed (`None` where numpy has none).
 fn builtin_dtype(py: Python<'_>, dtype: Dtype) -> Option<&Bound<'_, PyArrayDescr>> {
     let table = BUILTIN_DTYPES.get_or_init(py, || {

@@ -42,6 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffers::PooledBuffer>()?;
     remote::register(m)?;
     buffers::init(m.py())?;
+    arrays::init(m.py());
     for f in [
         wrap_pyfunction!(buffers::py_empty, m)?,
         wrap_pyfunction!(buffers::buffer_pool, m)?,
