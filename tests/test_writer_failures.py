@@ -215,3 +215,31 @@ def test_only_a_durable_write_fsyncs_the_file_and_its_directory(tmp_path, durabl
         assert syncs == [], calls
     with xr.open_dataset(target, engine=ENGINE) as ds:
         assert ds["t"].values.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def _descriptors_of(path) -> list[str]:
+    """This process's open descriptors of ``path``, or of a file that had its name and is deleted."""
+    fds = f"/proc/{os.getpid()}/fd"
+    names = []
+    for fd in os.listdir(fds):
+        try:
+            names.append(os.readlink(os.path.join(fds, fd)))
+        except OSError:  # closed meanwhile (the listing's own descriptor)
+            pass
+    return [n for n in names if n in (str(path), f"{path} (deleted)")]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_replaced_file_is_released_and_its_replacement_reads(tmp_path):
+    # The replaced file is closed on a thread of its own (its blocks are freed there): it must
+    # be closed all the same, and nothing else left open or behind.
+    target = tmp_path / "t.tgm"
+    for value in range(5):
+        to_tgm(_dataset("t", float(value)), target)
+    for _ in range(600):  # the releasing thread has work queued: give it up to a minute
+        if not _descriptors_of(target):
+            break
+        threading.Event().wait(0.1)
+    assert _descriptors_of(target) == []
+    assert sorted(os.listdir(tmp_path)) == ["t.tgm"]
+    assert _values(target)["t"].tolist() == np.full((2, 3), 4.0).tolist()

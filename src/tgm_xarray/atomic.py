@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import queue
 import re
 import shutil
 import signal
@@ -289,7 +290,10 @@ def _replace(tmp: str, path: str) -> None:
     """``tmp`` becomes ``path``: one rename, except over a directory (a Zarr store), which is
     moved aside first and removed after, so ``path`` is never half old, half new."""
     if not (os.path.isdir(tmp) and os.path.isdir(path)):
+        replaced = _open_regular_file(path)
         os.replace(tmp, path)
+        if replaced is not None:
+            _RELEASER.close(replaced)
         return
     aside = temporary_name(path)
     os.rename(path, aside)
@@ -299,6 +303,55 @@ def _replace(tmp: str, path: str) -> None:
         os.rename(aside, path)
         raise
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def _open_regular_file(path: str) -> int | None:
+    """A descriptor of ``path`` if it is a regular file we can open, else None."""
+    try:  # O_NONBLOCK: a FIFO is not waited on (and is not kept)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    return None
+
+
+class _Releaser:
+    """Closes the last descriptors of replaced files on a thread of its own.
+
+    Freeing a replaced file's blocks waits until the disk has written those still being written
+    back (ext4: 11 ms for a file of 8 fields just written), so a rename over it would wait there,
+    before the writer may go on. ``_replace`` holds the file open across the rename and hands the
+    descriptor here: the wait happens on this thread, and the space is freed all the same.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def close(self, fd: int) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tgm-release-replaced", daemon=True)
+                self._thread.start()
+        self._queue.put(fd)
+
+    def _run(self) -> None:
+        while True:
+            os.close(self._queue.get())
+
+    def _after_fork_in_child(self) -> None:
+        """The thread is not in the child: close what it had left, at once."""
+        pending, self._queue = self._queue, queue.SimpleQueue()
+        self._lock, self._thread = threading.Lock(), None
+        while not pending.empty():
+            os.close(pending.get_nowait())
+
+
+_RELEASER = _Releaser()
+os.register_at_fork(after_in_child=_RELEASER._after_fork_in_child)
 
 
 def _fsync_tree(path: str) -> None:

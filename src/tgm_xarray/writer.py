@@ -2,8 +2,8 @@
 
 A write streams: each message (one field, see :mod:`tgm_xarray.layout`) is read (dask computes
 just that field), encoded by ``_core.encode_message`` with the interpreter released, and
-appended, with at most ``threads`` messages in flight and in a fixed order. Memory therefore
-holds a few fields, never the Dataset.
+appended in a fixed order, with at most ``threads`` messages encoded at once and one more
+waiting for a thread. Memory therefore holds a few fields, never the Dataset.
 
 Writes are atomic: bytes go to a temporary file next to the target, which replaces the target
 only once everything is written. On any error (or Ctrl-C) the temporary file is removed and the
@@ -271,8 +271,9 @@ def _drop_indexes(paths: Iterable[str]) -> None:
 
 def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
     """Run jobs on ``threads`` threads, at most ``threads`` at once, yielding results in order;
-    one thread is the caller's (no pool: handing each job to a thread and back costs more than
-    overlapping the file write gains)."""
+    with one thread, on the caller's (no pool: handing each job to a thread and back costs more
+    than overlapping the file write gains). One job more than the threads waits in the pool, so
+    that a thread whose job is done starts the next while the caller writes the oldest result."""
     if threads == 1:
         yield from (job() for job in jobs)
         return
@@ -280,9 +281,9 @@ def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
         window: deque[Future] = deque()
         try:
             for job in jobs:
-                if len(window) >= threads:
-                    yield window.popleft().result()
                 window.append(pool.submit(job))
+                if len(window) > threads:
+                    yield window.popleft().result()
             while window:
                 yield window.popleft().result()
         finally:  # on error, or when the consumer stops: start nothing new
