@@ -28,7 +28,6 @@ from tgm_xarray.pipeline import (
     Pipeline,
     bits_advice,
     markdown_table,
-    packing_params,
     reader_options,
     resolve,
 )
@@ -221,6 +220,14 @@ def test_table_covers_every_compression_and_stage():
 # --------------------------------------------------------------------------------------------
 
 
+def _stored_params(values: np.ndarray, bits: int, decimal: int = 0) -> dict:
+    """The packing parameters the core's encode stores for ``values`` (it finds them)."""
+    pipeline = Pipeline.from_options({"bits": bits, "decimal_scale_factor": decimal, "compression": "none"})
+    message = _core.encode_message({"base": [{}]}, [pipeline.prepare(values)], allow_nan=True, allow_inf=True)
+    stored = _core.parse_message(message)[1][0][0]["params"]
+    return {k: stored[k] for k in ("sp_reference_value", "sp_binary_scale_factor", "sp_decimal_scale_factor")}
+
+
 @pytest.mark.parametrize("bits", [1, 8, 12, 16, 24, 32])
 @pytest.mark.parametrize("decimal", [0, 2, -1])
 def test_packing_params_are_upstreams(bits, decimal):
@@ -228,42 +235,40 @@ def test_packing_params_are_upstreams(bits, decimal):
     with NaN and infinities, upstream's on the finite ones (which it cannot take itself)."""
     tensogram = pytest.importorskip("tensogram")
     values = 250.0 + 40.0 * np.random.default_rng(bits).standard_normal(500)
-    ours = packing_params(values, bits, decimal)
     theirs = tensogram.compute_packing_params(values, bits, decimal)
-    assert ours == {k: v for k, v in theirs.items() if k != "sp_bits_per_value"}
+    assert _stored_params(values, bits, decimal) == {k: v for k, v in theirs.items() if k != "sp_bits_per_value"}
     holes = values.copy()
     holes[::7], holes[1], holes[2] = np.nan, np.inf, -np.inf
-    assert packing_params(holes, bits, decimal) == packing_params(values[np.isfinite(holes)], bits, decimal)
+    assert _stored_params(holes, bits, decimal) == _stored_params(values[np.isfinite(holes)], bits, decimal)
 
 
 @pytest.mark.parametrize("bits", [8, 16, 24])
 def test_packing_error_is_within_half_a_step(bits):
-    """Encoded with the descriptor built here and decoded by the core: every value within half
-    the packing step 2**E / 10**D of the input, NaN where the input had NaN."""
+    """Encoded by the core from the descriptor built here and decoded by upstream: every value
+    within half the packing step 2**E / 10**D of the input, NaN where the input had NaN."""
     tensogram = pytest.importorskip("tensogram")
     values = 250.0 + 40.0 * np.random.default_rng(bits).standard_normal((20, 30))
     values[3, 4] = np.nan
-    descriptor, array = Pipeline.from_options({"bits": bits, "decimal_scale_factor": 1,
-                                               "compression": "none"}).prepare(values)
-    message = tensogram.encode({"base": [{}]}, [(descriptor, array)], allow_nan=True)
-    decoded = _core.read_frame(_frame(message), None, None, True, "test")
-    step = 2.0 ** descriptor["sp_binary_scale_factor"] / 10.0 ** descriptor["sp_decimal_scale_factor"]
+    pipeline = Pipeline.from_options({"bits": bits, "decimal_scale_factor": 1, "compression": "none"})
+    message = _core.encode_message({"base": [{}]}, [pipeline.prepare(values)], allow_nan=True)
+    descriptor, decoded = tensogram.decode_object(message, 0)[1:]
+    step = 2.0 ** descriptor.params["sp_binary_scale_factor"] / 10.0 ** descriptor.params["sp_decimal_scale_factor"]
     assert np.isnan(decoded[3, 4]) and np.isnan(decoded).sum() == 1
     assert np.nanmax(np.abs(decoded - values)) <= step / 2
     assert step <= (np.nanmax(values) - np.nanmin(values)) / (2**bits - 1) * 2
 
 
 def test_packing_params_of_constant_empty_and_unpackable_values():
-    assert packing_params(np.full(4, 7.5), 16) == {"sp_reference_value": 7.5, "sp_binary_scale_factor": 0,
+    assert _stored_params(np.full(4, 7.5), 16) == {"sp_reference_value": 7.5, "sp_binary_scale_factor": 0,
                                                    "sp_decimal_scale_factor": 0}
-    assert packing_params(np.array([]), 16)["sp_reference_value"] == 0.0
-    assert packing_params(np.array([np.nan, np.inf]), 16)["sp_reference_value"] == 0.0
-    with pytest.raises(TgmCodecError, match=r"cannot hold values from -1e\+300 to 1e\+300: .* 2\*\*982, "):
-        packing_params(np.array([-1e300, 1e300]), 16)
-    with pytest.raises(TgmCodecError, match=r"to 1\.7e\+308: the packing step would be outside float64's range"):
-        packing_params(np.array([-1.7e308, 1.7e308]), 16)  # the spread overflows
+    assert _stored_params(np.array([]), 16)["sp_reference_value"] == 0.0
+    assert _stored_params(np.array([np.nan, np.inf]), 16)["sp_reference_value"] == 0.0
+    with pytest.raises(TgmCodecError, match=r"cannot hold values from -1e300 to 1e300: .* 2\*\*982, "):
+        _stored_params(np.array([-1e300, 1e300]), 16)
+    with pytest.raises(TgmCodecError, match=r"to 1\.7e308: the packing step would be outside float64's range"):
+        _stored_params(np.array([-1.7e308, 1.7e308]), 16)  # the spread overflows
     with pytest.raises(TgmCodecError, match=r"the packing step would be 2\*\*-322, .*\(drop bits_per_value\)"):
-        packing_params(np.array([0.0, 1e-90]), 24)
+        _stored_params(np.array([0.0, 1e-90]), 24)
 
 
 @pytest.mark.parametrize(("options", "dtype", "stored"), [
@@ -297,8 +302,8 @@ def test_descriptor_of_each_stage():
                    "shuffle_element_size": 8}
     packed = Pipeline.from_options({"bits": 24, "filter": "shuffle", "compression": "lz4"}).descriptor(array)
     assert packed["shuffle_element_size"] == 3  # bytes of a packed sample, not of a value
-    assert (packed["sp_bits_per_value"], packed["sp_reference_value"], packed["sp_binary_scale_factor"]) == \
-        (24, 0.0, packing_params(array, 24)["sp_binary_scale_factor"])
+    assert (packed["sp_bits_per_value"], packed["sp_decimal_scale_factor"]) == (24, 0)
+    assert "sp_reference_value" not in packed  # the core's encode finds it in the values
     assert Pipeline.from_options({}).descriptor(np.float32(1.5) * np.ones(()))["shape"] == []
 
 

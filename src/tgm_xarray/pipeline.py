@@ -1,5 +1,5 @@
-"""The Tensogram pipeline that stores an array: one table of options, their validation, the
-packing parameters and the descriptor.
+"""The Tensogram pipeline that stores an array: one table of options, their validation and the
+descriptor (the core finds simple packing's parameters in the values it encodes).
 
 This is the one home of the encoding vocabulary: the writer's ``encoding=`` (through
 :func:`resolve`), ``tgm-xarray convert``'s flags and the zarr ``TensogramCodec`` all parse their
@@ -42,8 +42,6 @@ ZFP_MODES = {"fixed_rate": "zfp_rate", "fixed_precision": "zfp_precision", "fixe
 SZIP_PACKED_BITS = (8, 16, 24, 32)
 #: Compressions that read the payload as float64 whatever the dtype (upstream 0.24).
 FLOAT64_ONLY = ("zfp", "sz3")
-#: The largest binary scale factor (in magnitude) of simple packing that tensogram 0.24 encodes.
-MAX_BINARY_SCALE = 256
 
 
 @dataclass(frozen=True)
@@ -227,9 +225,9 @@ class Pipeline:
     def descriptor(self, array: np.ndarray) -> dict[str, Any]:
         """The descriptor of ``array``, already in :meth:`stored_dtype` and C order.
 
-        Packing parameters are computed here from the finite values, so fields with NaN or
-        infinities pack too (upstream's own computation rejects them); the encoder stores the
-        non-finite points as masks.
+        Simple packing's reference value and binary scale factor are left out: the core's
+        encode finds them in the finite values (upstream's rule), so fields with NaN or
+        infinities pack too, their non-finite points stored as masks.
         """
         descriptor = {
             "type": "ntensor", "shape": list(array.shape), "dtype": array.dtype.name,
@@ -239,8 +237,7 @@ class Pipeline:
         # from_options gives bits and decimal scale with simple packing, and only with it
         bits, decimal = self.bits_per_value, self.decimal_scale_factor
         if bits is not None and decimal is not None:
-            descriptor["sp_bits_per_value"] = bits
-            descriptor |= packing_params(array, bits, decimal)
+            descriptor |= {"sp_bits_per_value": bits, "sp_decimal_scale_factor": decimal}
         if self.filter == "shuffle":
             # Shuffle runs after the encoding: it moves bytes of packed samples, or of values.
             descriptor["shuffle_element_size"] = -(-bits // 8) if bits is not None else array.dtype.itemsize
@@ -249,9 +246,9 @@ class Pipeline:
     def prepare(self, values: np.ndarray) -> tuple[dict, np.ndarray]:
         """The descriptor and the stored (C-contiguous, native-order) array of ``values``.
 
-        >>> d, a = Pipeline.from_options({"bits": 8}).prepare(np.array([0.0, np.nan, 255.0]))
-        >>> d["sp_reference_value"], d["sp_binary_scale_factor"], a.dtype
-        (0.0, 0, dtype('float64'))
+        >>> d, a = Pipeline.from_options({"bits": 8}).prepare(np.array([0.0, np.nan, 255.0], "float32"))
+        >>> d["sp_bits_per_value"], d["sp_decimal_scale_factor"], a.dtype
+        (8, 0, dtype('float64'))
         """
         # (np.asarray, not np.ascontiguousarray, which turns 0-d arrays into 1-d ones)
         array = np.asarray(values, dtype=self.stored_dtype(values.dtype), order="C")
@@ -363,53 +360,6 @@ def reader_options(encoding: Mapping[str, Any]) -> dict | None:
     options |= {"filter": encoding.get("tensogram_filter", "none"),
                 "compression": encoding["tensogram_compression"]}
     return options | {k: v for k, v in params.items() if k in OPTIONS and OPTIONS[k].stage in COMPRESSIONS}
-
-
-def packing_params(values: np.ndarray, bits: int, decimal_scale_factor: int = 0) -> dict:
-    """Reference value and binary scale factor of simple packing, from the finite values.
-
-    The same rule as upstream's (and GRIB's): the reference is the minimum, and ``2**E`` the
-    smallest power of two with ``(max - min) * 10**D <= 2**E * (2**bits - 1)``. The largest
-    error is therefore ``2**E / 2 / 10**D``, below ``(max - min) / (2**bits - 1)``.
-
-    >>> packing_params(np.array([200.0, 300.0]), 16)
-    {'sp_reference_value': 200.0, 'sp_binary_scale_factor': -9, 'sp_decimal_scale_factor': 0}
-    """
-    low, high = _finite_range(values)
-    return {"sp_reference_value": low,
-            "sp_binary_scale_factor": _binary_scale(low, high, bits, decimal_scale_factor),
-            "sp_decimal_scale_factor": decimal_scale_factor}
-
-
-def _binary_scale(low: float, high: float, bits: int, decimal_scale_factor: int) -> int:
-    if low == high or bits == 0:
-        return 0
-    try:
-        spread = (high - low) * 10.0**decimal_scale_factor
-        scale = math.ceil(math.log2(spread / float(2**bits - 1)))
-    except (OverflowError, ValueError):  # a spread beyond float64, or one that underflows to 0
-        scale = None
-    if scale is None or abs(scale) > MAX_BINARY_SCALE:
-        decimal = f" with decimal_scale_factor={decimal_scale_factor}" if decimal_scale_factor else ""
-        needed = "outside float64's range" if scale is None else f"2**{scale}"
-        raise TgmCodecError(
-            f"simple packing to {bits} bits cannot hold values from {low!r} to {high!r}{decimal}: "
-            f"the packing step would be {needed}, and tensogram encodes steps from "
-            f"2**-{MAX_BINARY_SCALE} to 2**{MAX_BINARY_SCALE} only; store them unpacked (drop "
-            "bits_per_value) or rescale them")
-    return scale
-
-
-def _finite_range(values: np.ndarray) -> tuple[float, float]:
-    if values.size == 0:
-        return 0.0, 0.0
-    # fmin/fmax skip NaN without nanmin's "All-NaN slice" warning for an all-NaN field; numpy's
-    # vectorised reductions make these two passes cheaper than one scalar pass in the core.
-    low, high = float(np.fmin.reduce(values, axis=None)), float(np.fmax.reduce(values, axis=None))
-    if math.isfinite(low) and math.isfinite(high):
-        return low, high
-    finite = values[np.isfinite(values)]  # infinities (or only NaN): rarely taken, copies
-    return (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
 
 
 def markdown_table() -> str:

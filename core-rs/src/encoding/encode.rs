@@ -27,6 +27,13 @@ pub fn encode(
     options: &EncodeOptions,
     threads: Option<usize>,
 ) -> CoreResult<Vec<u8>> {
+    let described = objects
+        .iter()
+        .enumerate()
+        .map(|(i, &(desc, data))| Ok((with_packing_params(desc, data, threads).map_err(|e| e.context(&format!("object {i}")))?, data)))
+        .collect::<CoreResult<Vec<_>>>()?;
+    let objects: Vec<(&DataObjectDescriptor, &[u8])> = described.iter().map(|(desc, data)| (desc.as_ref(), *data)).collect();
+    let objects = objects.as_slice();
     if let Some(message) = encode_direct(global, objects, options, threads)? {
         return Ok(message);
     }
@@ -101,10 +108,66 @@ fn as_f64s(data: &[u8]) -> Option<&[f64]> {
     (head.is_empty() && tail.is_empty()).then_some(values)
 }
 
-/// Simple packing of `values` as upstream's encode does it: its parameters (from the values
-/// unless the descriptor gives the reference value and binary scale factor), its packing (ours
-/// at whole-byte widths; both refuse NaN and infinity), then szip with the block offsets recorded
-/// and vouched for.
+/// `desc` with simple packing's reference value and binary scale factor where it packs float64
+/// values and gives neither: upstream's rule (`compute_params`) on the least and greatest finite
+/// values (`packing::finite_range`, on the threads the budget grants), so that fields with NaN
+/// or infinities pack too (upstream's own computation refuses them; the encoder stores them as
+/// masks). Spreads no packing step of tensogram's holds are refused with their range.
+/// Descriptors that are anything else come back as they are, for upstream's encode to judge.
+fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, data: &[u8], threads: Option<usize>) -> CoreResult<Cow<'a, DataObjectDescriptor>> {
+    let given = |key| desc.params.contains_key(key);
+    if desc.encoding != "simple_packing" || desc.dtype != Dtype::Float64 || given("sp_reference_value") || given("sp_binary_scale_factor") {
+        return Ok(Cow::Borrowed(desc));
+    }
+    let (Some(values), Some(bits), Some(decimal)) = (
+        as_f64s(data),
+        int_param(desc, "sp_bits_per_value").and_then(|b| u32::try_from(b).ok()),
+        match desc.params.get("sp_decimal_scale_factor") {
+            None => Some(0),
+            Some(_) => int_param(desc, "sp_decimal_scale_factor").and_then(|d| i32::try_from(d).ok()),
+        },
+    ) else {
+        return Ok(Cow::Borrowed(desc));
+    };
+    let grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
+    let (low, high) = packing::finite_range(values, grant.threads).0.unwrap_or((0.0, 0.0));
+    let params = packing_params(low, high, bits, decimal)?;
+    let mut described = desc.clone();
+    let keys = [
+        ("sp_reference_value", Value::Float(params.reference_value)),
+        ("sp_binary_scale_factor", Value::Integer(params.binary_scale_factor.into())),
+        ("sp_decimal_scale_factor", Value::Integer(params.decimal_scale_factor.into())),
+    ];
+    described.params.extend(keys.into_iter().map(|(k, v)| (k.to_string(), v)));
+    Ok(Cow::Owned(described))
+}
+
+/// Upstream's packing parameters of values from `low` to `high` (they depend on nothing else),
+/// or why tensogram cannot pack them: a packing step beyond upstream's bounds (its encode's
+/// own check), or beyond float64's range.
+fn packing_params(low: f64, high: f64, bits: u32, decimal: i32) -> CoreResult<SimplePackingParams> {
+    let params = simple_packing::compute_params(&[low, high], bits, decimal)
+        .map_err(|e| CoreError::new(Kind::Codec, format!("simple packing to {bits} bits: {e}")))?;
+    if simple_packing::encode(&[], &params).is_ok() {
+        return Ok(params);
+    }
+    let step = (high - low) * 10f64.powi(decimal) / ((1u128 << bits) - 1) as f64;
+    let needed = if step.is_normal() { format!("2**{}", params.binary_scale_factor) } else { "outside float64's range".to_string() };
+    let decimal = if decimal == 0 { String::new() } else { format!(" with decimal_scale_factor={decimal}") };
+    let bound = simple_packing::MAX_REASONABLE_BINARY_SCALE;
+    Err(CoreError::new(
+        Kind::Codec,
+        format!(
+            "simple packing to {bits} bits cannot hold values from {low:?} to {high:?}{decimal}: the packing step would be \
+             {needed}, and tensogram encodes steps from 2**-{bound} to 2**{bound} only; store them unpacked (drop \
+             bits_per_value) or rescale them"
+        ),
+    ))
+}
+
+/// Simple packing of `values` as upstream's encode does it, with the descriptor's parameters
+/// (`with_packing_params` gives them): its packing (ours at whole-byte widths; both refuse NaN
+/// and infinity), then szip with the block offsets recorded and vouched for.
 fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<usize>) -> Option<(DataObjectDescriptor, Vec<u8>)> {
     if values.is_empty() {
         return None;
@@ -114,27 +177,14 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
         None => 0,
         Some(_) => i32::try_from(int_param(desc, "sp_decimal_scale_factor")?).ok()?,
     };
-    let mut stored = desc.clone();
-    let grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
-    let params = match (desc.params.get("sp_reference_value"), desc.params.get("sp_binary_scale_factor")) {
-        (Some(&Value::Float(reference_value)), Some(_)) => {
-            let binary_scale_factor = i32::try_from(int_param(desc, "sp_binary_scale_factor")?).ok()?;
-            stored.params.entry("sp_decimal_scale_factor".to_string()).or_insert(Value::Integer(0.into()));
-            SimplePackingParams { reference_value, binary_scale_factor, decimal_scale_factor: decimal, bits_per_value: bits }
-        }
-        (None, None) => {
-            let params = packing_params(values, bits, decimal, grant.threads)?;
-            let keys = [
-                ("sp_reference_value", Value::Float(params.reference_value)),
-                ("sp_binary_scale_factor", Value::Integer(params.binary_scale_factor.into())),
-                ("sp_decimal_scale_factor", Value::Integer(params.decimal_scale_factor.into())),
-                ("sp_bits_per_value", Value::Integer(params.bits_per_value.into())),
-            ];
-            stored.params.extend(keys.into_iter().map(|(k, v)| (k.to_string(), v)));
-            params
-        }
-        _ => return None,
+    let Some(&Value::Float(reference_value)) = desc.params.get("sp_reference_value") else {
+        return None;
     };
+    let binary_scale_factor = i32::try_from(int_param(desc, "sp_binary_scale_factor")?).ok()?;
+    let params = SimplePackingParams { reference_value, binary_scale_factor, decimal_scale_factor: decimal, bits_per_value: bits };
+    let mut stored = desc.clone();
+    stored.params.entry("sp_decimal_scale_factor".to_string()).or_insert(Value::Integer(0.into()));
+    let grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
     let aec = match desc.compression.as_str() {
         "none" => None,
         _ => Some(AecParams {
@@ -164,16 +214,6 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
     stored.params.insert(szip::OFFSETS_KEY.to_string(), Value::Array(offsets));
     szip::verify_offsets(&mut stored, &compressed).ok()?;
     Some((stored, compressed))
-}
-
-/// The packing parameters upstream's `compute_params` finds in `values`, which depend only on
-/// their least and greatest (`packing::finite_range`, on `threads` threads); by upstream's own
-/// scan where a value is not finite (its error then says which).
-fn packing_params(values: &[f64], bits: u32, decimal: i32, threads: usize) -> Option<SimplePackingParams> {
-    match packing::finite_range(values, threads) {
-        (Some((lo, hi)), true) if bits > 0 => simple_packing::compute_params(&[lo, hi], bits, decimal).ok(),
-        _ => simple_packing::compute_params(values, bits, decimal).ok(),
-    }
 }
 
 /// Packing and szip of a field of more than [`PIECE_VALUES`] values in pieces of whole RSI
@@ -503,7 +543,7 @@ mod tests {
         }
         cases.push(("12 bits, decimal 1, no compression".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "none",
             vec![("sp_bits_per_value", int(12)), ("sp_decimal_scale_factor", int(1))])));
-        // The parameters as our writer gives them (pipeline.py's packing_params).
+        // Parameters the caller gives.
         let given = [vec![("sp_bits_per_value", int(24)), ("sp_reference_value", Value::Float(230.0 - 40.0)),
                           ("sp_binary_scale_factor", int(-18))], szip(4)].concat();
         cases.push(("given parameters".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip", given)));
@@ -513,7 +553,9 @@ mod tests {
             let options = EncodeOptions { hashing, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
             for (what, desc) in &cases {
                 let objects = [(desc, bytes.as_slice()), (&lat_desc, lat_bytes.as_slice()), (&lon_desc, lon.as_slice()), (&steps_desc, steps.as_slice())];
-                assert!(encode_direct(&GlobalMetadata::default(), &objects, &options, None).unwrap().is_some(), "{what}");
+                let described: Vec<_> = objects.iter().map(|&(d, b)| (with_packing_params(d, b, None).unwrap(), b)).collect();
+                let described: Vec<(&DataObjectDescriptor, &[u8])> = described.iter().map(|(d, b)| (d.as_ref(), *b)).collect();
+                assert!(encode_direct(&GlobalMetadata::default(), &described, &options, None).unwrap().is_some(), "{what}");
                 let ours = super::encode(&GlobalMetadata::default(), &objects, &options, None).unwrap();
                 assert_same_message(&ours, &through_upstream(&objects, &options), &format!("{what}, hashing {hashing}"));
             }
@@ -521,10 +563,34 @@ mod tests {
     }
 
     #[test]
+    fn packing_parameters_come_from_the_finite_values_or_say_why_none_fit() {
+        let int = |v: i64| Value::Integer(v.into());
+        let packed = with_params(&[150 * 260], Dtype::Float64, "simple_packing", "none", vec![("sp_bits_per_value", int(16))]);
+        let mut values = field();
+        let finite = values.clone();
+        values[7] = f64::NAN;
+        values[8] = f64::NEG_INFINITY;
+        let found = with_packing_params(&packed, &ne_bytes(&values), None).unwrap();
+        let expected = simple_packing::compute_params(&finite, 16, 0).unwrap();
+        assert_eq!(found.params.get("sp_reference_value"), Some(&Value::Float(expected.reference_value)));
+        assert_eq!(int_param(&found, "sp_binary_scale_factor"), Some(expected.binary_scale_factor.into()));
+        let options = EncodeOptions { hashing: true, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
+        super::encode(&GlobalMetadata::default(), &[(&packed, ne_bytes(&values).as_slice())], &options, None).unwrap();
+        for (low, high, bits, says) in [
+            (-1e300, 1e300, 16, "cannot hold values from -1e300 to 1e300: the packing step would be 2**982, "),
+            (-1.7e308, 1.7e308, 16, "to 1.7e308: the packing step would be outside float64's range"),
+            (0.0, 1e-90, 24, "the packing step would be 2**-322, and tensogram encodes steps from 2**-256 to 2**256"),
+        ] {
+            let error = packing_params(low, high, bits, 0).unwrap_err();
+            assert!(error.message.contains(says), "{}", error.message);
+        }
+    }
+
+    #[test]
     fn values_needing_masks_and_other_codecs_go_through_upstream() {
         let options = EncodeOptions { hashing: true, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
         let int = |v: i64| Value::Integer(v.into());
-        // Upstream computes no packing parameters from values with NaN: our writer gives them.
+        // Given parameters (those of values with NaN come from the finite ones, see above).
         let packed = with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip",
             vec![("sp_bits_per_value", int(24)), ("sp_reference_value", Value::Float(190.0)), ("sp_binary_scale_factor", int(-18)),
                  ("szip_rsi", int(4)), ("szip_block_size", int(32)), ("szip_flags", int(8))]);
@@ -575,9 +641,12 @@ mod tests {
                 let what = format!("{bits} bits, RSI {rsi} x {block}");
                 let params = simple_packing::compute_params(&values, bits as u32, 0).unwrap();
                 let aec = AecParams { bits_per_sample: bits as u32, block_size: block as u32, rsi: rsi as u32, flags: 8 | libaec_sys::AEC_DATA_MSB };
-                for threads in [2, 3] {
-                    let found = packing_params(&values, bits as u32, 0, threads).unwrap();
-                    assert_eq!(format!("{found:?}"), format!("{params:?}"), "{what}: parameters");
+                let desc = with_params(&[ny as u64, nx as u64], Dtype::Float64, "simple_packing", "szip", vec![
+                    ("sp_bits_per_value", int(bits)), ("szip_rsi", int(rsi)), ("szip_block_size", int(block)), ("szip_flags", int(8))]);
+                for threads in [1, 2, 3] {
+                    let found = with_packing_params(&desc, &bytes, Some(threads)).unwrap();
+                    let found = (found.params.get("sp_reference_value"), int_param(&found, "sp_binary_scale_factor"));
+                    assert_eq!(found, (Some(&Value::Float(params.reference_value)), Some(params.binary_scale_factor.into())), "{what}: parameters");
                 }
                 let one = aec_compress(&packing::pack_finite(&values, &params).unwrap(), &aec).unwrap();
                 let pieces = packed_szip_in_pieces(&values, &params, &aec, 1).expect("pieces");
@@ -587,8 +656,6 @@ mod tests {
                 for threads in [2, 3, 8] {
                     assert!(packed_szip_in_pieces(&values, &params, &aec, threads).as_ref() == Some(&pieces), "{what}, {threads} threads");
                 }
-                let desc = with_params(&[ny as u64, nx as u64], Dtype::Float64, "simple_packing", "szip", vec![
-                    ("sp_bits_per_value", int(bits)), ("szip_rsi", int(rsi)), ("szip_block_size", int(block)), ("szip_flags", int(8))]);
                 let objects = [(&desc, bytes.as_slice())];
                 let ours = super::encode(&GlobalMetadata::default(), &objects, &options, Some(2)).unwrap();
                 assert_same_message(&ours, &super::encode(&GlobalMetadata::default(), &objects, &options, Some(1)).unwrap(), &what);

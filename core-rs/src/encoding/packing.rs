@@ -223,6 +223,46 @@ pub fn finite_range(values: &[f64], threads: usize) -> (Option<(f64, f64)>, bool
 /// (a NaN or an infinity fails `abs() < INFINITY`: it counts as +inf for the least and -inf for
 /// the greatest).
 fn range_of(piece: &[f64]) -> (f64, f64, bool) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { range_of_avx2(piece) };
+    }
+    range_of_lanes(piece)
+}
+
+/// [`range_of`] with AVX2 intrinsics, eight values a step (the compiled lanes of
+/// [`range_of_lanes`] do not vectorise); that function does the tail.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn range_of_avx2(piece: &[f64]) -> (f64, f64, bool) {
+    use std::arch::x86_64::*;
+    let (magnitude, up, down) =
+        (_mm256_castsi256_pd(_mm256_set1_epi64x(i64::MAX)), _mm256_set1_pd(f64::INFINITY), _mm256_set1_pd(f64::NEG_INFINITY));
+    let (mut lo, mut hi, mut finite) = ([up; 2], [down; 2], _mm256_castsi256_pd(_mm256_set1_epi64x(-1)));
+    let steps = piece.chunks_exact(8);
+    let tail = steps.remainder();
+    for step in steps {
+        for (k, at) in [0, 4].into_iter().enumerate() {
+            let v = _mm256_loadu_pd(step.as_ptr().add(at));
+            let ok = _mm256_cmp_pd::<_CMP_LT_OQ>(_mm256_and_pd(v, magnitude), up);
+            finite = _mm256_and_pd(finite, ok);
+            lo[k] = _mm256_min_pd(lo[k], _mm256_blendv_pd(up, v, ok));
+            hi[k] = _mm256_max_pd(hi[k], _mm256_blendv_pd(down, v, ok));
+        }
+    }
+    let (mut low, mut high) = ([0.0; 4], [0.0; 4]);
+    _mm256_storeu_pd(low.as_mut_ptr(), _mm256_min_pd(lo[0], lo[1]));
+    _mm256_storeu_pd(high.as_mut_ptr(), _mm256_max_pd(hi[0], hi[1]));
+    let (tail_low, tail_high, tail_finite) = range_of_lanes(tail);
+    (
+        low.into_iter().fold(tail_low, f64::min),
+        high.into_iter().fold(tail_high, f64::max),
+        _mm256_movemask_pd(finite) == 0b1111 && tail_finite,
+    )
+}
+
+fn range_of_lanes(piece: &[f64]) -> (f64, f64, bool) {
     const LANES: usize = 8;
     let (mut lo, mut hi, mut bad) = ([f64::INFINITY; LANES], [f64::NEG_INFINITY; LANES], [0u64; LANES]);
     let mut step = |k: usize, v: f64| {
@@ -427,7 +467,7 @@ mod pack_tests {
             assert_eq!(finite_range(&values, threads), naive(&values));
         }
         // A non-finite value anywhere, the last (in the remainder of four) included.
-        for (at, bad) in [(0, f64::NAN), (131_072, f64::INFINITY), (200_002, f64::NEG_INFINITY)] {
+        for (at, bad) in [(0, f64::NAN), (13, f64::INFINITY), (131_072, f64::INFINITY), (200_002, f64::NEG_INFINITY)] {
             let kept = values[at];
             values[at] = bad;
             for threads in [1, 2] {
