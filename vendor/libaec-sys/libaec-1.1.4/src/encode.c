@@ -105,24 +105,30 @@ static inline void copy64(uint8_t *dst, uint64_t src)
 
 static inline void emitblock_fs(struct aec_stream *strm, int k, int ref)
 {
+    /* The block, the output cursor and the accumulator live in locals:
+       a store through the cursor may alias the state, which would be
+       reloaded once per sample. */
     struct internal_state *state = strm->state;
+    const uint32_t *block = state->block;
+    size_t block_size = strm->block_size;
+    uint8_t *cds = state->cds;
 
-    uint64_t acc = (uint64_t)*state->cds << 56;
+    uint64_t acc = (uint64_t)*cds << 56;
     uint32_t used = 7 - state->bits; /* used bits in 64 bit accumulator */
 
-    for (size_t i = ref; i < strm->block_size; i++) {
-        used += (state->block[i] >> k) + 1;
+    for (size_t i = ref; i < block_size; i++) {
+        used += (block[i] >> k) + 1;
         while (used > 63) {
-            copy64(state->cds, acc);
-            state->cds += 8;
+            copy64(cds, acc);
+            cds += 8;
             acc = 0;
             used -= 64;
         }
         acc |= UINT64_C(1) << (63 - used);
     }
 
-    copy64(state->cds, acc);
-    state->cds += used >> 3;
+    copy64(cds, acc);
+    state->cds = cds + (used >> 3);
     state->bits = 7 - (used & 7);
 }
 
@@ -147,6 +153,16 @@ static inline void emitblock(struct aec_stream *strm, int k, int ref)
         while (p > k && in < in_end) {
             p -= k;
             a += ((uint64_t)(*in++) & mask) << p;
+        }
+
+        if ((uint64_t)(in_end - in) * k >= 64) {
+            /* At least 8 more bytes of this block follow: one store of
+               all 8 bytes (those past the partial one are written again)
+               instead of a branch on the number of whole bytes. */
+            copy64(o, a);
+            o += 7 - (p >> 3);
+            a >>= 8 * (p >> 3);
+            continue;
         }
 
         switch (p & ~7) {
@@ -234,20 +250,16 @@ static void preprocess_unsigned(struct aec_stream *strm)
     state->ref = 1;
     state->ref_sample = x[0];
     d[0] = 0;
+    /* Selects, not branches: whether a sample rises is a coin toss in
+       noisy data, and the loop vectorises. */
     for (size_t i = 0; i < rsi; i++) {
-        if (x[i + 1] >= x[i]) {
-            D = x[i + 1] - x[i];
-            if (D <= x[i])
-                d[i + 1] = 2 * D;
-            else
-                d[i + 1] = x[i + 1];
-        } else {
-            D = x[i] - x[i + 1];
-            if (D <= xmax - x[i])
-                d[i + 1] = 2 * D - 1;
-            else
-                d[i + 1] = xmax - x[i + 1];
-        }
+        uint32_t a = x[i], b = x[i + 1];
+        int up = b >= a;
+        D = up ? b - a : a - b;
+        uint32_t room = up ? a : xmax - a;
+        uint32_t twice = up ? 2 * D : 2 * D - 1;
+        uint32_t beyond = up ? b : xmax - b;
+        d[i + 1] = D <= room ? twice : beyond;
     }
     state->uncomp_len = (strm->block_size - 1) * strm->bits_per_sample;
 }
