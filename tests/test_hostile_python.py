@@ -366,18 +366,24 @@ def test_temporary_files_of_killed_writers_are_swept_by_the_next_write(tmp_path)
     writer.kill()  # SIGKILL: nothing runs, the temporary file stays
     writer.communicate(timeout=CHILD_TIMEOUT)
     (left,) = _temporaries(tmp_path)
-    # A temporary file of a process still running, and one of another target, are not ours to sweep.
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        live = f".slow.tgm.{sleeper.pid}-0123456789ab.tmp"
-        other = f".other.tgm.{writer.pid}-0123456789ab.tmp"
-        for name in (live, other):
-            (tmp_path / name).write_bytes(b"partial")
-        to_tgm(_dataset(2.0), path, mode="a", encoding={"t": {"compression": "zstd"}})
-        assert sorted(_temporaries(tmp_path)) == sorted([live, other])
-        assert left not in os.listdir(tmp_path)
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-    assert sorted(os.listdir(tmp_path)) == sorted(["slow.tgm", live, other])  # no lock file either
+    # Another target's temporary file, though nobody holds it, and a file of another program
+    # named like a temporary file are not this write's to sweep.
+    other, foreign = ".other.tgm.tgm-write.tmp", f".slow.tgm.{writer.pid}-0123456789ab.tmp"
+    for name in (other, foreign):
+        (tmp_path / name).write_bytes(b"partial")
+    to_tgm(_dataset(2.0), path, mode="a", encoding={"t": {"compression": "zstd"}})
+    assert left not in os.listdir(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == sorted(["slow.tgm", other, foreign])  # no lock file either
     assert len(tgm_xarray.open_file(path)) == 2
+
+
+def test_a_link_in_the_way_of_the_temporary_file_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "t.tgm"
+    to_tgm(_dataset(1.0), path)
+    elsewhere = tmp_path / "elsewhere"
+    (tmp_path / ".t.tgm.tgm-write.tmp").symlink_to(elsewhere)
+    with pytest.raises(FileExistsError, match=r"in the way of the write of .*t\.tgm.*remove it") as caught:
+        to_tgm(_dataset(2.0), path)
+    assert caught.value.filename == str(tmp_path / ".t.tgm.tgm-write.tmp")
+    assert not elsewhere.exists()
+    np.testing.assert_array_equal(_read(path), np.full((2, 6), 1.0))  # the target is untouched

@@ -243,3 +243,22 @@ def test_a_replaced_file_is_released_and_its_replacement_reads(tmp_path):
     assert _descriptors_of(target) == []
     assert sorted(os.listdir(tmp_path)) == ["t.tgm"]
     assert _values(target)["t"].tolist() == np.full((2, 3), 4.0).tolist()
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_a_write_does_not_list_its_directory(tmp_path):
+    # Converting thousands of inputs into one directory: a write that listed it to find other
+    # writes of its target would cost more with every file written before it.
+    for i in range(50):
+        (tmp_path / f"earlier{i}.tgm").write_bytes(b"")
+    target, trace = tmp_path / "t.tgm", tmp_path.parent / f"{tmp_path.name}.trace"
+    # -y: each descriptor argument with the path it is open on
+    subprocess.run(["strace", "-f", "-qq", "-y", "-e", "trace=getdents,getdents64,flock", "-o", str(trace),
+                    sys.executable, "-c", SYNCING_CHILD, str(target), "0"], check=True, timeout=600)
+    calls = trace.read_text().splitlines()
+    on_directory = [line for line in calls if f"<{tmp_path}>" in line]
+    # The directory is locked, briefly, never read.
+    assert any("flock(" in line for line in on_directory), calls
+    assert not [line for line in on_directory if "getdents" in line], on_directory
+    with xr.open_dataset(target, engine=ENGINE) as ds:
+        assert ds["t"].values.tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -1,6 +1,6 @@
 """Atomic file writes: the one home of how tgm-xarray replaces a file on disk.
 
-A write goes to a temporary file ``.<name>.<pid>-<random>.tmp`` in the directory of the *real*
+A write goes to a temporary file ``.<name>.tgm-write.tmp`` in the directory of the *real*
 target (symlinks are followed: the real file gets the data and a link stays a link). Once
 complete it is renamed onto the target. Any failure, Ctrl-C or SIGTERM removes the temporary
 file and leaves the target as it was, or absent: readers, and a process that dies, never see a
@@ -8,13 +8,14 @@ half-written target. ``durable=True`` also survives a power cut: the file is fsy
 rename and the directory after it (as xarray's, zarr's and ecCodes' writes, not by default: it
 costs a disk flush per file, often longer than encoding the file's field).
 
-Writes of one target take turns, in threads and processes: a write in progress is a temporary
-file of its target that its writer holds an exclusive ``flock`` on, and a new write, after a
-brief ``flock`` of the directory, waits until no other one is in progress before creating its
-own. The lock therefore lives on files that exist anyway: nothing is left behind when a writer
-is killed (the kernel drops its locks; its temporary file is removed by the SIGTERM handler, or
-by the next writer of the target once its process is gone), and writes of different files in one
-directory never wait for each other beyond that brief directory lock.
+Writes of one target take turns, in threads and processes: a write in progress is the
+temporary file of its target (one name per target, :func:`turn_name`) that its writer holds an
+exclusive ``flock`` on, and a new write, after a brief ``flock`` of the directory, waits until
+that file is gone before creating its own. The lock therefore lives on files that exist anyway:
+nothing is left behind when a writer is killed (the kernel drops its locks; its temporary file
+is removed by the SIGTERM handler, or by the next writer of the target, which finds it
+unlocked), and writes of different files in one directory never wait for each other beyond that
+brief directory lock.
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
@@ -31,7 +32,6 @@ import errno
 import fcntl
 import os
 import queue
-import re
 import shutil
 import signal
 import stat
@@ -189,25 +189,32 @@ _WRITES_HELD: dict[str, int] = {}
 
 
 def temporary_name(path: str) -> str:
-    """``.<name>.<pid>-<random>.tmp`` beside ``path``: the pid says whether its writer is gone."""
+    """``.<name>.<pid>-<random>.tmp`` beside ``path``: a name no other write uses."""
     directory, name = os.path.split(path)
     return os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+
+
+def turn_name(path: str) -> str:
+    """``.<name>.tgm-write.tmp`` beside ``path``: the temporary file (or directory) of the write
+    of ``path`` in progress. One name per target, so a write finds another one by opening it,
+    not by listing a directory that may hold thousands of outputs."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.tgm-write.tmp")
 
 
 def _claim_turn(path: str, as_directory: bool) -> tuple[str, int]:
     """Waits until no other write of ``path`` is in progress, then creates this write's temporary
     file (or directory) and flocks it; returns its name and descriptor. Checking and creating
     happen under a flock of the directory, so two writes cannot both find the way free."""
-    parent = os.path.dirname(path)
-    pattern = re.compile(rf"\.{re.escape(os.path.basename(path))}\.(\d+)-[0-9a-f]{{12}}\.tmp")
-    dir_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    tmp = turn_name(path)
+    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         while True:
             fcntl.flock(dir_fd, fcntl.LOCK_EX)
             try:
-                busy = _write_in_progress(parent, pattern)
+                busy = _write_in_progress(tmp, path)
                 if busy is None:
-                    return _create_temporary(path, as_directory)
+                    return tmp, _create_temporary(tmp, as_directory)
             finally:
                 fcntl.flock(dir_fd, fcntl.LOCK_UN)
             try:
@@ -218,34 +225,33 @@ def _claim_turn(path: str, as_directory: bool) -> tuple[str, int]:
         os.close(dir_fd)
 
 
-def _write_in_progress(parent: str, pattern: re.Pattern) -> int | None:
-    """A descriptor of a temporary file another write holds, or None; the temporary files that
-    writers killed by SIGKILL (or a crash, a power cut) left are removed on the way, once their
-    process is gone (the pid check spares a write of a tgm-xarray without these locks)."""
-    for entry in os.listdir(parent):
-        match = pattern.fullmatch(entry)
-        if match is None:
-            continue
-        tmp = os.path.join(parent, entry)
-        try:  # O_NONBLOCK, O_NOFOLLOW: a FIFO or a link planted under that name is not waited on
-            fd = os.open(tmp, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return fd
-        except BaseException:
-            os.close(fd)
-            raise
+def _write_in_progress(tmp: str, path: str) -> int | None:
+    """A descriptor of ``tmp`` if another write holds it, or None once it is free: a temporary
+    file that nobody holds was left by a writer killed by SIGKILL (or a crash, a power cut), and
+    is removed (the kernel dropped that writer's lock)."""
+    try:  # O_NONBLOCK, O_NOFOLLOW: a FIFO or a link planted under that name is not waited on
+        fd = os.open(tmp, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise FileExistsError(errno.EEXIST, f"in the way of the write of {path} ({error.strerror}): "
+                              "remove it", tmp) from error
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return fd
+    except BaseException:
         os.close(fd)
-        if tmp not in _TEMPORARIES and not _running(int(match[1])):
-            _remove(tmp)
+        raise
+    os.close(fd)
+    _remove(tmp)
+    if os.path.lexists(tmp):
+        raise FileExistsError(errno.EEXIST, f"left by a write of {path} that was killed, and cannot be "
+                              "removed: remove it", tmp)
     return None
 
 
-def _create_temporary(path: str, as_directory: bool) -> tuple[str, int]:
-    tmp = temporary_name(path)
+def _create_temporary(tmp: str, as_directory: bool) -> int:
     _TEMPORARIES.add(tmp)  # first: a SIGTERM right after the creation removes it too
     try:
         if as_directory:
@@ -259,21 +265,7 @@ def _create_temporary(path: str, as_directory: bool) -> tuple[str, int]:
         _remove(tmp)
         _TEMPORARIES.discard(tmp)
         raise
-    return tmp, fd
-
-
-def _running(pid: int) -> bool:
-    """Whether another process of id ``pid`` runs (ours counts as not: its live temporary files
-    are in ``_TEMPORARIES``, others come from a process that had the same pid before)."""
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    return fd
 
 
 def _remove(path: str) -> None:
