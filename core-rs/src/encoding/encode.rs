@@ -116,7 +116,8 @@ fn as_f64s(data: &[u8]) -> Option<&[f64]> {
 /// Descriptors that are anything else come back as they are, for upstream's encode to judge.
 fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, data: &[u8], threads: Option<usize>) -> CoreResult<Cow<'a, DataObjectDescriptor>> {
     let given = |key| desc.params.contains_key(key);
-    if desc.encoding != "simple_packing" || desc.dtype != Dtype::Float64 || given("sp_reference_value") || given("sp_binary_scale_factor") {
+    let native = desc.byte_order == ByteOrder::native(); // else the values are read by upstream
+    if desc.encoding != "simple_packing" || desc.dtype != Dtype::Float64 || !native || given("sp_reference_value") || given("sp_binary_scale_factor") {
         return Ok(Cow::Borrowed(desc));
     }
     let (Some(values), Some(bits), Some(decimal)) = (
@@ -576,6 +577,14 @@ mod tests {
         assert_eq!(int_param(&found, "sp_binary_scale_factor"), Some(expected.binary_scale_factor.into()));
         let options = EncodeOptions { hashing: true, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
         super::encode(&GlobalMetadata::default(), &[(&packed, ne_bytes(&values).as_slice())], &options, None).unwrap();
+        // Values in the other byte order are read by upstream, which finds their parameters.
+        let swapped_order = if ByteOrder::native() == ByteOrder::Little { ByteOrder::Big } else { ByteOrder::Little };
+        let swapped = DataObjectDescriptor { byte_order: swapped_order, ..packed.clone() };
+        let swapped_bytes: Vec<u8> = finite.iter().flat_map(|v| v.to_bits().swap_bytes().to_ne_bytes()).collect();
+        assert!(matches!(with_packing_params(&swapped, &swapped_bytes, None).unwrap(), Cow::Borrowed(_)));
+        let message = super::encode(&GlobalMetadata::default(), &[(&swapped, swapped_bytes.as_slice())], &options, None).unwrap();
+        let stored = &framing::decode_message(&message).unwrap().objects[0].0;
+        assert_eq!(stored.params.get("sp_reference_value"), Some(&Value::Float(expected.reference_value)));
         for (low, high, bits, says) in [
             (-1e300, 1e300, 16, "cannot hold values from -1e300 to 1e300: the packing step would be 2**982, "),
             (-1.7e308, 1.7e308, 16, "to 1.7e308: the packing step would be outside float64's range"),
