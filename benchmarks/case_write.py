@@ -111,6 +111,7 @@ def _case_write(ctx: Context, disk: Path, tmpfs: Path | None) -> CaseResult:
     res.raw = {name: s.to_json() for name, s in m.items()}
     threads_table, speedups = _threads_table(ctx, disk, encoding, values)
     res.tables.append(threads_table)
+    res.tables.append(_two_processes_table(ctx, disk))
     for (what, target), speedup in zip((("one 1442 x 2880 field", 1.7), ("8 fields of 721 x 1440", 1.8)), speedups):
         res.targets.append(Target(f"write: {what}, to_tgm threads=2 vs threads=1, speed ratio", speedup, target, ">="))
     growth, ratios = _growth_table(ctx, tmpfs or disk, encoding, values)
@@ -207,6 +208,61 @@ def _growth_table(ctx: Context, where: Path, encoding: dict, values: np.ndarray)
     on = " on tmpfs" if where.is_relative_to("/dev/shm") else ""
     columns = ["writer", f"{n} fields", "per field", f"{10 * n} fields", "per field", "time ratio 10N / N"]
     return Table(f"growth: {n} and {10 * n} fields of 721 x 1440 into one file{on}, median time", columns, rows), ratios
+
+
+# A child writing the 2t field with to_tgm(threads=1) in a loop, from when the file `go` appears,
+# for `seconds`; it prints how many writes it made.
+WRITING_CHILD = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np, xarray as xr
+import datagen
+from tgm_xarray import to_tgm
+go, out, seconds = sys.argv[2], sys.argv[3], float(sys.argv[4])
+values = np.ascontiguousarray(datagen.grib_values("2t"))
+ds = xr.Dataset({"t2m": (("y", "x"), values)})
+encoding = {"t2m": {"bits": 24, "compression": "szip", "szip_rsi": 128, "szip_block_size": 32}}
+to_tgm(ds, out, encoding=encoding, threads=1)
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.001)
+start, count = time.perf_counter(), 0
+while time.perf_counter() - start < seconds:
+    to_tgm(ds, out, encoding=encoding, threads=1)
+    count += 1
+print(count / (time.perf_counter() - start), flush=True)
+"""
+
+
+def _two_processes_table(ctx: Context, disk: Path) -> Table:
+    """What two cores give this workload at most: two processes each writing the 2t field with
+    threads=1 at once, against one alone (writes per second, rounds alternating); threads in one
+    process share its memory, allocator and interpreter besides, so they get at most this."""
+    import statistics
+    import subprocess
+    import sys
+
+    seconds = 1.5 if ctx.quick else 4.0
+
+    def writes_per_second(processes: int) -> float:
+        go = disk / "go"
+        go.unlink(missing_ok=True)
+        children = [subprocess.Popen([sys.executable, "-c", WRITING_CHILD, str(Path(__file__).parent), str(go),
+                                      str(disk / f"process{i}.tgm"), str(seconds)], stdout=subprocess.PIPE, text=True)
+                    for i in range(processes)]
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        go.touch()
+        rates = [float(child.communicate(timeout=600)[0]) for child in children]
+        return sum(rates)
+
+    ratios = []
+    for _ in range(max(3, ctx.repeats // 2)):
+        one, two = writes_per_second(1), writes_per_second(2)
+        ratios.append(two / one)
+    return Table("the machine's own limit: writes per second of two processes at once / of one, to_tgm(threads=1) "
+                 "of the 2t field each (median of rounds)",
+                 ["processes", "speed vs one process"], [["1", "1.00x"], ["2", fmt_ratio(statistics.median(ratios))]])
 
 
 def _threads_table(ctx: Context, disk: Path, encoding: dict, values: np.ndarray) -> tuple[Table, list[float]]:
