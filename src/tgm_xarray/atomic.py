@@ -254,14 +254,20 @@ def _write_in_progress(tmp: str, path: str) -> int | None:
 def _create_temporary(tmp: str, as_directory: bool) -> int:
     _TEMPORARIES.add(tmp)  # first: a SIGTERM right after the creation removes it too
     try:
+        # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
+        fd = None if as_directory else os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         if as_directory:
             os.mkdir(tmp, 0o777)
+    except BaseException:
+        _TEMPORARIES.discard(tmp)  # not created: whatever holds the name is not ours to remove
+        raise
+    try:
+        if fd is None:
             fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        else:
-            # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: nobody else has it open
     except BaseException:
+        if fd is not None:
+            os.close(fd)
         _remove(tmp)
         _TEMPORARIES.discard(tmp)
         raise
