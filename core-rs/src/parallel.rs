@@ -32,6 +32,30 @@ pub struct Grant {
     counted: usize,
     /// Threads the read may use, its own included.
     pub threads: usize,
+    /// The most threads it may grow to ([`Grant::grow`]).
+    wanted: usize,
+}
+
+impl Grant {
+    /// `threads` threads, outside the budget (a caller's explicit count), never more.
+    pub fn fixed(threads: usize) -> Grant {
+        Grant { counted: 0, threads: threads.max(1), wanted: threads.max(1) }
+    }
+
+    /// One more thread, where the budget has a core free and the grant wanted more than it got:
+    /// a core another thread's work gave back while this work runs (the last field of a
+    /// writer's, whose other thread is done) joins it.
+    pub fn grow(&mut self) -> bool {
+        if self.counted == 0 || self.threads >= self.wanted {
+            return false;
+        }
+        let took = BUSY.fetch_update(Relaxed, Relaxed, |busy| (busy < cores()).then_some(busy + 1)).is_ok();
+        if took {
+            self.counted += 1;
+            self.threads += 1;
+        }
+        took
+    }
 }
 
 impl Drop for Grant {
@@ -46,7 +70,7 @@ impl Drop for Grant {
 /// budget's free cores), never more than one per [`MIN_PER_THREAD`] elements.
 pub fn grant(requested: Option<usize>, elements: u64) -> Grant {
     match requested {
-        Some(n) => Grant { counted: 0, threads: n.clamp(1, useful(elements)) },
+        Some(n) => Grant::fixed(n.clamp(1, useful(elements))),
         None => budgeted(usize::MAX, elements),
     }
 }
@@ -58,7 +82,7 @@ pub fn grant(requested: Option<usize>, elements: u64) -> Grant {
 pub fn budgeted(limit: usize, elements: u64) -> Grant {
     let wanted = useful(elements).min(cores()).min(limit.max(1));
     if wanted == 1 {
-        return Grant { counted: 0, threads: 1 };
+        return Grant::fixed(1);
     }
     BUSY.fetch_add(1, Relaxed);
     let mut helpers = 0;
@@ -66,7 +90,7 @@ pub fn budgeted(limit: usize, elements: u64) -> Grant {
         helpers = (wanted - 1).min(cores().saturating_sub(busy));
         Some(busy + helpers)
     });
-    Grant { counted: 1 + helpers, threads: 1 + helpers }
+    Grant { counted: 1 + helpers, threads: 1 + helpers, wanted }
 }
 
 fn useful(elements: u64) -> usize {
@@ -144,24 +168,37 @@ pub fn for_each_part(
     })
 }
 
-/// `work(i)` for every `i` in `0..count`, on the caller's thread and `threads - 1` helpers that
-/// each take the next `i` when done with one; the results in the order of `i`.
-pub fn map_pieces<T: Send>(count: usize, threads: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+/// `work(i)` for every `i` in `0..count`, on the caller's thread and `grant.threads - 1` helpers
+/// that each take the next `i` when done with one, and one more helper whenever the grant grows
+/// (the caller asks between its pieces); the results in the order of `i`.
+pub fn map_pieces<T: Send>(count: usize, grant: &mut Grant, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let next = AtomicUsize::new(0);
     let results: Vec<Mutex<Option<T>>> = (0..count).map(|_| Mutex::new(None)).collect();
+    let run = |i: usize| *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(work(i));
     let drain = || loop {
         let i = next.fetch_add(1, Relaxed);
         if i >= count {
             return;
         }
-        let result = work(i);
-        *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        run(i);
     };
     std::thread::scope(|s| {
-        for _ in 1..threads.min(count) {
+        let mut helpers = grant.threads.min(count).saturating_sub(1);
+        for _ in 0..helpers {
             s.spawn(drain);
         }
-        drain();
+        loop {
+            let i = next.fetch_add(1, Relaxed);
+            if i >= count {
+                break;
+            }
+            run(i);
+            // Pieces left for a helper besides those running: worth a core that came free.
+            if count.saturating_sub(i + 1) > helpers + 1 && grant.grow() {
+                helpers += 1;
+                s.spawn(drain);
+            }
+        }
     });
     results.into_iter().map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every piece ran")).collect()
 }
@@ -217,6 +254,25 @@ mod tests {
         assert_eq!(grant(None, big).threads, cores().min(64), "given back");
         assert_eq!(grant(None, 1000).threads, 1, "small reads stay serial");
         assert_eq!(grant(Some(8), MIN_PER_THREAD * 2).threads, 2, "no more than the work needs");
+    }
+
+    #[test]
+    fn a_grant_grows_into_cores_given_back_and_no_further() {
+        let _alone = BUDGET_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        let big = MIN_PER_THREAD * 64;
+        let others = budgeted(usize::MAX, big); // every core
+        let mut late = budgeted(2, big);
+        assert_eq!(late.threads, 1, "no core free");
+        assert!(!late.grow(), "still none");
+        drop(others);
+        assert_eq!(late.grow(), cores() >= 2, "a core given back");
+        assert!(!late.grow(), "never past what it wanted");
+        assert!(!Grant::fixed(1).grow(), "an explicit count does not grow");
+        // Work on a grant that grows runs every piece once, in order.
+        let pieces = map_pieces(64, &mut budgeted(2, big), |i| i * 2);
+        assert_eq!(pieces, (0..64).map(|i| i * 2).collect::<Vec<_>>());
+        drop(late);
+        assert_eq!(budgeted(usize::MAX, big).threads, cores().min(64), "all given back");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::errors::{CoreError, CoreResult, Kind};
 use crate::wire::params::int_param;
 use crate::encoding::packing::{self, PIECE_VALUES};
 use crate::encoding::szip;
-use crate::parallel;
+use crate::parallel::{self, Grant};
 
 /// Encodes one message of `objects` (descriptor and native-order values each). A large packed
 /// szip field is encoded on what the process-wide budget of [`parallel::budgeted`] has free, at
@@ -130,8 +130,8 @@ fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, data: &[u8], threads:
     ) else {
         return Ok(Cow::Borrowed(desc));
     };
-    let grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
-    let (low, high) = packing::finite_range(values, grant.threads).0.unwrap_or((0.0, 0.0));
+    let mut grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
+    let (low, high) = packing::finite_range(values, &mut grant).0.unwrap_or((0.0, 0.0));
     let params = packing_params(low, high, bits, decimal)?;
     let mut described = desc.clone();
     let keys = [
@@ -185,7 +185,7 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
     let params = SimplePackingParams { reference_value, binary_scale_factor, decimal_scale_factor: decimal, bits_per_value: bits };
     let mut stored = desc.clone();
     stored.params.entry("sp_decimal_scale_factor".to_string()).or_insert(Value::Integer(0.into()));
-    let grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
+    let mut grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
     let aec = match desc.compression.as_str() {
         "none" => None,
         _ => Some(AecParams {
@@ -196,7 +196,7 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
             flags: u32::try_from(int_param(desc, "szip_flags")?).ok()? | libaec_sys::AEC_DATA_MSB,
         }),
     };
-    let encoded = aec.as_ref().and_then(|aec| packed_szip_in_pieces(values, &params, aec, grant.threads));
+    let encoded = aec.as_ref().and_then(|aec| packed_szip_in_pieces(values, &params, aec, &mut grant));
     let (compressed, offsets) = match (encoded, aec) {
         (Some(encoded), _) => encoded,
         (None, aec) => {
@@ -218,14 +218,14 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
 }
 
 /// Packing and szip of a field of more than [`PIECE_VALUES`] values in pieces of whole RSI
-/// blocks, on `threads` threads (the caller's and helpers), joined at the bit where each piece
-/// ends (`szip::encode_with_end`). The pieces depend only on the field, so the bytes are the same
-/// on any number of threads; and they are a valid szip stream with the block offsets and length
+/// blocks, on the grant's threads (the caller's and helpers, more as the budget gets cores
+/// back), joined at the bit where each piece ends (`szip::encode_with_end`). The pieces depend
+/// only on the field, so the bytes are the same on any number of threads; and they are a valid szip stream with the block offsets and length
 /// of one encode. Not always its bytes: where two splitting options code a block in as many
 /// bits, libaec picks the one nearer the previous block's, and each piece starts afresh (the
 /// tests check that upstream decodes the same values). `None` for a field of one piece (one
 /// encode, upstream's bytes), widths packed elsewhere and non-finite values.
-fn packed_szip_in_pieces(values: &[f64], params: &SimplePackingParams, aec: &AecParams, threads: usize) -> Option<(Vec<u8>, Vec<u64>)> {
+fn packed_szip_in_pieces(values: &[f64], params: &SimplePackingParams, aec: &AecParams, grant: &mut Grant) -> Option<(Vec<u8>, Vec<u64>)> {
     let width = packing::packed_width(params)?;
     let per_block = aec.block_size as usize * aec.rsi as usize;
     let blocks = values.len().div_ceil(per_block);
@@ -240,7 +240,7 @@ fn packed_szip_in_pieces(values: &[f64], params: &SimplePackingParams, aec: &Aec
         packing::pack_finite_into(values, params, &mut packed).then_some(())?;
         szip::encode_with_end(&packed, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)
     };
-    let encoded = parallel::map_pieces(pieces, threads, encode_piece);
+    let encoded = parallel::map_pieces(pieces, grant, encode_piece);
     let mut out = Vec::with_capacity(encoded.iter().flatten().map(|(bytes, _)| bytes.len()).sum());
     let (mut end, mut offsets) = (0, Vec::with_capacity(blocks));
     for piece in encoded {
@@ -658,12 +658,12 @@ mod tests {
                     assert_eq!(found, (Some(&Value::Float(params.reference_value)), Some(params.binary_scale_factor.into())), "{what}: parameters");
                 }
                 let one = aec_compress(&packing::pack_finite(&values, &params).unwrap(), &aec).unwrap();
-                let pieces = packed_szip_in_pieces(&values, &params, &aec, 1).expect("pieces");
+                let pieces = packed_szip_in_pieces(&values, &params, &aec, &mut Grant::fixed(1)).expect("pieces");
                 // Where a piece starts, libaec may break a tie between two equally short codings
                 // another way: the same lengths and offsets, maybe other bits.
                 assert_eq!((pieces.0.len(), &pieces.1), (one.0.len(), &one.1), "{what}");
                 for threads in [2, 3, 8] {
-                    assert!(packed_szip_in_pieces(&values, &params, &aec, threads).as_ref() == Some(&pieces), "{what}, {threads} threads");
+                    assert!(packed_szip_in_pieces(&values, &params, &aec, &mut Grant::fixed(threads)).as_ref() == Some(&pieces), "{what}, {threads} threads");
                 }
                 let objects = [(&desc, bytes.as_slice())];
                 let ours = super::encode(&GlobalMetadata::default(), &objects, &options, Some(2)).unwrap();

@@ -14,6 +14,7 @@ use tensogram_encodings::libaec::{aec_decompress, AecParams};
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::parallel::Grant;
 use crate::wire::params::{float_param, int_param};
 use crate::encoding::szip::{self, RangeDecoder, StreamDecoder};
 
@@ -210,9 +211,9 @@ pub const PIECE_VALUES: usize = 1 << 16;
 /// The least and greatest finite values of `values` (`None`: none is finite), and whether every
 /// value is finite: what simple packing's parameters are found from. One vectorised pass, in
 /// pieces of [`PIECE_VALUES`] on `threads` threads.
-pub fn finite_range(values: &[f64], threads: usize) -> (Option<(f64, f64)>, bool) {
+pub fn finite_range(values: &[f64], grant: &mut Grant) -> (Option<(f64, f64)>, bool) {
     let pieces = values.chunks(PIECE_VALUES).collect::<Vec<_>>();
-    let ranges = crate::parallel::map_pieces(pieces.len(), threads, |i| range_of(pieces[i]));
+    let ranges = crate::parallel::map_pieces(pieces.len(), grant, |i| range_of(pieces[i]));
     let (lo, hi, all_finite) = ranges
         .into_iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY, true), |(a, b, f), (lo, hi, finite)| (a.min(lo), b.max(hi), f && finite));
@@ -464,20 +465,20 @@ mod pack_tests {
             (range, finite.len() == v.len())
         };
         for threads in [1, 2, 3] {
-            assert_eq!(finite_range(&values, threads), naive(&values));
+            assert_eq!(finite_range(&values, &mut Grant::fixed(threads)), naive(&values));
         }
         // A non-finite value anywhere, the last (in the remainder of four) included.
         for (at, bad) in [(0, f64::NAN), (13, f64::INFINITY), (131_072, f64::INFINITY), (200_002, f64::NEG_INFINITY)] {
             let kept = values[at];
             values[at] = bad;
             for threads in [1, 2] {
-                assert_eq!(finite_range(&values, threads), naive(&values), "{bad} at {at}");
+                assert_eq!(finite_range(&values, &mut Grant::fixed(threads)), naive(&values), "{bad} at {at}");
             }
             values[at] = kept;
         }
-        assert_eq!(finite_range(&[f64::NAN, f64::INFINITY], 1), (None, false));
-        assert_eq!(finite_range(&[], 1), (None, true));
-        assert_eq!(finite_range(&[-0.5], 2), (Some((-0.5, -0.5)), true));
+        assert_eq!(finite_range(&[f64::NAN, f64::INFINITY], &mut Grant::fixed(1)), (None, false));
+        assert_eq!(finite_range(&[], &mut Grant::fixed(1)), (None, true));
+        assert_eq!(finite_range(&[-0.5], &mut Grant::fixed(2)), (Some((-0.5, -0.5)), true));
     }
 
     #[test]
