@@ -32,10 +32,15 @@ pub fn encode(
         .enumerate()
         .map(|(i, &(desc, data))| Ok((with_packing_params(desc, data, threads).map_err(|e| e.context(&format!("object {i}")))?, data)))
         .collect::<CoreResult<Vec<_>>>()?;
-    let objects: Vec<(&DataObjectDescriptor, &[u8])> = described.iter().map(|(desc, data)| (desc.as_ref(), *data)).collect();
+    let objects: Vec<(&DataObjectDescriptor, &[u8])> = described.iter().map(|((desc, _), data)| (desc.as_ref(), *data)).collect();
     let objects = objects.as_slice();
-    if let Some(message) = encode_direct(global, objects, options, threads)? {
-        return Ok(message);
+    // Values the scan found NaN or infinite in need masks: the direct path would pack and
+    // compress them before finding out.
+    let need_masks = described.iter().any(|((_, finite), _)| !finite);
+    if !need_masks {
+        if let Some(message) = encode_direct(global, objects, options, threads)? {
+            return Ok(message);
+        }
     }
     take_sz3_compress_failure(); // one left by an encode that failed before asking
     let message =
@@ -114,11 +119,13 @@ fn as_f64s(data: &[u8]) -> Option<&[f64]> {
 /// or infinities pack too (upstream's own computation refuses them; the encoder stores them as
 /// masks). Spreads no packing step of tensogram's holds are refused with their range.
 /// Descriptors that are anything else come back as they are, for upstream's encode to judge.
-fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, data: &[u8], threads: Option<usize>) -> CoreResult<Cow<'a, DataObjectDescriptor>> {
+/// With it, whether the values are known to hold no NaN or infinity (`false` only where the
+/// scan found one).
+fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, data: &[u8], threads: Option<usize>) -> CoreResult<(Cow<'a, DataObjectDescriptor>, bool)> {
     let given = |key| desc.params.contains_key(key);
     let native = desc.byte_order == ByteOrder::native(); // else the values are read by upstream
     if desc.encoding != "simple_packing" || desc.dtype != Dtype::Float64 || !native || given("sp_reference_value") || given("sp_binary_scale_factor") {
-        return Ok(Cow::Borrowed(desc));
+        return Ok((Cow::Borrowed(desc), true));
     }
     let (Some(values), Some(bits), Some(decimal)) = (
         as_f64s(data),
@@ -128,10 +135,11 @@ fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, data: &[u8], threads:
             Some(_) => int_param(desc, "sp_decimal_scale_factor").and_then(|d| i32::try_from(d).ok()),
         },
     ) else {
-        return Ok(Cow::Borrowed(desc));
+        return Ok((Cow::Borrowed(desc), true));
     };
     let mut grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
-    let (low, high) = packing::finite_range(values, &mut grant).0.unwrap_or((0.0, 0.0));
+    let (range, finite) = packing::finite_range(values, &mut grant);
+    let (low, high) = range.unwrap_or((0.0, 0.0));
     let params = packing_params(low, high, bits, decimal)?;
     let mut described = desc.clone();
     let keys = [
@@ -140,7 +148,7 @@ fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, data: &[u8], threads:
         ("sp_decimal_scale_factor", Value::Integer(params.decimal_scale_factor.into())),
     ];
     described.params.extend(keys.into_iter().map(|(k, v)| (k.to_string(), v)));
-    Ok(Cow::Owned(described))
+    Ok((Cow::Owned(described), finite))
 }
 
 /// Upstream's packing parameters of values from `low` to `high` (they depend on nothing else),
@@ -220,8 +228,8 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
 /// Packing and szip of a field of more than [`PIECE_VALUES`] values in pieces of whole RSI
 /// blocks, on the grant's threads (the caller's and helpers, more as the budget gets cores
 /// back), joined at the bit where each piece ends (`szip::encode_with_end`). The pieces depend
-/// only on the field, so the bytes are the same on any number of threads; and they are a valid szip stream with the block offsets and length
-/// of one encode. Not always its bytes: where two splitting options code a block in as many
+/// only on the field, so the bytes are the same on any number of threads; and they are a valid
+/// szip stream with the block offsets and length of one encode. Not always its bytes: where two splitting options code a block in as many
 /// bits, libaec picks the one nearer the previous block's, and each piece starts afresh (the
 /// tests check that upstream decodes the same values). `None` for a field of one piece (one
 /// encode, upstream's bytes), widths packed elsewhere and non-finite values.
@@ -554,7 +562,7 @@ mod tests {
             let options = EncodeOptions { hashing, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
             for (what, desc) in &cases {
                 let objects = [(desc, bytes.as_slice()), (&lat_desc, lat_bytes.as_slice()), (&lon_desc, lon.as_slice()), (&steps_desc, steps.as_slice())];
-                let described: Vec<_> = objects.iter().map(|&(d, b)| (with_packing_params(d, b, None).unwrap(), b)).collect();
+                let described: Vec<_> = objects.iter().map(|&(d, b)| (with_packing_params(d, b, None).unwrap().0, b)).collect();
                 let described: Vec<(&DataObjectDescriptor, &[u8])> = described.iter().map(|(d, b)| (d.as_ref(), *b)).collect();
                 assert!(encode_direct(&GlobalMetadata::default(), &described, &options, None).unwrap().is_some(), "{what}");
                 let ours = super::encode(&GlobalMetadata::default(), &objects, &options, None).unwrap();
@@ -571,7 +579,8 @@ mod tests {
         let finite = values.clone();
         values[7] = f64::NAN;
         values[8] = f64::NEG_INFINITY;
-        let found = with_packing_params(&packed, &ne_bytes(&values), None).unwrap();
+        let (found, all_finite) = with_packing_params(&packed, &ne_bytes(&values), None).unwrap();
+        assert!(!all_finite, "the scan saw the NaN");
         let expected = simple_packing::compute_params(&finite, 16, 0).unwrap();
         assert_eq!(found.params.get("sp_reference_value"), Some(&Value::Float(expected.reference_value)));
         assert_eq!(int_param(&found, "sp_binary_scale_factor"), Some(expected.binary_scale_factor.into()));
@@ -581,7 +590,7 @@ mod tests {
         let swapped_order = if ByteOrder::native() == ByteOrder::Little { ByteOrder::Big } else { ByteOrder::Little };
         let swapped = DataObjectDescriptor { byte_order: swapped_order, ..packed.clone() };
         let swapped_bytes: Vec<u8> = finite.iter().flat_map(|v| v.to_bits().swap_bytes().to_ne_bytes()).collect();
-        assert!(matches!(with_packing_params(&swapped, &swapped_bytes, None).unwrap(), Cow::Borrowed(_)));
+        assert!(matches!(with_packing_params(&swapped, &swapped_bytes, None).unwrap(), (Cow::Borrowed(_), true)));
         let message = super::encode(&GlobalMetadata::default(), &[(&swapped, swapped_bytes.as_slice())], &options, None).unwrap();
         let stored = &framing::decode_message(&message).unwrap().objects[0].0;
         assert_eq!(stored.params.get("sp_reference_value"), Some(&Value::Float(expected.reference_value)));
@@ -653,7 +662,8 @@ mod tests {
                 let desc = with_params(&[ny as u64, nx as u64], Dtype::Float64, "simple_packing", "szip", vec![
                     ("sp_bits_per_value", int(bits)), ("szip_rsi", int(rsi)), ("szip_block_size", int(block)), ("szip_flags", int(8))]);
                 for threads in [1, 2, 3] {
-                    let found = with_packing_params(&desc, &bytes, Some(threads)).unwrap();
+                    let (found, finite) = with_packing_params(&desc, &bytes, Some(threads)).unwrap();
+                    assert!(finite, "{what}");
                     let found = (found.params.get("sp_reference_value"), int_param(&found, "sp_binary_scale_factor"));
                     assert_eq!(found, (Some(&Value::Float(params.reference_value)), Some(params.binary_scale_factor.into())), "{what}: parameters");
                 }
