@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import statistics
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -238,10 +241,6 @@ def _two_processes_table(ctx: Context, disk: Path) -> Table:
     """What two cores give this workload at most: two processes each writing the 2t field with
     threads=1 at once, against one alone (writes per second, rounds alternating); threads in one
     process share its memory, allocator and interpreter besides, so they get at most this."""
-    import statistics
-    import subprocess
-    import sys
-
     seconds = 1.5 if ctx.quick else 4.0
 
     def writes_per_second(processes: int) -> float:

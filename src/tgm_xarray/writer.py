@@ -2,8 +2,8 @@
 
 A write streams: each message (one field, see :mod:`tgm_xarray.layout`) is read (dask computes
 just that field), encoded by ``_core.encode_message`` with the interpreter released, and
-appended in a fixed order, with at most ``threads`` messages encoded at once and as many
-waiting for a thread. Memory therefore holds a few fields, never the Dataset.
+appended in a fixed order, with at most ``threads`` messages encoded at once and up to
+``threads + 1`` more waiting for a thread. Memory therefore holds a few fields, never the Dataset.
 
 Writes are atomic: bytes go to a temporary file next to the target, which replaces the target
 only once everything is written. On any error (or Ctrl-C) the temporary file is removed and the
@@ -272,9 +272,9 @@ def _drop_indexes(paths: Iterable[str]) -> None:
 def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
     """Run jobs on ``threads`` threads, at most ``threads`` at once, yielding results in order;
     with one thread, on the caller's (no pool: handing each job to a thread and back costs more
-    than overlapping the file write gains). As many jobs again wait in the pool, so that threads
-    whose jobs are done start the next while the caller writes the oldest result (a write can
-    take as long as a job, while the file it replaces is freed)."""
+    than overlapping the file write gains). Up to ``threads + 1`` more jobs wait in the pool, so
+    that threads whose jobs are done start the next while the caller writes the oldest result (a
+    write can take as long as a job, while the file it replaces is freed)."""
     if threads == 1:
         yield from (job() for job in jobs)
         return
