@@ -280,6 +280,10 @@ def _threads_table(ctx: Context, disk: Path, encoding: dict, values: np.ndarray)
     for what in cases:
         one, two = m[f"{what}, to_tgm(threads=1)"], m[f"{what}, to_tgm(threads=2)"]
         speedups.append(paired_ratio(two, one))
-        rows += [[f"{what}, to_tgm(threads=1)", fmt_time(one.median()), "1.00x"],
-                 [f"{what}, to_tgm(threads=2)", fmt_time(two.median()), fmt_ratio(speedups[-1])]]
-    return Table("threads=1 and threads=2, median time", ["write", "time", "speed vs threads=1"], rows), speedups
+        for n, samples, speedup in ((1, one, "1.00x"), (2, two, fmt_ratio(speedups[-1]))):
+            rows.append([f"{what}, to_tgm(threads={n})", fmt_time(samples.median()), speedup,
+                         fmt_time(samples.cpu_median()), f"{samples.cores_busy():.2f}"])
+    # CPU time that grows with threads is work the threads add (or slow each other down with);
+    # the same CPU time on fewer busy cores than threads is time a core waited.
+    return Table("threads=1 and threads=2, median time, and the process's CPU time per write",
+                 ["write", "time", "speed vs threads=1", "CPU time", "cores busy"], rows), speedups

@@ -24,6 +24,8 @@ class Samples:
 
     seconds: list[float] = field(default_factory=list)
     ops: int = 1  # operations per sample (all threads together)
+    #: CPU seconds of the whole process (every thread, user and system) per sample, where taken
+    cpu: list[float] = field(default_factory=list)
 
     @property
     def per_op(self) -> list[float]:
@@ -43,9 +45,18 @@ class Samples:
         """Median throughput (operations per second)."""
         return statistics.median(self.rates)
 
+    def cpu_median(self) -> float:
+        """Median CPU seconds per operation (NaN where not taken)."""
+        return statistics.median(c / self.ops for c in self.cpu) if self.cpu else float("nan")
+
+    def cores_busy(self) -> float:
+        """Median over samples of CPU time / wall time: how many cores the operation kept busy."""
+        return statistics.median(c / s for c, s in zip(self.cpu, self.seconds)) if self.cpu else float("nan")
+
     def to_json(self) -> dict:
         return {"seconds": self.seconds, "ops": self.ops, "min_s_per_op": self.min(),
-                "median_s_per_op": self.median(), "median_ops_per_s": self.rate()}
+                "median_s_per_op": self.median(), "median_ops_per_s": self.rate(),
+                **({"cpu_seconds": self.cpu} if self.cpu else {})}
 
 
 def paired_ratio(a: Samples, b: Samples) -> float:
@@ -153,7 +164,8 @@ def throughput_matrix(contenders: dict[str, Callable[[int], object]], threads: S
 
 def timed_calls(contenders: dict[str, Callable[[], object]], repeats: int,
                 target_s: float, warmup: int = 1) -> dict[str, Samples]:
-    """Single-thread samples: each sample is ``k`` calls in a row (``k`` calibrated)."""
+    """Single-thread samples: each sample is ``k`` calls in a row (``k`` calibrated), with the
+    process's CPU time (the threads a call starts count too)."""
     ks = {name: calibrate(lambda _i, f=f: f(), target_s) for name, f in contenders.items()}
     results = {name: Samples(ops=ks[name]) for name in contenders}
 
@@ -162,15 +174,16 @@ def timed_calls(contenders: dict[str, Callable[[], object]], repeats: int,
         gc_was = gc.isenabled()
         gc.disable()
         try:
-            t0 = perf()
+            t0, c0 = perf(), time.process_time()
             for _ in range(k):
                 f()
-            seconds = perf() - t0
+            seconds, cpu = perf() - t0, time.process_time() - c0
         finally:
             if gc_was:
                 gc.enable()
         if keep:
             results[name].seconds.append(seconds)
+            results[name].cpu.append(cpu)
 
     rounds(list(contenders), repeats, run, warmup)
     return results
