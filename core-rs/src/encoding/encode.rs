@@ -4,6 +4,8 @@
 //! verified.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use ciborium::Value;
 use tensogram::framing::{self, DecodedMessage, EncodedObject, HashFramePolicy};
@@ -229,10 +231,11 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
 /// blocks, on the grant's threads (the caller's and helpers, more as the budget gets cores
 /// back), joined at the bit where each piece ends (`szip::encode_with_end`). The pieces depend
 /// only on the field, so the bytes are the same on any number of threads; and they are a valid
-/// szip stream with the block offsets and length of one encode. Not always its bytes: where two splitting options code a block in as many
-/// bits, libaec picks the one nearer the previous block's, and each piece starts afresh (the
-/// tests check that upstream decodes the same values). `None` for a field of one piece (one
-/// encode, upstream's bytes), widths packed elsewhere and non-finite values.
+/// szip stream with the block offsets and length of one encode. Not always its bytes: where two
+/// splitting options code a block in as many bits, libaec picks the one nearer the previous
+/// block's, and each piece starts afresh (the tests check that upstream decodes the same values).
+/// `None` for a field of one piece (one encode, upstream's bytes), widths packed elsewhere and
+/// non-finite values.
 fn packed_szip_in_pieces(values: &[f64], params: &SimplePackingParams, aec: &AecParams, grant: &mut Grant) -> Option<(Vec<u8>, Vec<u64>)> {
     let width = packing::packed_width(params)?;
     let per_block = aec.block_size as usize * aec.rsi as usize;
@@ -248,16 +251,57 @@ fn packed_szip_in_pieces(values: &[f64], params: &SimplePackingParams, aec: &Aec
         packing::pack_finite_into(values, params, &mut packed).then_some(())?;
         szip::encode_with_end(&packed, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)
     };
-    let encoded = parallel::map_pieces(pieces, grant, encode_piece);
-    let mut out = Vec::with_capacity(encoded.iter().flatten().map(|(bytes, _)| bytes.len()).sum());
-    let (mut end, mut offsets) = (0, Vec::with_capacity(blocks));
-    for piece in encoded {
-        let (bytes, ends) = piece?;
-        let (&stop, starts) = ends.split_last()?;
-        offsets.extend(starts.iter().map(|o| end + o));
-        szip::join_bits(&mut out, &mut end, &bytes, stop);
+    // Room for values szip cannot compress: stored as they are, with a few bits more per block
+    // (2% for blocks of 32 8-bit samples; where a stream needs more, the join grows it, copying).
+    let packed = values.len() * width;
+    let joined = Mutex::new(Joined::new(packed + packed / 32 + 256 * pieces, blocks));
+    parallel::map_pieces(pieces, grant, |i| {
+        let piece = encode_piece(i);
+        joined.lock().unwrap_or_else(|p| p.into_inner()).take(i, piece);
+    });
+    let joined = joined.into_inner().unwrap_or_else(|p| p.into_inner());
+    (!joined.failed && joined.next == pieces).then_some((joined.out, joined.offsets))
+}
+
+/// Encoded pieces joined in their order as they come in, by the thread that finishes the piece
+/// the join waits for: the join runs beside the encoding of the later pieces, not after them.
+struct Joined {
+    out: Vec<u8>,
+    /// Bits in `out`.
+    end: u64,
+    offsets: Vec<u64>,
+    /// The piece to join next, and the pieces that came in before it.
+    next: usize,
+    waiting: BTreeMap<usize, (Vec<u8>, Vec<u64>)>,
+    failed: bool,
+}
+
+impl Joined {
+    fn new(bytes: usize, blocks: usize) -> Joined {
+        let (out, offsets) = (Vec::with_capacity(bytes), Vec::with_capacity(blocks));
+        Joined { out, end: 0, offsets, next: 0, waiting: BTreeMap::new(), failed: false }
     }
-    Some((out, offsets))
+
+    /// Piece `i` (its bytes and bit offsets, the last its end; `None`: its encode failed).
+    fn take(&mut self, i: usize, piece: Option<(Vec<u8>, Vec<u64>)>) {
+        match piece {
+            Some(piece) if !self.failed => self.waiting.insert(i, piece),
+            _ => {
+                self.failed = true;
+                self.waiting.clear();
+                return;
+            }
+        };
+        while let Some((bytes, ends)) = self.waiting.remove(&self.next) {
+            let Some((&stop, starts)) = ends.split_last() else {
+                self.failed = true;
+                return;
+            };
+            self.offsets.extend(starts.iter().map(|o| self.end + o));
+            szip::join_bits(&mut self.out, &mut self.end, &bytes, stop);
+            self.next += 1;
+        }
+    }
 }
 
 /// SZ3 throws C++ exceptions; the vendored shim catches them during compression and its
@@ -635,6 +679,35 @@ mod tests {
         let strict = EncodeOptions { allow_nan: false, allow_inf: false, ..options };
         let error = super::encode(&GlobalMetadata::default(), &[(&packed, with_nan.as_slice())], &strict, None).unwrap_err();
         assert!(error.message.to_lowercase().contains("nan"), "{}", error.message);
+    }
+
+    #[test]
+    fn pieces_joined_in_any_order_of_arrival_give_the_stream_of_their_order() {
+        // Five pieces of 8 RSI blocks of 16-bit samples, each ending inside a byte.
+        let samples: Vec<u8> = (0..5 * 8 * 128u32).flat_map(|i| ((i * 37 % 1000) as u16 + (i / 64) as u16).to_be_bytes()).collect();
+        let pieces: Vec<_> = samples
+            .chunks(8 * 128 * 2)
+            .map(|piece| szip::encode_with_end(piece, 16, 32, 4, 8 | libaec_sys::AEC_DATA_MSB).unwrap())
+            .collect();
+        assert!(pieces.iter().any(|(_, ends)| ends.last().unwrap() % 8 != 0), "some piece ends inside a byte");
+        let join = |order: &[usize]| {
+            let mut joined = Joined::new(0, 0);
+            for &i in order {
+                joined.take(i, Some(pieces[i].clone()));
+            }
+            assert_eq!(joined.next, pieces.len(), "{order:?}");
+            (joined.out, joined.offsets)
+        };
+        let in_order = join(&[0, 1, 2, 3, 4]);
+        assert_eq!(in_order.1.len(), 5 * 8, "every RSI block's offset");
+        for order in [[4, 3, 2, 1, 0], [2, 0, 4, 1, 3], [1, 0, 3, 2, 4]] {
+            assert!(join(&order) == in_order, "{order:?}");
+        }
+        let mut failed = Joined::new(0, 0);
+        for (i, piece) in [(1, Some(pieces[1].clone())), (0, None), (2, Some(pieces[2].clone()))] {
+            failed.take(i, piece);
+        }
+        assert!(failed.failed && failed.next == 0 && failed.waiting.is_empty());
     }
 
     #[test]
