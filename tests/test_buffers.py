@@ -116,6 +116,25 @@ def test_an_encode_takes_its_buffers_from_the_pool_and_gives_them_back(pool):
     assert np.abs(out - values).max() <= 40.0 / (2**24 - 1)  # within one packing step
 
 
+def test_a_message_not_copied_is_a_view_of_the_encoder_s_memory(pool):
+    """``copy=False`` (the writer's) hands over the pooled block the message was framed in."""
+    values = 250.0 + 40.0 * np.random.default_rng(4).random(BIG)
+    desc = {"shape": list(BIG), "dtype": "float64", "encoding": "simple_packing", "sp_bits_per_value": 24,
+            "compression": "szip", "szip_rsi": 128, "szip_block_size": 32, "szip_flags": 8}
+    copied = _core.encode_message({}, [(desc, values)], threads=1)
+    view = _core.encode_message({}, [(desc, values)], threads=1, copy=False)
+    assert isinstance(view, memoryview) and view.c_contiguous and view.format == "B"
+    assert len(view) == len(copied) and view[:8] == copied[:8]
+    decoded = np.empty(BIG), np.empty(BIG)
+    _core.decode_message_into(copied, 0, None, decoded[0])
+    _core.decode_message_into(view, 0, None, decoded[1])
+    np.testing.assert_array_equal(*decoded)
+    count, kept, _ = _core.buffer_pool()
+    del view  # its memory was the encoder's: the pool gets the block back
+    now_count, now_kept, _ = _core.buffer_pool()
+    assert now_count == count + 1 and now_kept >= kept + len(copied)
+
+
 # A child fills the pool, then limits its address space to what it has plus 64 MiB: an array of
 # 96 MiB fits only once the pool has given its blocks back.
 POOL_UNDER_LIMIT = textwrap.dedent("""

@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 
 use ciborium::Value;
-use numpy::PyUntypedArray;
+use numpy::{PyArray1, PyUntypedArray};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView};
 use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata};
 use tgm_core::table::RESERVED_KEY;
 
@@ -117,9 +117,11 @@ pub(crate) fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<Data
 
 /// Encodes one message from upstream's dict forms; runs detached. A large packed szip field is
 /// encoded on up to `threads` threads of the process-wide budget (`None`: as many as it has
-/// free), into the same bytes on any number.
+/// free), into the same bytes on any number. `copy=False`: a memoryview of the encoder's own
+/// memory instead of `bytes`, a copy fewer (the writer's, which only writes the message out).
 #[pyfunction]
-#[pyo3(signature = (metadata, objects, hash = true, allow_nan = false, allow_inf = false, threads = None))]
+#[pyo3(signature = (metadata, objects, hash = true, allow_nan = false, allow_inf = false, threads = None, copy = true))]
+#[allow(clippy::too_many_arguments)] // Python's keywords
 pub fn encode_message<'py>(
     py: Python<'py>,
     metadata: &Bound<'py, PyDict>,
@@ -128,7 +130,8 @@ pub fn encode_message<'py>(
     allow_nan: bool,
     allow_inf: bool,
     threads: Option<usize>,
-) -> PyResult<Bound<'py, PyBytes>> {
+    copy: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let global = global_metadata(metadata, objects.len()).raised()?;
     let mut descriptors = Vec::with_capacity(objects.len());
     let mut inputs = Vec::with_capacity(objects.len());
@@ -157,7 +160,10 @@ pub fn encode_message<'py>(
             descriptors.iter().zip(&inputs).map(|(d, b)| (d, unsafe { b.as_slice() })).collect();
         encode::encode(&global, &pairs, &options, threads)
     }).raised()?;
-    bytes_detached(py, &encoded)
+    if !copy {
+        return Ok(PyMemoryView::from(PyArray1::from_vec(py, encoded).as_any())?.into_any());
+    }
+    Ok(bytes_detached(py, &encoded)?.into_any())
 }
 
 /// `bytes` holding `data`; a big one is filled with the interpreter released, so that the copy

@@ -2,7 +2,7 @@
 
 `make lint` checks them against the built module (`python -m mypy.stubtest tgm_xarray._core`)."""
 
-from typing import Any, Self, final
+from typing import Any, Literal, Self, final, overload
 
 import numpy as np
 
@@ -68,6 +68,7 @@ class FileHandle:
         threads: int | None = None,
     ) -> None: ...
 
+@overload
 def encode_message(
     metadata: dict[str, Any],
     objects: list[tuple[dict[str, Any], np.ndarray]],
@@ -75,7 +76,21 @@ def encode_message(
     allow_nan: bool = False,
     allow_inf: bool = False,
     threads: int | None = None,
+    copy: Literal[True] = True,
 ) -> bytes: ...
+@overload
+def encode_message(
+    metadata: dict[str, Any],
+    objects: list[tuple[dict[str, Any], np.ndarray]],
+    hash: bool = True,
+    allow_nan: bool = False,
+    allow_inf: bool = False,
+    threads: int | None = None,
+    *,
+    copy: Literal[False],
+) -> memoryview:
+    """``copy=False``: the message as a memoryview of the encoder's own memory, not copied into
+    ``bytes``."""
 def outer_key(
     key: Any, shape: tuple[int, ...] | list[int]
 ) -> tuple[tuple[slice | np.ndarray, ...], list[int], list[int]]: ...

@@ -113,7 +113,7 @@ class AtomicFile(CommitsOnSuccess):
             self.abort()
             raise
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         with self._naming_target():
             self._opened().write(data)
 

@@ -223,8 +223,8 @@ class TgmWriter(CommitsOnSuccess):
             self._progress = progress_bar(self._show_progress, count)
         return None if self._progress is None else self._progress.update
 
-    def _job(self, spec: MessageSpec, encode: Callable[[MessageSpec], bytes | None]):
-        """The work of one message, giving ``(spec, bytes or None)``; auxiliary coordinates the
+    def _job(self, spec: MessageSpec, encode: Callable[[MessageSpec], memoryview | None]):
+        """The work of one message, giving ``(spec, its bytes or None)``; auxiliary coordinates the
         file already holds are dropped (on this thread, before the message is queued)."""
         if not spec.field:
             objects = self._auxiliary.new(spec.objects)
@@ -294,12 +294,12 @@ def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
 
 @overload
 def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
-                    skip_nan_fields: Literal[False], threads: int | None) -> bytes: ...
+                    skip_nan_fields: Literal[False], threads: int | None) -> memoryview: ...
 @overload
 def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
-                    skip_nan_fields: bool | None, threads: int | None) -> bytes | None: ...
+                    skip_nan_fields: bool | None, threads: int | None) -> memoryview | None: ...
 def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
-                    skip_nan_fields: bool | None, threads: int | None) -> bytes | None:
+                    skip_nan_fields: bool | None, threads: int | None) -> memoryview | None:
     """Read and encode one message (runs on a writer thread); ``None`` for an all-NaN field
     unless ``skip_nan_fields`` is ``False``. A large field is encoded on up to ``threads``
     threads of what the core's budget has free: messages encoded at once share the cores."""
@@ -312,7 +312,9 @@ def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
     metadata = {"base": [obj.base for obj in spec.objects], "_extra_": spec.extra}
     try:
         prepared = [obj.codec.prepare(values) for obj, values in zip(spec.objects, objects)]
-        return _core.encode_message(metadata, prepared, hash=hash, allow_nan=True, allow_inf=True, threads=threads)
+        # The message is only written out: the encoder's own memory, not a copy of it.
+        return _core.encode_message(metadata, prepared, hash=hash, allow_nan=True, allow_inf=True, threads=threads,
+                                    copy=False)
     except (TgmError, ValueError, TypeError) as error:
         raise TgmCodecError(f"cannot encode {spec.label}: {error}") from error
 
