@@ -245,9 +245,10 @@ class TensogramCodec(_ChunkCodec):
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         data = chunk_array.as_numpy_array().reshape(chunk_spec.shape)
-        # NaN and infinities become Tensogram masks (restored on decode) instead of failing.
+        # NaN and infinities become Tensogram masks (restored on decode) instead of failing; the
+        # buffer is a view of the encoder's memory (no copy into bytes).
         message = _core.encode_message({}, [self._pipeline.prepare(data)], hash=self.hash,
-                                       allow_nan=True, allow_inf=True)
+                                       allow_nan=True, allow_inf=True, copy=False)
         return chunk_spec.prototype.buffer.from_bytes(message)
 
     def _decode_selection(self, chunk_bytes: Buffer, core_selection: tuple | None,
