@@ -174,24 +174,20 @@ pub fn for_each_part(
 pub fn map_pieces<T: Send>(count: usize, grant: &mut Grant, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let next = AtomicUsize::new(0);
     let results: Vec<Mutex<Option<T>>> = (0..count).map(|_| Mutex::new(None)).collect();
+    // The next piece nobody has taken, taken.
+    let take = || Some(next.fetch_add(1, Relaxed)).filter(|&i| i < count);
     let run = |i: usize| *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(work(i));
-    let drain = || loop {
-        let i = next.fetch_add(1, Relaxed);
-        if i >= count {
-            return;
+    let drain = || {
+        while let Some(i) = take() {
+            run(i);
         }
-        run(i);
     };
     std::thread::scope(|s| {
         let mut helpers = grant.threads.min(count).saturating_sub(1);
         for _ in 0..helpers {
             s.spawn(drain);
         }
-        loop {
-            let i = next.fetch_add(1, Relaxed);
-            if i >= count {
-                break;
-            }
+        while let Some(i) = take() {
             run(i);
             // Pieces left for a helper besides those running: worth a core that came free.
             if count.saturating_sub(i + 1) > helpers + 1 && grant.grow() {
