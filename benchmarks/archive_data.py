@@ -29,7 +29,7 @@ def write_archive(path: str | os.PathLike, steps: Iterable[int], *, params: Sequ
     import tensogram
 
     lat, lon = np.linspace(90, -90, NY), np.linspace(0, 360, NX, endpoint=False)
-    plain = {"type": "ntensor", "byte_order": "little", "encoding": "none", "filter": "none", "compression": "none"}
+    plain = datagen.PLAIN
     coords = [({"name": "latitude", "standard_name": "latitude", "units": "degrees_north",
                 "dim_names": ["latitude"]}, {**plain, "dtype": "float64", "shape": [NY]}, lat),
               ({"name": "longitude", "standard_name": "longitude", "units": "degrees_east",

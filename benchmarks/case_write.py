@@ -322,8 +322,7 @@ def _bounds_table(ctx: Context, disk: Path, cases: list[ThreadsCase], machine: f
     rows = []
     for case in cases:
         payload = np.frombuffer(case.last_message, np.uint8)
-        desc = {"type": "ntensor", "shape": [payload.size], "dtype": "uint8", "byte_order": "little",
-                "encoding": "none", "filter": "none", "compression": "none"}
+        desc = {**datagen.PLAIN, "shape": [payload.size], "dtype": "uint8"}
         where = disk / "last-message.tgm"
         m = timed_calls({"frame": functools.partial(_core.encode_message, {}, [(desc, payload)], threads=1, copy=False),
                          "write": functools.partial(atomic_write_bytes, where, case.last_message)},

@@ -70,6 +70,8 @@ OPEN_SETS = {"open2000": tuple(range(0, 120, 6)), "open200": (0, 6)}
 OPEN_LEVELS = LEVELS
 OPEN_STRIDE = 10  # 721 x 1440 -> 73 x 144
 
+#: An object stored as it is: no encoding, filter or compression (add its dtype and shape).
+PLAIN = {"type": "ntensor", "byte_order": "little", "encoding": "none", "filter": "none", "compression": "none"}
 PACKING = {"encoding": "simple_packing", "sp_bits_per_value": 24, "filter": "none",
            "compression": "szip", "szip_rsi": 128, "szip_block_size": 32, "szip_flags": 8}
 NC_ENCODING = {"zlib": True, "complevel": 4, "shuffle": True, "dtype": "float32"}
@@ -153,8 +155,7 @@ def e2e_keys(name: str = "e2e"):
 # --- writers ---------------------------------------------------------------------------------
 
 def coordinate_objects(lat: np.ndarray, lon: np.ndarray) -> list[tuple[dict, dict, np.ndarray]]:
-    plain = {"type": "ntensor", "dtype": "float64", "byte_order": "little", "encoding": "none",
-             "filter": "none", "compression": "none"}
+    plain = {**PLAIN, "dtype": "float64"}
     return [
         ({"name": "latitude", "standard_name": "latitude", "units": "degrees_north",
           "dim_names": ["latitude"]}, {**plain, "shape": [lat.size]}, lat),
@@ -379,8 +380,7 @@ def raw_values() -> np.ndarray:
 
 def write_raw(directory: Path) -> None:
     values = raw_values()
-    desc = {"type": "ntensor", "shape": [values.size], "dtype": "float32", "byte_order": "little",
-            "encoding": "none", "filter": "none", "compression": "none"}
+    desc = {**PLAIN, "shape": [values.size], "dtype": "float32"}
     path = directory / "raw1m.tgm"
     tmp = _atomic(path)
     tmp.write_bytes(_core.encode_message({"base": [{"name": "x", "dim_names": ["x"]}]}, [(desc, values)]))
