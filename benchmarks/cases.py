@@ -24,6 +24,7 @@ _MODULES = {
     "verify": "case_verify",
     "write": "case_write",
     "write-stream": "case_write_stream",
+    "write-dask": "case_write_dask",
     "convert": "case_convert",
 }
 

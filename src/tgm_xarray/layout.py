@@ -38,6 +38,7 @@ import math
 import warnings
 from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,9 @@ class MessageSpec:
     #: stacked dimension, ``(dimension, its keys as JSON)``; a field skipped as a hole must leave
     #: each of them to other fields (of this Dataset or another written with it).
     at: tuple[tuple[str, Any], ...] = ()
+    #: For a field: its variable's layout and its position along the stacked dimensions, so
+    #: that the writer can take its values from a dask block computed once for all its fields.
+    origin: tuple[VariableLayout, tuple[int, ...]] | None = dataclass_field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,7 @@ class DatasetPlan:
                 where = f" at {dict(zip(var.stacked, position))}" if position else ""
                 yield MessageSpec((field, *var.coordinates), self.extra,
                                   label=f"variable {var.name!r}{where}",
-                                  at=tuple(at))
+                                  at=tuple(at), origin=(var, position))
         if self.auxiliary:
             yield MessageSpec(self.auxiliary, self.extra, field=False,
                               label=f"coordinates {[o.name for o in self.auxiliary]}")

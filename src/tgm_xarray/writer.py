@@ -1,9 +1,10 @@
 """Write xarray Datasets as Tensogram files: :func:`to_tgm`, ``ds.tgm.to_file`` and :class:`TgmWriter`.
 
-A write streams: each message (one field, see :mod:`tgm_xarray.layout`) is read (dask computes
-just that field), encoded by ``_core.encode_message`` with the interpreter released, and
-appended in a fixed order, with at most ``threads`` messages encoded at once and up to
-``threads + 1`` more waiting for a thread. Memory therefore holds a few fields, never the Dataset.
+A write streams: each message (one field, see :mod:`tgm_xarray.layout`) is read, encoded by
+``_core.encode_message`` with the interpreter released, and appended in a fixed order, with at
+most ``threads`` messages encoded at once and up to ``threads + 1`` more waiting for a thread.
+The fields of dask-backed variables come from their dask blocks, each computed once in one graph
+(:mod:`tgm_xarray.blocks`). Memory therefore holds a few fields or blocks, never the Dataset.
 
 Writes are atomic: bytes go to a temporary file next to the target, which replaces the target
 only once everything is written. On any error (or Ctrl-C) the temporary file is removed and the
@@ -34,6 +35,7 @@ import xarray as xr
 
 from tgm_xarray import _core
 from tgm_xarray.atomic import MODES, AtomicFile, CommitsOnSuccess, WriteMode
+from tgm_xarray.blocks import EncodedFields, FetchedFields, block_fields, field_key
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 from tgm_xarray.source import index
@@ -189,23 +191,30 @@ class TgmWriter(CommitsOnSuccess):
         advance = self._advance(write_plan.count)
         encode = functools.partial(_encode_message, hash=self.hash, scheduler=_dask_scheduler(),
                                    skip_nan_fields=skip_nan_fields, threads=self.threads)
-        jobs = (self._job(spec, encode) for spec in write_plan.messages())
+        specs = list(write_plan.messages())
+        fields = block_fields(specs, encode, self.threads, spill_dir=os.path.dirname(self._out.path))
         written = 0
         covered: set = set()  # what the written fields stand for (`MessageSpec.at`)
         holes: list[MessageSpec] = []  # all-NaN fields, written only if something needs them
-        for spec, data in _ordered(jobs, self.threads or os.cpu_count() or 1):
-            if data is not None:
-                self._out.write(data)
-                written += 1
-                covered.update(spec.at)
-            elif spec.field and skip_nan_fields is None:
-                holes.append(spec)
-            if advance is not None:
-                advance(1)
+        try:
+            jobs = (self._job(spec, encode, fields) for spec in specs)
+            for spec, data in _ordered(jobs, self.threads or os.cpu_count() or 1):
+                if data is not None:
+                    self._out.write(data)
+                    written += 1
+                    covered.update(spec.at)
+                elif spec.field and skip_nan_fields is None:
+                    holes.append(spec)
+                if advance is not None:
+                    advance(1)
+        finally:
+            if fields is not None:
+                fields.close()
         keep = functools.partial(encode, skip_nan_fields=False)
         for spec in holes:
             if not covered.issuperset(spec.at):  # the field's variable or a coordinate value
-                self._out.write(keep(spec))
+                # (a dask block is not computed again for it)
+                self._out.write(keep(spec, _nan_like(spec.objects[0].variable) if field_key(spec) else None))
                 written += 1
                 covered.update(spec.at)
         self.messages += written
@@ -223,14 +232,20 @@ class TgmWriter(CommitsOnSuccess):
             self._progress = progress_bar(self._show_progress, count)
         return None if self._progress is None else self._progress.update
 
-    def _job(self, spec: MessageSpec, encode: Callable[[MessageSpec], memoryview | None]):
-        """The work of one message, giving ``(spec, its bytes or None)``; auxiliary coordinates the
-        file already holds are dropped (on this thread, before the message is queued)."""
+    def _job(self, spec: MessageSpec, encode: Callable[[MessageSpec], memoryview | None],
+             fields: EncodedFields | FetchedFields | None):
+        """The work of one message, giving ``(spec, its bytes or None)``: a field of a dask block
+        from ``fields``, any other read and encoded by the job. Auxiliary coordinates the file
+        already holds are dropped (on this thread, before the message is queued)."""
         if not spec.field:
             objects = self._auxiliary.new(spec.objects)
             if not objects:
                 return lambda: (spec, None)
             spec = MessageSpec(objects, spec.extra, field=False, label=spec.label)
+        key = field_key(spec)
+        if fields is not None and key is not None:
+            from_blocks = fields
+            return lambda: (spec, from_blocks.message(key))
         return lambda: (spec, encode(spec))
 
     def commit(self) -> None:
@@ -293,19 +308,23 @@ def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
 
 
 @overload
-def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
-                    skip_nan_fields: Literal[False], threads: int | None) -> memoryview: ...
+def _encode_message(spec: MessageSpec, field: np.ndarray | None = None, *, hash: bool,
+                    scheduler: str | None, skip_nan_fields: Literal[False],
+                    threads: int | None) -> memoryview: ...
 @overload
-def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
-                    skip_nan_fields: bool | None, threads: int | None) -> memoryview | None: ...
-def _encode_message(spec: MessageSpec, *, hash: bool, scheduler: str | None,
-                    skip_nan_fields: bool | None, threads: int | None) -> memoryview | None:
-    """Read and encode one message (runs on a writer thread); ``None`` for an all-NaN field
+def _encode_message(spec: MessageSpec, field: np.ndarray | None = None, *, hash: bool,
+                    scheduler: str | None, skip_nan_fields: bool | None,
+                    threads: int | None) -> memoryview | None: ...
+def _encode_message(spec: MessageSpec, field: np.ndarray | None = None, *, hash: bool,
+                    scheduler: str | None, skip_nan_fields: bool | None,
+                    threads: int | None) -> memoryview | None:
+    """Read and encode one message (on a writer thread, or the dask thread that computed
+    ``field``, the values of its first object, when given); ``None`` for an all-NaN field
     unless ``skip_nan_fields`` is ``False``. A large field is encoded on up to ``threads``
     threads of what the core's budget has free: messages encoded at once share the cores."""
     objects = []
     for i, obj in enumerate(spec.objects):
-        values = _values(obj.variable, scheduler)
+        values = np.asarray(field) if i == 0 and field is not None else _values(obj.variable, scheduler)
         if i == 0 and spec.field and skip_nan_fields is not False and _all_nan(values):
             return None
         objects.append(values)
@@ -328,9 +347,15 @@ def _values(variable: xr.Variable, scheduler: str | None) -> np.ndarray:
     return np.asarray(variable.values)
 
 
+def _nan_like(variable: xr.Variable) -> np.ndarray:
+    """The values of a field found all NaN, without computing it again."""
+    return np.full(variable.shape, np.nan, variable.dtype)
+
+
 def _dask_scheduler() -> str | None:
-    """Each writer thread computes its own field: synchronously, unless a scheduler (such as a
-    distributed client) is configured."""
+    """What computes a dask value read by itself (not a field of a dask block: an auxiliary
+    coordinate): synchronously on the writer thread, unless a scheduler (such as a distributed
+    client) is configured."""
     try:
         import dask
     except ImportError:

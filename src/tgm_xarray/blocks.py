@@ -1,0 +1,295 @@
+"""The fields of dask-backed variables, computed in one graph: each dask block once, and what
+the blocks share (the mean of an anomaly ``x - x.mean("step")``) once for all of them, as
+``dask.array.store`` and ``to_zarr`` compute theirs.
+
+A variable's dask array is first rechunked to whole fields (its inner dimensions in one chunk),
+so that each block holds one or more fields along its stacked dimensions. Where the work runs
+depends on the scheduler (docs/writer.md, "dask, threads and memory"):
+
+- dask's threads or synchronous scheduler, in the writing process (the default): one
+  ``dask.compute`` of every block runs beside the writer, and each block, once computed, is cut
+  into its fields and encoded on the dask thread that computed it (:class:`EncodedFields`).
+  Memory holds the blocks being computed and the messages not yet written in order, never the
+  Dataset.
+- a ``dask.distributed`` client: every block is submitted at once, computed on the workers, and
+  fetched here in the order the file needs them, to be encoded on the writer's threads
+  (:class:`FetchedFields`); a block leaves this process once its last field is taken.
+- any other scheduler (processes): each block is computed by itself when the writer first needs
+  it (shared intermediates then once per block).
+
+>>> import dask.array as da, numpy as np, xarray as xr
+>>> from tgm_xarray.layout import plan
+>>> ds = xr.Dataset({"t": (("step", "y", "x"), da.zeros((4, 2, 3), chunks=(2, 1, 3)))},
+...                 coords={"step": np.array([0, 6, 12, 18], "timedelta64[h]")})
+>>> [(b.key, b.starts, b.counts) for b in field_blocks(plan(ds).variables[0])[1]]
+[((0, 0, 0), (0,), (2,)), ((1, 0, 0), (2,), (2,))]
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tgm_xarray.layout import MessageSpec, VariableLayout
+
+#: A field of a dask-backed variable: its layout's ``id`` and its position along the stacked
+#: dimensions.
+FieldKey = tuple[int, tuple[int, ...]]
+#: Encodes one field's message from its values: the bytes, or ``None`` (an all-NaN field left out).
+Encode = Callable[[MessageSpec, np.ndarray], Any]
+
+
+def is_dask_backed(layout: VariableLayout) -> bool:
+    """Whether the variable's values are a dask array (not numpy, not a lazy backend array)."""
+    dask = sys.modules.get("dask")
+    return dask is not None and dask.is_dask_collection(layout.variable.data)
+
+
+@dataclass(frozen=True, eq=False)  # one per block: compared and hashed as itself
+class Block:
+    """One dask block of a variable rechunked to whole fields."""
+
+    layout: VariableLayout
+    key: tuple[int, ...]  # its chunk index along every axis
+    starts: tuple[int, ...]  # its first position along each stacked dimension
+    counts: tuple[int, ...]  # its fields along each stacked dimension
+
+    def fields(self) -> Iterable[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """``(position in the variable, position in the block)`` of each field it holds."""
+        for local in np.ndindex(*self.counts):
+            yield tuple(s + i for s, i in zip(self.starts, local)), local
+
+
+def field_blocks(layout: VariableLayout) -> tuple[Any, list[Block]]:
+    """The variable's dask array with each inner dimension in one chunk, and its blocks."""
+    data = layout.variable.data
+    stacked = len(layout.stacked)
+    data = data.rechunk({axis: -1 for axis in range(stacked, data.ndim)})
+    blocks = []
+    for key in np.ndindex(*data.numblocks):
+        starts = tuple(sum(data.chunks[axis][:key[axis]]) for axis in range(stacked))
+        counts = tuple(data.chunks[axis][key[axis]] for axis in range(stacked))
+        blocks.append(Block(layout, key, starts, counts))
+    return data, blocks
+
+
+def field_key(spec: MessageSpec) -> FieldKey | None:
+    """The key of a field of a dask-backed variable, else ``None`` (written as it comes)."""
+    if spec.origin is None or not is_dask_backed(spec.origin[0]):
+        return None
+    return id(spec.origin[0]), spec.origin[1]
+
+
+def _blocks(layouts: Sequence[VariableLayout]) -> list[tuple[Block, Any]]:
+    """Every block of every variable, in the order their fields are written, with a
+    ``dask.delayed`` of its values; each array's graph optimized once, so that the blocks share
+    its tasks when computed together."""
+    blocks = []
+    for layout in layouts:
+        data, of_layout = field_blocks(layout)
+        delayed = data.to_delayed()
+        blocks += [(block, delayed[block.key]) for block in of_layout]
+    return blocks
+
+
+class _Stopped(Exception):
+    """The writer stopped (an error, or it is done): blocks still to compute are not."""
+
+
+class EncodedFields:
+    """Every block computed in one ``dask.compute`` on a thread beside the writer, each block's
+    fields encoded on the dask thread that computed it; :meth:`message` hands a field's message
+    to the writer, waiting until it is encoded.
+
+    Messages encoded before their turn wait here: at most ``in_memory`` of them in memory, the
+    rest in an unnamed temporary file in ``spill_dir`` (gone when closed, whatever happens), so
+    that memory stays bounded in whatever order dask computes the blocks."""
+
+    def __init__(self, layouts: Sequence[VariableLayout], specs: dict[FieldKey, MessageSpec],
+                 encode: Encode, scheduler: dict[str, Any], *, spill_dir: str, in_memory: int):
+        import dask
+
+        self._specs = specs
+        self._encode = encode
+        self._ready: dict[FieldKey, Any] = {}  # a message, None, or where it was spilled
+        self._in_memory = in_memory
+        self._held = 0  # messages in memory
+        self._spill_dir = spill_dir
+        self._spill: Any = None
+        self._error: BaseException | None = None
+        self._done = False
+        self._stopped = False
+        self._changed = threading.Condition()
+        blocks = _blocks(layouts)
+        # dask orders tasks that are otherwise alike by their keys, in descending order: keys
+        # that count down make it compute the blocks about in the order the file needs them, so
+        # that few messages wait (a hint only: the spill file bounds memory in any order). The
+        # block goes in the function, not its arguments, which dask would compute: its layout
+        # holds the dask variable.
+        name, width = f"tgm-write-{uuid.uuid4().hex}", len(str(len(blocks)))
+        tasks = [dask.delayed(functools.partial(self._encode_block, block=block), pure=False)(
+                     values, dask_key_name=f"{name}-{len(blocks) - 1 - i:0{width}d}")
+                 for i, (block, values) in enumerate(blocks)]
+        self._thread = threading.Thread(target=self._compute, args=(tasks, scheduler),
+                                        name="tgm-write-dask", daemon=True)
+        self._thread.start()
+
+    def _compute(self, tasks: list, scheduler: dict[str, Any]) -> None:
+        import dask
+
+        try:
+            dask.compute(*tasks, **scheduler)
+            error = None
+        except BaseException as exc:  # handed to the writer, which raises it
+            error = exc
+        with self._changed:
+            self._done, self._error = True, error
+            self._changed.notify_all()
+
+    def _encode_block(self, values: np.ndarray, *, block: Block) -> None:
+        for position, local in block.fields():
+            if self._stopped:
+                raise _Stopped
+            key = (id(block.layout), position)
+            message = self._encode(self._specs[key], values[local])
+            with self._changed:
+                if message is not None and self._held >= self._in_memory:
+                    message = self._spilled(message)
+                elif message is not None:
+                    self._held += 1
+                self._ready[key] = message
+                self._changed.notify_all()
+
+    def _spilled(self, message: Any) -> tuple[int, int]:
+        """Where ``message`` now is in the spill file (called holding the lock)."""
+        if self._spill is None:
+            self._spill = tempfile.TemporaryFile(dir=self._spill_dir, prefix=".tgm-write-")
+        offset = self._spill.seek(0, os.SEEK_END)
+        self._spill.write(message)
+        return offset, len(memoryview(message).cast("B"))
+
+    def message(self, key: FieldKey) -> Any:
+        """The message of field ``key`` (``None``: left out), once its block is encoded; the
+        compute's error if it failed."""
+        with self._changed:
+            while key not in self._ready:
+                if self._done:
+                    raise self._error or RuntimeError(f"no block computed field {key[1]}")
+                self._changed.wait()
+            message = self._ready.pop(key)
+            if isinstance(message, tuple):
+                self._spill.flush()
+                offset, size = message
+                return os.pread(self._spill.fileno(), size, offset)
+            if message is not None:
+                self._held -= 1
+            return message
+
+    def close(self) -> None:
+        """Stop computing blocks (each one under way ends at its next field), wait for it, and
+        drop the spill file."""
+        self._stopped = True
+        self._thread.join()
+        if self._spill is not None:
+            self._spill.close()
+
+
+class FetchedFields:
+    """Blocks computed elsewhere (a distributed cluster, or a scheduler of other processes) and
+    brought here when the writer first needs one of their fields; each is dropped once all its
+    fields are taken."""
+
+    def __init__(self, layouts: Sequence[VariableLayout], specs: dict[FieldKey, MessageSpec],
+                 encode: Encode, client: Any | None):
+        self._specs = specs
+        self._encode = encode
+        self._lock = threading.Lock()
+        blocks = _blocks(layouts)
+        self._blocks = {(id(block.layout), position): block for block, _ in blocks
+                        for position, _ in block.fields()}
+        self._pending = dict(blocks)  # each block's delayed values, until fetched
+        self._futures = dict(zip(self._pending, client.compute(list(self._pending.values())))) \
+            if client is not None else None
+        self._held: dict[Block, tuple[np.ndarray, int]] = {}  # values, fields not yet taken
+
+    def message(self, key: FieldKey) -> Any:
+        """The message of field ``key``, encoded on the caller's thread."""
+        return self._encode(self._specs[key], self._values(key))
+
+    def _values(self, key: FieldKey) -> np.ndarray:
+        """The values of field ``key`` (computing or fetching its block first)."""
+        block = self._blocks[key]
+        with self._lock:
+            if block not in self._held:
+                self._held[block] = (self._fetch(block), int(np.prod(block.counts)))
+            values, left = self._held[block]
+            if left == 1:
+                del self._held[block]
+            else:
+                self._held[block] = (values, left - 1)
+        local = tuple(p - s for p, s in zip(key[1], block.starts))
+        return values[local]
+
+    def _fetch(self, block: Block) -> np.ndarray:
+        delayed = self._pending.pop(block)
+        if self._futures is None:
+            return np.asarray(delayed.compute())
+        future = self._futures.pop(block)
+        values = future.result()
+        future.release()
+        return np.asarray(values)
+
+    def close(self) -> None:
+        """Cancel the blocks no field was taken from yet."""
+        if self._futures:
+            for future in self._futures.values():
+                future.cancel()
+        self._held.clear()
+
+
+def scheduler_of(threads: int | None) -> tuple[str, Any]:
+    """How blocks are computed: ``("local", compute keywords)`` for dask's threads (on at most
+    ``threads`` of them where no scheduler is configured) or synchronous scheduler,
+    ``("distributed", client)``, else ``("other", None)``."""
+    import dask
+    import dask.base
+    import dask.local
+    import dask.threaded
+
+    configured = dask.config.get("scheduler", None)
+    if configured is None:
+        return "local", {"scheduler": "threads", "num_workers": threads} if threads else {"scheduler": "threads"}
+    get = dask.base.get_scheduler(scheduler=configured)
+    if get in (dask.threaded.get, dask.local.get_sync):
+        return "local", {"scheduler": get}
+    owner = getattr(get, "__self__", None)
+    distributed = sys.modules.get("distributed")
+    if distributed is not None and isinstance(owner, distributed.Client):
+        return "distributed", owner
+    return "other", None
+
+
+def block_fields(specs: Iterable[MessageSpec], encode: Encode, threads: int | None, *,
+                 spill_dir: str, in_memory: int | None = None) -> EncodedFields | FetchedFields | None:
+    """What gives the messages of the fields of dask-backed variables among ``specs`` (``None``
+    where there are none), each block computed once, as the scheduler allows. Messages encoded
+    before their turn wait in memory, ``in_memory`` of them at most (default: two per thread),
+    the others in a temporary file in ``spill_dir``."""
+    keyed = {key: spec for spec in specs if (key := field_key(spec)) is not None}
+    if not keyed:
+        return None
+    layouts = list({key[0]: spec.origin[0] for key, spec in keyed.items() if spec.origin}.values())
+    kind, how = scheduler_of(threads)
+    if kind == "local":
+        waiting = in_memory if in_memory is not None else 2 * (threads or os.cpu_count() or 1) + 2
+        return EncodedFields(layouts, keyed, encode, how, spill_dir=spill_dir, in_memory=waiting)
+    return FetchedFields(layouts, keyed, encode, how if kind == "distributed" else None)

@@ -1,0 +1,215 @@
+"""Writes of dask-backed Datasets compute each dask block once (tgm_xarray.blocks), whatever the
+fields it holds, with intermediates shared by all blocks computed once, on dask's threads, with
+``compute=False``, in appends and on a dask.distributed cluster of worker processes; the file
+holds the same messages as the write of the same Dataset in memory."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import tgm_xarray
+from tgm_xarray import _core
+
+dask = pytest.importorskip("dask")
+da = pytest.importorskip("dask.array")
+
+STEPS, LEVELS, NY, NX = 12, 2, 9, 16
+
+
+class BlockCounter:
+    """A ``map_blocks`` function that makes each block's values from its location and counts
+    its calls, here (``path`` None) or, from worker processes, as lines of a file."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = os.fspath(path) if path is not None else None
+        self._calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, block_info=None):
+        info = block_info[None]
+        (s0, s1), (l0, l1), (y0, y1), (x0, x1) = info["array-location"]
+        steps, levels = np.arange(s0, s1), np.arange(l0, l1)
+        y, x = np.arange(y0, y1), np.arange(x0, x1)
+        values = (250 + steps[:, None, None, None] + 10 * levels[None, :, None, None]
+                  + 0.1 * y[None, None, :, None] + 0.01 * x[None, None, None, :])
+        if self.path is not None:
+            with open(self.path, "a") as f:
+                f.write(f"{info['chunk-location']}\n")
+        else:
+            with self._lock:
+                self._calls += 1
+        return values.astype("float32")
+
+    @property
+    def calls(self) -> int:
+        if self.path is None:
+            return self._calls
+        with open(self.path) as f:
+            return len(f.read().splitlines())
+
+    def __getstate__(self):  # to worker processes: the file, not the lock
+        return {"path": self.path, "_calls": 0}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _lock=threading.Lock())
+
+
+def dataset(counter: BlockCounter, chunks: tuple) -> xr.Dataset:
+    data = da.map_blocks(counter, chunks=chunks, dtype="float32", meta=np.array((), "float32"))
+    return xr.Dataset(
+        {"t": (("step", "isobaricInhPa", "latitude", "longitude"), data, {"units": "K"})},
+        coords={"time": np.datetime64("2026-04-04T00:00", "ns"),
+                "step": pd.to_timedelta(np.arange(STEPS) * 6, unit="h"),
+                "isobaricInhPa": [850, 500][:LEVELS], "latitude": np.linspace(80, -80, NY),
+                "longitude": np.linspace(0, 337.5, NX)})
+
+
+def assert_same_messages(a: Path, b: Path) -> None:
+    """The same messages, in the same order: metadata (less the time and uuid Tensogram stamps
+    on each message), descriptors and stored values bit for bit, and the same sizes."""
+    assert a.stat().st_size == b.stat().st_size
+    one, other = _core.FileHandle(os.fspath(a)), _core.FileHandle(os.fspath(b))
+    assert len(one) == len(other)
+    for msg in range(len(one)):
+        stamped = [{k: v for k, v in h.metadata(msg).items() if k != "_reserved_"} for h in (one, other)]
+        assert stamped[0] == stamped[1]
+        assert one.descriptors(msg) == other.descriptors(msg)
+        for obj in range(len(one.descriptors(msg))):
+            assert one.read(msg, obj).tobytes() == other.read(msg, obj).tobytes()
+
+
+def blocks_of(chunks: tuple) -> int:
+    return int(np.prod([len(c) for c in chunks]))
+
+
+#: Blocks of 4 steps x 2 levels (8 fields); of 3 steps x 1 level with each field in 2 x 2
+#: pieces (rechunked to whole fields); one block of everything.
+CHUNKINGS = {
+    "8 fields per block": ((4, 4, 4), (2,), (NY,), (NX,)),
+    "fields in pieces": ((3, 3, 3, 3), (1, 1), (4, 5), (8, 8)),
+    "one block": ((STEPS,), (LEVELS,), (NY,), (NX,)),
+}
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_each_block_is_computed_once_and_the_bytes_are_those_of_the_dataset_in_memory(
+        tmp_path, chunking, threads):
+    counter = BlockCounter()
+    lazy = dataset(counter, CHUNKINGS[chunking])
+    tgm_xarray.to_tgm(lazy, tmp_path / "lazy.tgm", threads=threads, encoding={"t": {"bits": 16}})
+    assert counter.calls == blocks_of(CHUNKINGS[chunking])
+    tgm_xarray.to_tgm(lazy.load(), tmp_path / "memory.tgm", threads=threads, encoding={"t": {"bits": 16}})
+    assert_same_messages(tmp_path / "lazy.tgm", tmp_path / "memory.tgm")
+    assert len(_core.FileHandle(os.fspath(tmp_path / "lazy.tgm"))) == STEPS * LEVELS
+
+
+def test_an_intermediate_all_blocks_share_is_computed_once(tmp_path):
+    """Anomalies: every block of ``x - x.mean("step")`` needs the mean of all of ``x``; the
+    source blocks are computed once for the whole write, not once per field or per block."""
+    counter = BlockCounter()
+    chunks = CHUNKINGS["8 fields per block"]
+    x = dataset(counter, chunks)
+    anomaly = (x - x.mean("step")).assign_attrs(x.attrs)
+    tgm_xarray.to_tgm(anomaly, tmp_path / "anomaly.tgm")
+    assert counter.calls == blocks_of(chunks)
+    with xr.open_dataset(tmp_path / "anomaly.tgm", engine="tgm") as read:
+        expected = (x - x.mean("step")).compute()
+        np.testing.assert_array_equal(read.t.values, expected.t.values)
+
+
+def test_compute_false_computes_each_block_once_when_computed(tmp_path):
+    counter = BlockCounter()
+    chunks = CHUNKINGS["8 fields per block"]
+    write = tgm_xarray.to_tgm(dataset(counter, chunks), tmp_path / "delayed.tgm", compute=False)
+    assert counter.calls == 0
+    write.compute()
+    assert counter.calls == blocks_of(chunks)
+    assert len(_core.FileHandle(os.fspath(tmp_path / "delayed.tgm"))) == STEPS * LEVELS
+
+
+def test_an_append_computes_each_block_once(tmp_path):
+    counter = BlockCounter()
+    chunks = CHUNKINGS["8 fields per block"]
+    ds = dataset(counter, chunks)
+    path = tmp_path / "appended.tgm"
+    tgm_xarray.to_tgm(ds.isel(step=slice(0, 4)), path)
+    first = counter.calls
+    tgm_xarray.to_tgm(ds.isel(step=slice(4, None)), path, mode="a")
+    assert (first, counter.calls) == (1, blocks_of(chunks))
+    with xr.open_dataset(path, engine="tgm") as read:
+        np.testing.assert_array_equal(read.t.values, ds.t.values)
+
+
+def test_all_nan_fields_of_a_block_are_holes_written_back_without_computing_it_again(tmp_path):
+    """Every field of one level all NaN: they are left out but one, which keeps the level (its
+    values made again, not computed), and the file reads back as the Dataset."""
+    counter = BlockCounter()
+    ds = dataset(counter, CHUNKINGS["8 fields per block"])
+    ds["t"] = ds.t.where(ds.isobaricInhPa == 850)
+    tgm_xarray.to_tgm(ds, tmp_path / "holes.tgm")
+    assert counter.calls == 3
+    assert len(_core.FileHandle(os.fspath(tmp_path / "holes.tgm"))) == STEPS + 1
+    with xr.open_dataset(tmp_path / "holes.tgm", engine="tgm") as read:
+        xr.testing.assert_equal(read.t.drop_vars("valid_time"), ds.t.compute())
+
+
+def test_an_error_in_a_block_raises_it_and_leaves_no_file(tmp_path):
+    def failing(block_info=None):
+        if block_info[None]["chunk-location"][0] == 2:
+            raise ZeroDivisionError("block 2")
+        return np.zeros(block_info[None]["chunk-shape"], "float32")
+
+    data = da.map_blocks(failing, chunks=((4, 4, 4), (NY,), (NX,)), dtype="float32",
+                         meta=np.array((), "float32"))
+    ds = xr.Dataset({"t": (("step", "y", "x"), data)},
+                    coords={"step": pd.to_timedelta(np.arange(STEPS), unit="h")})
+    with pytest.raises(ZeroDivisionError, match="block 2"):
+        tgm_xarray.to_tgm(ds, tmp_path / "failed.tgm", threads=2)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.thread_unsafe(reason="starts a cluster of worker processes")
+def test_on_a_cluster_each_block_is_computed_once_on_the_workers(tmp_path, dask_client):
+    """With a distributed client as the scheduler, the blocks are computed on the workers (the
+    counter's lines come from their processes), each once; fields are encoded and written here,
+    in order: the bytes of the write in memory."""
+    counter = BlockCounter(tmp_path / "calls.txt")
+    chunks = CHUNKINGS["8 fields per block"]
+    x = dataset(counter, chunks)
+    anomaly = x - x.mean("step")
+    with dask.config.set(scheduler=dask_client):
+        tgm_xarray.to_tgm(anomaly, tmp_path / "cluster.tgm", threads=2)
+    assert counter.calls == blocks_of(chunks)
+    tgm_xarray.to_tgm(anomaly.compute(scheduler="threads"), tmp_path / "memory.tgm")
+    assert_same_messages(tmp_path / "cluster.tgm", tmp_path / "memory.tgm")
+
+
+@pytest.mark.parametrize("in_memory", [0, 1])
+def test_messages_encoded_before_their_turn_wait_in_a_spill_file_past_the_bound(tmp_path, in_memory):
+    """With no message (or one) allowed to wait in memory, the others go through the spill file
+    and come back whole, in the order asked; the file leaves nothing in its directory."""
+    from tgm_xarray.blocks import block_fields
+    from tgm_xarray.layout import plan
+
+    ds = dataset(BlockCounter(), CHUNKINGS["8 fields per block"])
+    specs = list(plan(ds).messages())
+
+    def encode(spec, values):
+        return memoryview(np.ascontiguousarray(values).tobytes() + spec.label.encode())
+
+    fields = block_fields(specs, encode, 2, spill_dir=os.fspath(tmp_path), in_memory=in_memory)
+    try:
+        taken = [bytes(fields.message((id(s.origin[0]), s.origin[1]))) for s in reversed(specs)]
+    finally:
+        fields.close()
+    expected = [ds.t.values[s.origin[1]].tobytes() + s.label.encode() for s in reversed(specs)]
+    assert taken == expected
+    assert os.listdir(tmp_path) == []
