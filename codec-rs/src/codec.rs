@@ -115,6 +115,15 @@ pub(crate) fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<Data
     })
 }
 
+/// `flags` if a szip stream of `bits`-bit samples (where known) written with them reads back
+/// (`tgm_core::encoding::szip::writable_flags`), else `TgmCodecError` saying why: the writer's
+/// and the zarr codec's check of `szip_flags`.
+#[pyfunction]
+#[pyo3(signature = (flags, bits = None))]
+pub fn writable_szip_flags(flags: i64, bits: Option<u32>) -> PyResult<u32> {
+    tgm_core::encoding::szip::writable_flags(flags, bits).raised()
+}
+
 /// Encodes one message from upstream's dict forms; runs detached. A large packed szip field is
 /// encoded on up to `threads` threads of the process-wide budget (`None`: as many as it has
 /// free), into the same bytes on any number. `copy=False`: a memoryview of the encoder's own

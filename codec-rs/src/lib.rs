@@ -48,6 +48,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(buffers::buffer_pool, m)?,
         wrap_pyfunction!(codec::encode_message, m)?,
         wrap_pyfunction!(codec::decode_message_into, m)?,
+        wrap_pyfunction!(codec::writable_szip_flags, m)?,
         wrap_pyfunction!(frames::frame_footer, m)?,
         wrap_pyfunction!(frames::parse_message, m)?,
         wrap_pyfunction!(frames::read_frame, m)?,

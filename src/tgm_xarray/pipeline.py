@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
 
 ENCODINGS = ("none", "simple_packing")
@@ -75,6 +76,16 @@ def _integer(low: int, high: int) -> Check:
     return Check(f"{low} to {high}", check)
 
 
+def _szip_flags_check(name: str, value: Any) -> int:
+    """The core's rule: only flags whose streams read back (``AEC_PAD_RSI`` does not; once the
+    bits are known, :meth:`Pipeline.from_options` checks them again at that width)."""
+    value = _integer(0, 127).check(name, value)
+    return _core.writable_szip_flags(value)
+
+
+_szip_flags = Check("0 to 127 without AEC_PAD_RSI (32)", _szip_flags_check)
+
+
 def _positive_number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.number) or \
             not math.isfinite(value) or value <= 0:
@@ -115,7 +126,8 @@ TABLE = (
     Option("szip_rsi", "szip", 4, _integer(1, 4096),
            doc="blocks per reference sample interval: 4 x 32 = 128 values keeps windows cheap"),
     Option("szip_block_size", "szip", 32, _choice(8, 16, 32, 64), doc="as GRIB 2's CCSDS packing"),
-    Option("szip_flags", "szip", 8, _integer(0, 127), doc="libaec flags; 8 is `AEC_DATA_PREPROCESS`"),
+    Option("szip_flags", "szip", 8, _szip_flags,
+           doc="libaec flags but `AEC_PAD_RSI` (32), which does not read back; 8 is `AEC_DATA_PREPROCESS`"),
     Option("zstd_level", "zstd", 3, _integer(-131072, 22)),
     Option("blosc2_codec", "blosc2", "zstd", _choice("blosclz", "lz4", "lz4hc", "zlib", "zstd")),
     Option("blosc2_clevel", "blosc2", 3, _integer(0, 9)),
@@ -188,6 +200,8 @@ class Pipeline:
                 raise TgmCodecError(
                     f"bits_per_value must be one of {SZIP_PACKED_BITS} with simple_packing + szip "
                     f"(tensogram 0.24 decodes other widths wrongly); got {bits}")
+            if compression == "szip":  # the flags' rule at these bits
+                _core.writable_szip_flags(params.get("szip_flags", OPTIONS["szip_flags"].default), bits)
             if filter_ == "shuffle" and bits % 8:
                 raise TgmCodecError(f"bits_per_value must be a multiple of 8 with filter 'shuffle'; got {bits}")
         return cls(encoding, bits, decimal, filter_, compression, _compression_params(compression, params))

@@ -29,6 +29,9 @@ pub fn encode(
     options: &EncodeOptions,
     threads: Option<usize>,
 ) -> CoreResult<Vec<u8>> {
+    for (i, &(desc, _)) in objects.iter().enumerate() {
+        super::szip::check_writable(desc).map_err(|e| e.context(&format!("object {i}")))?;
+    }
     let described = objects
         .iter()
         .enumerate()

@@ -18,7 +18,7 @@ use libaec_sys::{
     aec_buffer_seek, aec_decode, aec_decode_count_offsets, aec_decode_enable_offsets, aec_decode_end,
     aec_decode_get_offsets, aec_decode_init, aec_decode_range, aec_encode, aec_encode_count_offsets,
     aec_encode_enable_offsets, aec_encode_end, aec_encode_get_offsets, aec_encode_init, aec_stream, AEC_DATA_3BYTE,
-    AEC_DATA_MSB, AEC_FLUSH, AEC_NO_FLUSH, AEC_OK,
+    AEC_DATA_MSB, AEC_FLUSH, AEC_NO_FLUSH, AEC_OK, AEC_PAD_RSI, AEC_RESTRICTED,
 };
 use tensogram::DataObjectDescriptor;
 
@@ -28,6 +28,61 @@ use crate::wire::params::int_param;
 /// The descriptor parameter that marks `szip_block_offsets` as checked against the decoder.
 pub const VERIFIED_KEY: &str = "szip_block_offsets_verified";
 pub const OFFSETS_KEY: &str = "szip_block_offsets";
+
+/// The libaec flags a stream may be written with: all seven but `AEC_PAD_RSI`, which pads each
+/// RSI to a whole byte. Tensogram's decoders (ours, and upstream 0.24's) read such a stream
+/// wrong, with a hash that matches: values off by far more than a step, or an error. Found by
+/// encoding and decoding every flag at 8 to 32 bits, small and large fields, 1 and 2 threads
+/// (`tests/test_szip_flags.py` runs that fuzz against this rule). `AEC_RESTRICTED` takes
+/// samples of at most 4 bits (libaec refuses it on wider ones, some paths only).
+pub const WRITABLE_FLAGS: u32 = 0x7f & !AEC_PAD_RSI;
+
+/// `flags` as written, if every decoder reads back what a stream of `bits`-bit samples (where
+/// known) with them holds; else why not.
+pub fn writable_flags(flags: i64, bits: Option<u32>) -> CoreResult<u32> {
+    let refused = |why: String| Err(CoreError::new(Kind::Codec, why));
+    match u32::try_from(flags) {
+        Ok(f) if f & !0x7f != 0 => refused(format!("szip_flags must be an integer from 0 to 127; got {flags}")),
+        Ok(f) if f & AEC_PAD_RSI != 0 => refused(format!(
+            "szip_flags {flags} has AEC_PAD_RSI (32), which pads each RSI to a byte: Tensogram's szip decoders \
+             would read the stream back wrong; leave that flag out (szip_flags={})",
+            f & WRITABLE_FLAGS
+        )),
+        Ok(f) if f & AEC_RESTRICTED != 0 && bits.is_some_and(|b| b > 4) => refused(format!(
+            "szip_flags {flags} has AEC_RESTRICTED (16), which takes samples of at most 4 bits, not {}; leave \
+             that flag out (szip_flags={})",
+            bits.unwrap_or_default(),
+            f & !AEC_RESTRICTED
+        )),
+        Ok(f) => Ok(f),
+        Err(_) => refused(format!("szip_flags must be an integer from 0 to 127; got {flags}")),
+    }
+}
+
+/// Refuses an object whose szip flags would not read back (see [`WRITABLE_FLAGS`]), before
+/// anything of its message is encoded.
+pub fn check_writable(desc: &DataObjectDescriptor) -> CoreResult<()> {
+    if desc.compression != "szip" {
+        return Ok(());
+    }
+    match desc.params.get("szip_flags") {
+        Some(Value::Integer(i)) => {
+            writable_flags(i64::try_from(*i).unwrap_or(i64::MAX), sample_bits(desc).ok()).map(|_| ())
+        }
+        _ => Ok(()), // missing or not an integer: upstream's encode says so
+    }
+}
+
+/// The sample width upstream hands libaec: packed bits, bytes after a shuffle, else the dtype's.
+fn sample_bits(desc: &DataObjectDescriptor) -> CoreResult<u32> {
+    Ok(if desc.encoding == "simple_packing" {
+        param_u32(desc, "sp_bits_per_value")?
+    } else if desc.filter == "shuffle" {
+        8
+    } else {
+        desc.dtype.byte_width() as u32 * 8
+    })
+}
 
 fn param_u32(desc: &DataObjectDescriptor, key: &str) -> CoreResult<u32> {
     int_param(desc, key)
@@ -40,14 +95,7 @@ fn param_u32(desc: &DataObjectDescriptor, key: &str) -> CoreResult<u32> {
 fn decode_tracking(desc: &DataObjectDescriptor, payload: &[u8]) -> CoreResult<(Vec<u64>, Vec<u8>)> {
     let num_values: u64 = desc.shape.iter().product();
     let packed = desc.encoding == "simple_packing";
-    // The sample width upstream hands libaec: packed bits, bytes after a shuffle, else the dtype.
-    let bits = if packed {
-        param_u32(desc, "sp_bits_per_value")?
-    } else if desc.filter == "shuffle" {
-        8
-    } else {
-        desc.dtype.byte_width() as u32 * 8
-    };
+    let bits = sample_bits(desc)?;
     let mut flags = param_u32(desc, "szip_flags")?;
     if packed {
         flags |= AEC_DATA_MSB; // simple packing writes big-endian bit streams
