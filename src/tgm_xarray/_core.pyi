@@ -11,7 +11,7 @@ __all__ = [
     "PooledBuffer", "RemoteMessages", "RemoteScan", "RemoteDescription", "RemoteRead", "scan_remote", "empty",
     "buffer_pool", "encode_message", "decode_message_into", "frame_footer", "parse_message",
     "read_frame", "frame_fingerprint", "table_of_files", "table_of_bytes", "decoded_elements",
-    "take_max_concurrent_reads",
+    "take_max_concurrent_reads", "writable_szip_flags",
     "numpy_dtype", "decoded_bytes", "outer_key", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
     "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
     "CODEC_PARAM_PREFIXES", "MAGIC",
