@@ -32,6 +32,7 @@ import numpy as np
 
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
+from tgm_xarray.vocabulary import close_matches, did_you_mean
 
 ENCODINGS = ("none", "simple_packing")
 FILTERS = ("none", "shuffle")
@@ -144,9 +145,16 @@ NAMES = OPTIONS | {alias: option for option in TABLE for alias in option.aliases
 
 
 def canonical(name: str) -> str:
-    """The table's name of option ``name`` (itself, or the option it is an alias of)."""
+    """The table's name of option ``name`` (itself, or the option it is an alias of).
+
+    >>> canonical("bits"), canonical("zstd_levl")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tgm_xarray.errors.TgmCodecError: unknown encoding option 'zstd_levl' (did you mean 'zstd_level'?); valid ...
+    """
     if name not in NAMES:
-        raise TgmCodecError(f"unknown encoding option {name!r}; valid options are {sorted(NAMES)}")
+        raise TgmCodecError(f"unknown encoding option {name!r}{did_you_mean(close_matches(name, NAMES))}; "
+                            f"valid options are {sorted(NAMES)}")
     return NAMES[name].name
 
 

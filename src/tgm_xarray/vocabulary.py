@@ -123,5 +123,18 @@ def values(keys: Mapping[str, Any], key: str) -> list[Any]:
 
 
 def close_matches(word: str, candidates: Iterable[Any], n: int = 3) -> list[str]:
-    """Up to ``n`` candidates spelled like ``word`` (difflib), for a filter that matched nothing."""
+    """Up to ``n`` candidates spelled like ``word`` (difflib), for a name that matched nothing:
+    a filter's key or value, an encoding option, a command-line flag."""
     return difflib.get_close_matches(str(word), sorted({str(c) for c in candidates}), n=n, cutoff=0.6)
+
+
+def did_you_mean(close: Iterable[str], spell: Callable[[str], str] = repr) -> str:
+    """``" (did you mean 'a', 'b'?)"`` for the ``close`` matches of a mistyped name, ``""``
+    when there are none: every suggestion is worded here. ``spell`` writes each one (``str``
+    for command-line flags, which are not quoted).
+
+    >>> did_you_mean(close_matches("zstd_levl", ["zstd_level", "szip_rsi"])), did_you_mean([])
+    (" (did you mean 'zstd_level'?)", '')
+    """
+    close = list(close)
+    return f" (did you mean {', '.join(map(spell, close))}?)" if close else ""

@@ -217,7 +217,7 @@ class Objects:
             close = vocabulary.close_matches(key, self.keys.names)
             # upstream's fallback (a file without the key opens), told: it may be a typo
             warnings.warn(f"{self.source}: variable_key={key!r} is a key of no object"
-                          + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+                          + vocabulary.did_you_mean(close)
                           + "; variables are named by " + ", ".join(NAME_KEYS) + ", else object_<i>",
                           UserWarning, stacklevel=2)
         message_index = options.message_index
@@ -280,13 +280,13 @@ class Objects:
             if not present:
                 close = vocabulary.close_matches(key, known | {k.split(".", 1)[-1] for k in known})
                 reasons.append(f"no data object has a key {key!r}"
-                               + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
+                               + vocabulary.did_you_mean(close))
                 continue
             close = sorted({c for w in _accepted(wanted) for c in vocabulary.close_matches(w, present)})
             shown = sorted({str(v) for v in present})
             reasons.append(f"{key!r} is {wanted!r} in no data object; its values are "
                            f"{', '.join(map(repr, shown[:10]))}{', ...' if len(shown) > 10 else ''}"
-                           + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
+                           + vocabulary.did_you_mean(close))
         if not reasons:
             reasons.append("each item matches some data object, but no data object matches them all")
         return (f"{self.source}: filter_by_keys={dict(filter_by_keys)!r} matches no data "
