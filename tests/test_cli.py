@@ -176,20 +176,26 @@ def test_convert_append(tmp_path):
         assert read.time.size == 4
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--bits", "12", "--compression", "szip"], r"bits_per_value must be one of \(8, 16, 24, 32\)"),
-    (["--option", "zstd_level"], "expected KEY=VALUE"),
-    (["--option", "level=3"], "unknown encoding option 'level'"),
-    (["--chunks", "time"], "--chunks"),
-    (["--variables", "nope"], r"no input has \['nope'\]"),
+@pytest.mark.parametrize("args, message, status", [
+    (["--bits", "12", "--compression", "szip"], r"^tgm-xarray: error: bits_per_value must be one of \(8, 16, 24, 32\)", 1),
+    (["--variables", "nope"], r"^tgm-xarray: error: .*no input has \['nope'\]", 1),
+    # usage errors: argparse's status and wording, after the command's usage
+    (["--option", "zstd_level"], "tgm-xarray convert: error: .*expected KEY=VALUE", 2),
+    (["--option", "level=3"], "tgm-xarray convert: error: .*unknown encoding option 'level'", 2),
+    (["--chunks", "time"], "tgm-xarray convert: error: argument --chunks: expected", 2),
+    (["--chunks", "step=1"], r"tgm-xarray convert: error: --chunks: no input has the dimensions \['step'\]", 2),
 ])
-def test_convert_errors_leave_no_output(tmp_path, capsys, args, message):
+def test_convert_errors_leave_no_output(tmp_path, capsys, args, message, status):
     source = tmp_path / "in.nc"
     small_dataset().to_netcdf(source)
     out = tmp_path / "out.tgm"
-    assert main(["convert", str(source), str(out), *args]) == 1
+    try:
+        code = main(["convert", str(source), str(out), *args])
+    except SystemExit as usage:  # argparse's way out of usage errors
+        code = usage.code
+    assert code == status
     err = capsys.readouterr().err
-    assert err.startswith("tgm-xarray: error: ") and re.search(message, err), err
+    assert re.search(message, err, re.MULTILINE), err
     assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
 
 

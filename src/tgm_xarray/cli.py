@@ -39,8 +39,9 @@ from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canon
 from tgm_xarray.source import open_file
 from tgm_xarray.source.handles import absolute
 from tgm_xarray.source.remote import is_url
-from tgm_xarray.threads import check_threads
+from tgm_xarray.threads import MAX_THREADS
 from tgm_xarray.versions import EngineNameWarning
+from tgm_xarray.vocabulary import close_matches, did_you_mean
 
 if TYPE_CHECKING:  # imported where used: `tgm-xarray --help` stays quick
     from tgm_xarray.layout import DatasetPlan, MessageSpec
@@ -57,6 +58,28 @@ TGM_ONLY = {"bits_per_value": "--bits", "compression": "--compression", "option"
 ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
 
 
+class UsageError(ValueError):
+    """A command line whose options cannot work (a value out of range, a name no input has):
+    reported as argparse reports its own errors, after the command's usage, with status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, naming the option a mistyped one was meant to be (argparse only
+    suggests subcommands and choices, and only from Python 3.14, with ``suggest_on_error``).
+    Each command's parser is its ``args.parser``, which reports the command's usage errors."""
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        namespace, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            command = getattr(namespace, "parser", self)
+            # argparse keeps no public list of a parser's flags
+            flags = list(command._option_string_actions)
+            hints = "".join(did_you_mean(close_matches(arg.partition("=")[0], flags, n=1), spell=str)
+                            for arg in unknown if arg.startswith("-"))
+            command.error(f"unrecognized arguments: {' '.join(unknown)}{hints}")
+        return namespace
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 on success, 1 on error, 2 on misuse)."""
     args = _parser().parse_args(argv)
@@ -69,6 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.filterwarnings("ignore", message="Found .* entrypoints for the engine name",
                                     category=RuntimeWarning)
             return args.run(args)
+    except UsageError as error:
+        command: argparse.ArgumentParser = args.parser
+        command.error(str(error))  # exits with status 2
     except KeyboardInterrupt:
         print("tgm-xarray: interrupted", file=sys.stderr)
         return 130
@@ -121,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     from tgm_xarray import __version__
     from tgm_xarray._core import TENSOGRAM_VERSION
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tgm-xarray", description="Convert GRIB, NetCDF and Zarr files to .tgm, and inspect "
                                        ".tgm files.", epilog="docs/cli.md describes every option.")
     parser.add_argument("--version", action="version",
@@ -159,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--drop-variables", metavar="A,B",
                          help="leave out these variables or coordinates (such as text ones, "
                               "which are skipped with a warning otherwise)")
-    convert.add_argument("--chunks", metavar="SPEC",
+    convert.add_argument("--chunks", metavar="SPEC", type=chunks_spec,
                          help="dask chunks to open inputs with: 'auto', '{}' (the file's own), "
                               "or DIM=N,... (default: no dask; fields are still read one by one)")
     convert.add_argument("--layout", choices=("field", "variable"),
@@ -177,19 +203,19 @@ def _parser() -> argparse.ArgumentParser:
                               "outputs that survive a power cut (slower; docs/writer.md)")
     _storage_options(convert)
     _progress_options(convert)
-    convert.set_defaults(run=_convert)
+    convert.set_defaults(run=_convert, parser=convert)
 
     info = commands.add_parser("info", help="summarise a .tgm file: variables, codecs, sizes")
     info.add_argument("file", help=".tgm path or URL (https://, s3://)")
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
     _storage_options(info)
-    info.set_defaults(run=_info)
+    info.set_defaults(run=_info, parser=info)
 
     dump = commands.add_parser("dump", help="print the metadata and descriptors as JSON")
     dump.add_argument("file", help=".tgm path or URL (https://, s3://)")
     dump.add_argument("--message", type=int, help="only this message")
     _storage_options(dump)
-    dump.set_defaults(run=_dump)
+    dump.set_defaults(run=_dump, parser=dump)
 
     index = commands.add_parser(
         "index", help="build the index of .tgm files, so that opening them reads one small file",
@@ -201,7 +227,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="write PATH.tgmidx next to each local PATH (default: the cache directory)")
     _storage_options(index)
     _progress_options(index)
-    index.set_defaults(run=_index)
+    index.set_defaults(run=_index, parser=index)
 
     verify = commands.add_parser(
         "verify", help="check that .tgm files are intact: every message parses, every object "
@@ -214,7 +240,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="an object written without a hash is a problem too (default: such "
                              "objects are only decoded)")
     _storage_options(verify)
-    verify.set_defaults(run=_verify)
+    verify.set_defaults(run=_verify, parser=verify)
     return parser
 
 
@@ -261,6 +287,7 @@ def _progress_options(command: argparse.ArgumentParser) -> None:
 def _convert(args: argparse.Namespace) -> int:
     from tgm_xarray.export import output_format
 
+    check_ranges(args)
     fmt = output_format(args.output)
     if fmt is not None:
         return _convert_from_tgm(args, fmt)
@@ -272,15 +299,26 @@ def _convert(args: argparse.Namespace) -> int:
     check_output(args.output, inputs, force=args.force, append=bool(args.append))
     planner = Planner.of(args)
     progress = _progress(args.progress)
-    chunks = _chunks(args.chunks)
     datasets = _selected(args, [ds for path in inputs
-                                for ds in open_inputs(path, args.engine, chunks, args.storage_options)])
+                                for ds in open_inputs(path, args.engine, args.chunks, args.storage_options)])
     plans = planner.plans(datasets)  # everything first: a bad option fails before OUTPUT is touched
     with TgmWriter(args.output, "a" if args.append else "w", hash=args.hash is not False, threads=args.threads,
                    progress=progress, durable=args.durable) as writer:
         writer.write_plan(plans)
     _report_written(args.output, writer.messages, plural(len(inputs), "input"), why_not_one_dataset(args.output))
     return 0
+
+
+def check_ranges(args: argparse.Namespace) -> None:
+    """Refuse ``--bits`` and ``--threads`` out of their ranges, in the command's words, before
+    anything is said of their values or any input is read."""
+    if args.bits_per_value is not None:
+        try:
+            OPTIONS["bits_per_value"].check("--bits", args.bits_per_value)
+        except TgmCodecError as error:
+            raise UsageError(str(error)) from None
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise UsageError(f"--threads must be an integer from 1 to {MAX_THREADS}; got {args.threads}")
 
 
 def _report_written(output: str, messages: int, source: str, why: str | None) -> None:
@@ -373,17 +411,16 @@ def _convert_each(args: argparse.Namespace, inputs: list[str]) -> int:
     outputs = dict(zip(inputs, outputs_in(args.output, inputs)))
     for path, output in outputs.items():
         check_output(output, [path], force=args.force, append=bool(args.append))
-    budget = check_threads(args.threads, "--threads") or os.cpu_count() or 1
+    budget = args.threads or os.cpu_count() or 1
     planner = Planner.of(args)
     progress = _progress(args.progress)
-    chunks = _chunks(args.chunks)
     os.makedirs(args.output, exist_ok=True)
     workers = min(budget, len(inputs))
     pool = ThreadPoolExecutor(workers, thread_name_prefix="tgm-convert")
     stop = threading.Event()  # set on Ctrl-C: the writes in progress stop at their next message
     try:
         opened = dict(zip(inputs, pool.map(functools.partial(
-            _attempt, open_inputs, engine=args.engine, chunks=chunks, storage_options=args.storage_options),
+            _attempt, open_inputs, engine=args.engine, chunks=args.chunks, storage_options=args.storage_options),
             inputs)))
         failed = {path: result for path, result in opened.items() if isinstance(result, BaseException)}
         # --variables and --drop-variables name what some input has, as for one OUTPUT.tgm
@@ -500,8 +537,7 @@ def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
                          f".tgm INPUT (got {', '.join(map(repr, args.inputs))}); give OUTPUT.tgm "
                          f"to convert into Tensogram")
     check_export_output(args.output, args.inputs, force=args.force)
-    chunks = _chunks(args.chunks)
-    [ds] = _selected(args, open_inputs(args.inputs[0], args.engine, chunks, args.storage_options))
+    [ds] = _selected(args, open_inputs(args.inputs[0], args.engine, args.chunks, args.storage_options))
     export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr),
            durable=args.durable)
     print(f"{args.output}: wrote {plural(len(ds.data_vars), 'variable')} from {args.inputs[0]} as {name}")
@@ -532,7 +568,13 @@ def _selected(args: argparse.Namespace, datasets: list) -> list:
 
 def check_selection(args: argparse.Namespace, datasets: list) -> None:
     """Refuse a ``--drop-variables`` or ``--variables`` name that none of ``datasets`` has
-    (a dropped variable counts as absent)."""
+    (a dropped variable counts as absent), and a ``--chunks`` dimension none of them has
+    (xarray ignores those, so ``time=1`` on an input with ``valid_time`` would chunk nothing)."""
+    if isinstance(args.chunks, dict):
+        dims = {str(d) for ds in datasets for d in ds.dims}
+        unknown = [d for d in args.chunks if d not in dims]
+        if unknown:
+            raise UsageError(f"--chunks: no input has the dimensions {unknown}; theirs are {sorted(dims)}")
     dropped = [v for v in args.drop_variables.split(",") if v] if args.drop_variables else []
     missing = sorted(set(dropped) - {str(v) for ds in datasets for v in ds.variables})
     if missing:
@@ -748,14 +790,26 @@ def _options(items: list[str]) -> dict:
     for item in items:
         key, sep, text = item.partition("=")
         if not sep:
-            raise ValueError(f"--option {item!r}: expected KEY=VALUE")
-        canonical(key)  # an unknown KEY fails at once, as in to_tgm
+            raise UsageError(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            canonical(key)  # an unknown KEY fails at once, as in to_tgm
+        except TgmCodecError as error:
+            raise UsageError(f"--option {item!r}: {error}") from None
         options[key] = _number(text)
     return options
 
 
-def _chunks(spec: str | None) -> Any:
-    if spec is None or spec == "auto":
+def chunks_spec(spec: str) -> str | dict:
+    """``--chunks``: the ``chunks=`` that xarray opens inputs with.
+
+    >>> chunks_spec("auto"), chunks_spec("{}"), chunks_spec("time=1,step=auto")
+    ('auto', {}, {'time': 1, 'step': 'auto'})
+    >>> chunks_spec("step=a")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected 'auto', '{}' or DIM=N,... (N an integer or auto); got 'step=a'
+    """
+    if spec == "auto":
         return spec
     if spec == "{}":
         return {}
@@ -764,7 +818,8 @@ def _chunks(spec: str | None) -> Any:
         dim, sep, size = item.partition("=")
         value = _number(size)
         if not sep or not dim or not (isinstance(value, int) or value == "auto"):
-            raise ValueError(f"--chunks {spec!r}: expected 'auto', '{{}}' or DIM=N,...")
+            raise argparse.ArgumentTypeError(f"expected 'auto', '{{}}' or DIM=N,... (N an integer or auto); "
+                                             f"got {spec!r}")
         chunks[dim] = value
     return chunks
 

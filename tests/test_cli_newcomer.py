@@ -1,0 +1,88 @@
+"""What a newcomer from cfgrib, earthkit-data and zarr trips on next: option errors in the
+command's words, with ranges checked before any advice; a mistyped option answered with the one
+meant; ``--chunks`` of a dimension no input has; install hints that work where the package is
+installed from a clone; ``index --beside`` saying so when it cannot write."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import tgm_xarray
+from test_cli import run_cli
+from tgm_xarray.errors import TgmCodecError
+
+
+def era5_like() -> xr.Dataset:
+    """Fields along ``valid_time``, as new-CDS ERA5 NetCDF files have them (no ``time``)."""
+    rng = np.random.default_rng(0)
+    return xr.Dataset(
+        {"t2m": (("valid_time", "latitude", "longitude"), 280 + rng.standard_normal((2, 3, 4)), {"units": "K"})},
+        coords={"valid_time": pd.date_range("2026-01-01", periods=2, freq="6h"),
+                "latitude": [50.0, 49.0, 48.0], "longitude": [0.0, 1.0, 2.0, 3.0]})
+
+
+@pytest.fixture
+def written(tmp_path):
+    """An ERA5-like ``.tgm`` file written by the package's own writer."""
+    path = tmp_path / "era5.tgm"
+    tgm_xarray.to_tgm(era5_like(), path)
+    return path
+
+
+def usage_error(result: subprocess.CompletedProcess, command: str = "convert") -> str:
+    """The error line of a usage error: status 2, after the command's usage, no traceback."""
+    assert result.returncode == 2, result
+    assert result.stderr.startswith(f"usage: tgm-xarray {command} "), result.stderr
+    assert "Traceback" not in result.stderr and "warning" not in result.stderr, result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("args, message", [
+    # before: advice of --bits 104 and --bits 96 first, then the pipeline's bits_per_value
+    (["--bits", "99"], "--bits must be an integer from 1 to 64; got 99"),
+    # before: "threads must be None or an integer ...", status 1
+    (["--threads", "0"], "--threads must be an integer from 1 to 1024; got 0"),
+    # before: status 1
+    (["--chunks", "step=a"], "argument --chunks: expected 'auto', '{}' or DIM=N,... (N an integer or auto); "
+                             "got 'step=a'"),
+    (["--option", "zstd_level"], "--option 'zstd_level': expected KEY=VALUE"),
+])
+def test_option_errors_are_usage_errors_in_the_commands_words(written, tmp_path, args, message):
+    result = run_cli("convert", written, tmp_path / "out.tgm", *args)
+    assert usage_error(result) == f"tgm-xarray convert: error: {message}"
+    assert not (tmp_path / "out.tgm").exists()
+
+
+def test_a_mistyped_flag_is_answered_with_the_one_meant(written, tmp_path):
+    result = run_cli("convert", written, tmp_path / "out.tgm", "--compresion", "zstd")
+    assert usage_error(result) == ("tgm-xarray convert: error: unrecognized arguments: --compresion zstd "
+                                   "(did you mean --compression?)")
+    result = run_cli("verify", written, "--require-hsh")
+    assert usage_error(result, "verify") == ("tgm-xarray verify: error: unrecognized arguments: --require-hsh "
+                                             "(did you mean --require-hash?)")
+    result = run_cli("convert", written, tmp_path / "out.tgm", "--no-such-thing")
+    assert usage_error(result) == "tgm-xarray convert: error: unrecognized arguments: --no-such-thing"
+
+
+def test_a_mistyped_encoding_option_names_the_one_meant_first(written, tmp_path):
+    line = usage_error(run_cli("convert", written, tmp_path / "out.tgm", "--option", "zstd_levl=3"))
+    assert line.startswith("tgm-xarray convert: error: --option 'zstd_levl=3': unknown encoding option "
+                           "'zstd_levl' (did you mean 'zstd_level'?); valid options are ['bits', ")
+    # the rule is the pipeline's: to_tgm and the zarr codec say the same
+    with pytest.raises(TgmCodecError, match=r"'zstd_levl' \(did you mean 'zstd_level'\?\)"):
+        tgm_xarray.to_tgm(era5_like(), tmp_path / "api.tgm", encoding={"t2m": {"zstd_levl": 3}})
+
+
+def test_chunks_of_a_dimension_no_input_has_are_refused(written, tmp_path):
+    """xarray ignores them: ``time=1`` on an input with ``valid_time`` chunked nothing."""
+    result = run_cli("convert", written, tmp_path / "out.tgm", "--chunks", "time=1")
+    assert usage_error(result) == ("tgm-xarray convert: error: --chunks: no input has the dimensions "
+                                   "['time']; theirs are ['latitude', 'longitude', 'valid_time']")
+    assert not (tmp_path / "out.tgm").exists()
+    result = run_cli("convert", written, tmp_path / "out.tgm", "--chunks", "valid_time=1", "--no-progress")
+    assert result.returncode == 0, result.stderr
