@@ -86,3 +86,14 @@ def test_chunks_of_a_dimension_no_input_has_are_refused(written, tmp_path):
     assert not (tmp_path / "out.tgm").exists()
     result = run_cli("convert", written, tmp_path / "out.tgm", "--chunks", "valid_time=1", "--no-progress")
     assert result.returncode == 0, result.stderr
+
+
+def test_verify_require_hash_speaks_of_the_option(tmp_path):
+    path = tmp_path / "unhashed.tgm"
+    tgm_xarray.to_tgm(era5_like(), path, hash=False)
+    result = run_cli("verify", "--require-hash", path)
+    assert result.returncode == 1, result
+    problems = result.stdout.splitlines()[:-1]
+    assert problems and all(line.endswith(": written without a hash (--require-hash)") for line in problems)
+    assert problems[0] == f"{path}: message 0, object 0: written without a hash (--require-hash)"
+    assert "verify_hash" not in result.stdout

@@ -98,8 +98,8 @@ def test_require_hash_reports_each_unhashed_object(capsys):
     assert verify(capsys, UNHASHED) == (0, ["10 messages, 10 objects checked, 0 problems"])
     code, lines = verify(capsys, "--require-hash", UNHASHED)
     assert code == 1
-    assert lines[:-1] == [f"{UNHASHED}: message {m}, object 0: verify_hash=True but the object was "
-                          f"written without a hash" for m in range(10)]
+    assert lines[:-1] == [f"{UNHASHED}: message {m}, object 0: written without a hash (--require-hash)"
+                          for m in range(10)]
     assert lines[-1] == "10 messages, 10 objects checked, 10 problems"
 
 
@@ -110,7 +110,7 @@ def test_a_file_reached_through_a_symlink_is_named_once(capsys, tmp_path):
     link.symlink_to(UNHASHED)
     code, lines = verify(capsys, "--require-hash", str(link))
     assert code == 1
-    assert lines[0] == f"{link}: message 0, object 0: verify_hash=True but the object was written without a hash"
+    assert lines[0] == f"{link}: message 0, object 0: written without a hash (--require-hash)"
 
 
 def test_usage_errors_exit_2(capsys):

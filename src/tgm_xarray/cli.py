@@ -1067,7 +1067,8 @@ def verify_file(path: str, checked: Checked, *, require_hash: bool = False,
     counting in ``checked`` the messages and objects gone through.
 
     Each object is read whole with the default hash check (``verify_hash=True`` with
-    ``require_hash``) and dropped before the next, so memory stays at one decoded object.
+    ``require_hash``: an object without a hash is then a problem, ``UNHASHED``) and dropped
+    before the next, so memory stays at one decoded object.
     A file that does not open (truncated, not a Tensogram file, missing) is one problem.
     """
     try:
@@ -1090,7 +1091,14 @@ def verify_file(path: str, checked: Checked, *, require_hash: bool = False,
                     f.read(msg, obj, verify_hash=True if require_hash else None)
                 except Exception as error:
                     where = f"message {msg}, object {obj}"
-                    yield f"{path}: {where}: {_reason(error, path, where)}"
+                    reason = _reason(error, path, where)
+                    yield f"{path}: {where}: {UNHASHED if reason == CORE_UNHASHED else reason}"
+
+
+#: The core's reason for an object without a hash read with ``verify_hash=True``
+#: (core-rs/src/read/object.rs), and ``verify --require-hash``'s words for it.
+CORE_UNHASHED = "verify_hash=True but the object was written without a hash"
+UNHASHED = "written without a hash (--require-hash)"
 
 
 def _reason(error: BaseException, path: str, where: str = "") -> str:
