@@ -1,7 +1,8 @@
 """Open a remote `.tgm` (https://, s3://) lazily and read a window of it by range requests.
 
 Opening reads only the messages' headers and descriptors; each chunk read fetches the one frame
-it needs (docs/remote.md). Needs `pip install "tgm-xarray[remote]"` (and `[s3]` for s3://).
+it needs (docs/remote.md). Needs `pip install fsspec aiohttp` (`pip install ".[remote]"` in the
+clone; s3:// needs s3fs too).
 
     python examples/remote_http.py URL [--anon]
 

@@ -6,7 +6,7 @@ VirtualiZarr, commits them to an Icechunk repository (the first file, then one c
 appended step), reopens the repository lazily with `xr.open_zarr` — zarr and the `tensogram`
 codec alone — checks the values against `engine="tgm"`, and plots one field. No byte of
 the archive is copied: the repository holds references to each object's bytes. See
-docs/virtual.md. Needs `pip install 'tgm-xarray[virtual]' matplotlib`.
+docs/virtual.md. Needs `pip install '.[virtual]' matplotlib` in the clone.
 
     python examples/virtual_icechunk.py [--out DIR] [--steps 8]
 """

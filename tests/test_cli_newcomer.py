@@ -6,6 +6,7 @@ installed from a clone; ``index --beside`` saying so when it cannot write."""
 from __future__ import annotations
 
 import subprocess
+from importlib.metadata import PackageNotFoundError
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from test_cli import run_cli
+from test_cli import REPO, run_cli
+from tgm_xarray import versions
 from tgm_xarray.errors import TgmCodecError
 
 
@@ -97,3 +99,29 @@ def test_verify_require_hash_speaks_of_the_option(tmp_path):
     assert problems and all(line.endswith(": written without a hash (--require-hash)") for line in problems)
     assert problems[0] == f"{path}: message 0, object 0: written without a hash (--require-hash)"
     assert "verify_hash" not in result.stdout
+
+
+def test_install_hints_name_packages_an_index_has():
+    """The package is installed from a clone (README.md): no index has ``tgm-xarray[...]``."""
+    texts = [*(REPO / "src").rglob("*.py"), *(REPO / "docs").glob("*.md"), *(REPO / "examples").glob("*.py")]
+    found = [f"{path.relative_to(REPO)}:{number}" for path in texts
+             for number, line in enumerate(path.read_text().splitlines(), 1) if "tgm-xarray[" in line]
+    assert found == []
+    assert versions.install_hint("netCDF4") == "pip install netCDF4"
+
+
+def test_show_versions_says_h5netcdf_without_h5py_writes_no_netcdf(monkeypatch):
+    installed = {"h5netcdf": "1.8.2", "h5py": None, "netCDF4": None}
+
+    def version(name: str) -> str:
+        if name not in installed:
+            return "1.0"
+        if installed[name] is None:
+            raise PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(versions, "version", version)
+    info = versions.versions()
+    assert info["h5netcdf"] == "1.8.2 (cannot write NetCDF without h5py)" and info["h5py"] == "not installed"
+    installed["h5py"] = "3.12.0"
+    assert versions.versions()["h5netcdf"] == "1.8.2"

@@ -40,7 +40,7 @@ from tgm_xarray.source import open_file
 from tgm_xarray.source.handles import absolute
 from tgm_xarray.source.remote import is_url
 from tgm_xarray.threads import MAX_THREADS
-from tgm_xarray.versions import EngineNameWarning
+from tgm_xarray.versions import EngineNameWarning, install_hint
 from tgm_xarray.vocabulary import close_matches, did_you_mean
 
 if TYPE_CHECKING:  # imported where used: `tgm-xarray --help` stays quick
@@ -653,7 +653,7 @@ def _progress(wanted: bool | None) -> bool | None:
         import tqdm  # noqa: F401
     except ImportError:
         if wanted:
-            print("tgm-xarray: --progress needs tqdm (pip install 'tgm-xarray[cli]'); "
+            print(f"tgm-xarray: --progress needs tqdm ({install_hint('tqdm')}); "
                   "writing without a progress bar", file=sys.stderr)
         return False
     return wanted
@@ -732,8 +732,7 @@ def open_inputs(path: str, engine: str | None, chunks: Any, storage_options: dic
             try:
                 import cfgrib
             except ImportError:
-                raise ImportError("GRIB inputs need cfgrib and eccodes "
-                                  "(pip install cfgrib eccodes)") from None
+                raise ImportError(f"GRIB inputs need cfgrib and eccodes ({install_hint('cfgrib', 'eccodes')})") from None
             # No index files next to inputs (they may be read-only); errors="raise": cfgrib
             # would otherwise log a corrupt message or variable and leave it out.
             return cfgrib.open_datasets(path, backend_kwargs={"indexpath": "", "errors": "raise",

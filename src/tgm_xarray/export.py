@@ -25,6 +25,7 @@ import xarray as xr
 
 from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.attrs import json_text
+from tgm_xarray.versions import install_hint
 
 #: Output file name endings and the format written there.
 NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".netcdf")
@@ -125,7 +126,7 @@ def _netcdf_engine(output: str) -> NetcdfEngine:
             continue
         return engine
     raise ImportError(f"{output}: writing NetCDF needs netCDF4, or h5netcdf with h5py, and neither "
-                      f"is installed: pip install 'tgm-xarray[netcdf]'")
+                      f"is installed: {install_hint('netCDF4')}")
 
 
 def _netcdf_attrs(attrs: dict) -> dict:

@@ -10,7 +10,8 @@ Configuration (environment):
 - ``TGM_XARRAY_DATA_DIR``: the cache directory (default: ``pooch.os_cache("tgm-xarray")``).
 - ``TGM_XARRAY_TUTORIAL_URL``: a base URL to fetch every file from, as ``<base>/<file>``.
 
-pooch is an optional dependency (``pip install tgm-xarray[tutorial]``), imported on first use.
+pooch is an optional dependency (``pip install pooch``, or the ``tutorial`` extra of a clone:
+``pip install ".[tutorial]"``), imported on first use.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from urllib.parse import urlsplit
+
+from tgm_xarray.versions import install_hint
 
 DATA_DIR_ENV = "TGM_XARRAY_DATA_DIR"
 URL_ENV = "TGM_XARRAY_TUTORIAL_URL"
@@ -222,7 +225,7 @@ def _import_pooch():
         import pooch
     except ImportError as exc:
         raise ImportError("tgm_xarray.tutorial downloads files with pooch, which is not installed: "
-                          "pip install tgm-xarray[tutorial]") from exc
+                          + install_hint("pooch")) from exc
     return pooch
 
 

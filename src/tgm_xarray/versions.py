@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import sys
 import sysconfig
 import warnings
@@ -35,10 +36,24 @@ PACKAGES = ("numpy", "xarray", "packaging", "dask", "distributed", "zarr", "numc
             "tensogram-xarray")
 
 
+def install_hint(*requirements: str) -> str:
+    """The command that installs an optional dependency, naming the real packages: tgm-xarray
+    itself is installed from a clone (README.md, "Installing") and no package index has it, so
+    its extras install only from the clone, where ``pip install tqdm`` works anywhere.
+
+    >>> install_hint("fsspec>=2024.6", "aiohttp")
+    "pip install 'fsspec>=2024.6' aiohttp"
+    """
+    return "pip install " + " ".join(map(shlex.quote, requirements))
+
+
 def versions() -> dict[str, str]:
     """``{name: version or "not installed"}``, with the interpreter's details and the engines
-    registered under xarray's ``tensogram`` and ``tgm`` names."""
+    registered under xarray's ``tensogram`` and ``tgm`` names. A NetCDF writer installed
+    without what it needs to write says so (``h5netcdf: 1.3.0 (cannot write NetCDF without
+    h5py)``)."""
     from tgm_xarray import __version__, _core
+    from tgm_xarray.export import NETCDF_ENGINES
 
     info = {
         "tgm-xarray": __version__,
@@ -55,6 +70,11 @@ def versions() -> dict[str, str]:
             info[name] = version(name)
         except PackageNotFoundError:
             info[name] = "not installed"
+    # h5netcdf without h5py imports, and lists as installed, but writes no NetCDF.
+    for _, (writer, *needed) in NETCDF_ENGINES:
+        missing = [name for name in needed if info[name] == "not installed"]
+        if info[writer] != "not installed" and missing:
+            info[writer] += f" (cannot write NetCDF without {', '.join(missing)})"
     for engine in (SHARED_ENGINE, OWN_ENGINE):
         providers = sorted(ep.value for ep in entry_points(group="xarray.backends", name=engine))
         info[f'engine="{engine}"'] = ", ".join(providers) or "none"

@@ -46,6 +46,7 @@ from tgm_xarray.errors import (
     TgmFormatError,
 )
 from tgm_xarray.threads import check_threads
+from tgm_xarray.versions import install_hint
 
 if TYPE_CHECKING:
     from tgm_xarray.hypercube.table import MetadataTable
@@ -249,7 +250,8 @@ class Fetcher:
             import fsspec
             import fsspec.asyn
         except ImportError:
-            raise ImportError(f"reading {url} needs fsspec: pip install 'tgm-xarray[remote]'") from None
+            protocol = "s3fs" if url.startswith("s3://") else "aiohttp"  # the remote and s3 extras
+            raise ImportError(f"reading {url} needs fsspec: {install_hint('fsspec', protocol)}") from None
         self.url = url
         self.fs, self.path = fsspec.core.url_to_fs(url, **fsspec_options(url, storage_options))
         self.deadline = _setting(DEADLINE_ENV, DEADLINE, float)
