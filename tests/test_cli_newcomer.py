@@ -5,6 +5,7 @@ installed from a clone; ``index --beside`` saying so when it cannot write."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from importlib.metadata import PackageNotFoundError
 
@@ -125,3 +126,30 @@ def test_show_versions_says_h5netcdf_without_h5py_writes_no_netcdf(monkeypatch):
     assert info["h5netcdf"] == "1.8.2 (cannot write NetCDF without h5py)" and info["h5py"] == "not installed"
     installed["h5py"] = "3.12.0"
     assert versions.versions()["h5netcdf"] == "1.8.2"
+
+
+def test_index_beside_that_cannot_be_written_fails_naming_it(written):
+    """A fresh index in the cache once stood for the one ``--beside`` asked for: the command
+    said it indexed beside the file, wrote nothing there, and exited 0."""
+    assert run_cli("index", written, "--no-progress").returncode == 0  # the cache's index
+    beside = f"{written}.tgmidx"
+    os.mkdir(beside)  # no index can be written there (for root too, unlike a read-only directory)
+    result = run_cli("index", "--beside", written, "--no-progress")
+    assert result.returncode == 1, result
+    assert "indexed in" not in result.stdout
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"tgm-xarray: error: {beside}: the index could not be written"), result.stderr
+    os.rmdir(beside)
+    result = run_cli("index", "--beside", written, "--no-progress")
+    assert result.stdout == f"{written}: indexed in {beside}\n" and os.path.isfile(beside)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes in read-only directories")
+def test_index_beside_in_a_read_only_directory_fails(written):
+    os.chmod(written.parent, 0o555)
+    try:
+        result = run_cli("index", "--beside", written, "--no-progress")
+    finally:
+        os.chmod(written.parent, 0o755)
+    assert result.returncode == 1 and "indexed in" not in result.stdout, result
+    assert f"{written}.tgmidx: the index could not be written" in result.stderr

@@ -1017,7 +1017,7 @@ def _index(args: argparse.Namespace) -> int:
                 planned(path, args.storage_options, mode, PlanOptions(), groups=False, identify=True, must_write=True)
             except TgmConflictError:
                 planned(path, args.storage_options, mode, PlanOptions(), groups=True, identify=True, must_write=True)
-            where = index.beside(path) if args.beside else index.cached(path)
+            where = index.written_at(path, args.beside)
             print(f"{path}: indexed in {where}")
             if bar is not None:
                 bar.update(1)

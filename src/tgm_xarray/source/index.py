@@ -103,6 +103,11 @@ def cached(path: str) -> str:
     return os.path.join(cache_dir(), digest + SUFFIX)
 
 
+def written_at(path: str, to_beside: bool) -> str:
+    """Where :func:`save` writes the index of ``path``: beside the local file, or in the cache."""
+    return beside_file(path) if to_beside else cached(path)
+
+
 # -- this user's key ---------------------------------------------------------------------------------
 
 _unusable_keys: set[str] = set()  # key files a warning has been given for (once per process)
@@ -729,7 +734,7 @@ def save(path: str, found: Found, table: MetadataTable, prints: Callable[[], np.
     identity = found.identity
     if identity is None:
         raise ValueError(f"{path}: no index is written without the object's identity (find(..., identify=True))")
-    target = beside_file(path) if to_beside else cached(path)
+    target = written_at(path, to_beside)
     secret = user_key()  # None: user_key has warned
     if secret is None:
         if must_write:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -49,6 +51,12 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
                      None if isinstance(opened, TgmFile) else opened.locate)
         return reference(opened), plans, {name: {} for name in plans}, {}
     found = tgm_index.find(path, storage_options, to_beside=index == "beside", identify=identify)
+    target = tgm_index.written_at(path, index == "beside")
+    if must_write and found.index is not None and found.identity is not None \
+            and os.path.abspath(found.index.path) != os.path.abspath(target):
+        # `tgm-xarray index` answers for the index where it writes: another fresh one (the
+        # cache's, for --beside) would leave none there, and the command say it wrote one
+        found = dataclasses.replace(found, index=tgm_index.load(target, found.identity)[0])
     identity, key = found.identity, tgm_index.plan_key(options, groups)
     stored = indexed = None  # the index's plans with `options`, else its table and fingerprints
     remote = None  # a URL opened from its index: its handle is built from the index's table, no scan
