@@ -78,13 +78,16 @@ fn out_fits(out: &Bound<'_, PyUntypedArray>, shape: &[usize], dtype: Dtype) -> P
     Ok(descr.is_equiv_to(&numpy_dtype(out.py(), dtype).raised()?))
 }
 
-/// The bytes of a read-only, C-contiguous numpy array (an encoder's input).
+/// The bytes of a read-only, C-contiguous numpy array (an encoder's input, an index), holding
+/// a reference to the array: whatever other threads do to the list or dict it came from while
+/// the interpreter is released, its memory stays (numpy refuses to resize a referenced array).
 pub struct InBuffer {
+    _array: Py<PyUntypedArray>,
     ptr: *const u8,
     pub len: usize,
 }
 
-// SAFETY: as for `OutBuffer`; the array outlives the detached call and is only read.
+// SAFETY: as for `OutBuffer`; the array lives as long as this and is only read.
 unsafe impl Send for InBuffer {}
 unsafe impl Sync for InBuffer {}
 
@@ -95,11 +98,11 @@ impl InBuffer {
         }
         // SAFETY: as in `OutBuffer::new`.
         let raw = unsafe { &(*array.as_array_ptr()).fields };
-        Ok(InBuffer { ptr: raw.data as *const u8, len: array.len() * descr_of(array).itemsize() })
+        Ok(InBuffer { _array: array.clone().unbind(), ptr: raw.data as *const u8, len: array.len() * descr_of(array).itemsize() })
     }
 
     /// # Safety
-    /// Only while the array this was made from is alive (the duration of the call).
+    /// No thread may write to the array meanwhile (its memory stays valid: this holds it).
     pub unsafe fn as_slice(&self) -> &[u8] {
         if self.len == 0 {
             return &[];

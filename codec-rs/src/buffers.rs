@@ -304,6 +304,13 @@ pub fn init(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
+/// Frees every block the pool holds (its limit stays): for a reservation that failed, which
+/// the pool's blocks may have stood in the way of.
+pub fn drain() {
+    let evicted = pool().evict(0);
+    free_all(evicted);
+}
+
 fn set_limit(limit: usize) {
     let mut pool = pool();
     pool.limit = limit;

@@ -164,10 +164,18 @@ pub fn encode_message<'py>(
     }
     let options = EncodeOptions { hashing: hash, threads: 1, allow_nan, allow_inf, ..Default::default() };
     let encoded = py.detach(|| {
-        // SAFETY: the arrays are referenced by `objects` for the whole call.
+        // SAFETY: each input holds its array (so another thread emptying `objects` frees none),
+        // and an encoder's input is not written while it is encoded.
         let pairs: Vec<(&DataObjectDescriptor, &[u8])> =
             descriptors.iter().zip(&inputs).map(|(d, b)| (d, unsafe { b.as_slice() })).collect();
-        encode::encode(&global, &pairs, &options, threads)
+        match encode::encode(&global, &pairs, &options, threads) {
+            // The encode's reservation failed: once more without the pool's free blocks.
+            Err(e) if e.kind == Kind::Memory => {
+                crate::buffers::drain();
+                encode::encode(&global, &pairs, &options, threads)
+            }
+            done => done,
+        }
     }).raised()?;
     if !copy {
         return Ok(PyMemoryView::from(PyArray1::from_vec(py, encoded).as_any())?.into_any());

@@ -159,7 +159,7 @@ pub fn for_each_part(
     };
     let drain = &drain;
     std::thread::scope(|s| {
-        let others: Vec<_> = (0..helpers).map(|_| s.spawn(drain)).collect();
+        let others: Vec<_> = (0..helpers).map_while(|_| helper(s, drain)).collect();
         let result = drain();
         others.into_iter().fold(result, |acc, h| {
             let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
@@ -183,20 +183,27 @@ pub fn map_pieces<T: Send>(count: usize, grant: &mut Grant, work: impl Fn(usize)
         }
     };
     std::thread::scope(|s| {
-        let mut helpers = grant.threads.min(count).saturating_sub(1);
-        for _ in 0..helpers {
-            s.spawn(drain);
-        }
+        let wanted = grant.threads.min(count).saturating_sub(1);
+        let mut helpers = (0..wanted).map_while(|_| helper(s, drain)).count();
         while let Some(i) = take() {
             run(i);
             // Pieces left for a helper besides those running: worth a core that came free.
-            if count.saturating_sub(i + 1) > helpers + 1 && grant.grow() {
+            if count.saturating_sub(i + 1) > helpers + 1 && grant.grow() && helper(s, drain).is_some() {
                 helpers += 1;
-                s.spawn(drain);
             }
         }
     });
     results.into_iter().map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every piece ran")).collect()
+}
+
+/// A helper thread running `work`, or `None` where the system cannot start one (a thread or
+/// address-space limit): the caller's thread then does the helper's share, since every thread
+/// takes the next piece until none is left. `std::thread::scope`'s own `spawn` panics instead.
+fn helper<'scope, 'env, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    work: impl FnOnce() -> T + Send + 'scope,
+) -> Option<std::thread::ScopedJoinHandle<'scope, T>> {
+    std::thread::Builder::new().spawn_scoped(scope, work).ok()
 }
 
 /// Held by the tests that use the process-wide budget: one of them checks its counts.

@@ -30,8 +30,9 @@ pub fn encode(
     threads: Option<usize>,
 ) -> CoreResult<Vec<u8>> {
     for (i, &(desc, _)) in objects.iter().enumerate() {
-        super::szip::check_writable(desc).map_err(|e| e.context(&format!("object {i}")))?;
+        szip::check_writable(desc).map_err(|e| e.context(&format!("object {i}")))?;
     }
+    reserve_for_encode(objects.iter().map(|(_, data)| data.len()).sum())?;
     let described = objects
         .iter()
         .enumerate()
@@ -53,6 +54,29 @@ pub fn encode(
     sz3_compressed()?;
     verify_szip_offsets(message?)
 }
+
+/// The address space an encode of `input` bytes may take at once, in inputs: the values'
+/// packed or compressed copy, upstream's copy of the stored bytes while it frames them, the
+/// message it frames them into, which it grows (and so copies) once more near the end, and the
+/// codecs' own buffers. Measured (VmPeak less VmSize before, a 32 MB float64 field): 3.0 packed
+/// to 16 bits, 4.1 szip, 4.3 blosc2, 4.8 zstd, 5.0 uncompressed, 6.6 lz4 (its worst-case bound).
+const ENCODE_COPIES: usize = 7;
+
+/// Fails with a `MemoryError` when the address space an encode of `input` bytes may take cannot
+/// be had now: upstream frames messages with infallible allocations, which end the process
+/// (`ulimit -v` on HPC login nodes) where this ends the write, whose temporary file the writer
+/// then removes. A mapping made and dropped, never touched: it costs no page of memory.
+fn reserve_for_encode(input: usize) -> CoreResult<()> {
+    let need = input.saturating_mul(ENCODE_COPIES);
+    if need < RESERVE_MIN_BYTES {
+        return Ok(());
+    }
+    memmap2::MmapMut::map_anon(need).map(drop).map_err(|_| CoreError::out_of_memory(need, "encoding the message"))
+}
+
+/// Encodes smaller than this skip [`reserve_for_encode`]: a failure there is one of many small
+/// allocations everywhere.
+const RESERVE_MIN_BYTES: usize = 1 << 20;
 
 /// The message, when every object's stored bytes can be made here: float64 simple packing (no
 /// filter; szip or no compression) of finite values, and plain values with no NaN or infinity
