@@ -13,14 +13,15 @@ import atexit
 import hashlib
 import io
 import os
+import shutil
 import stat
 import tempfile
+import threading
 import urllib.parse
 import urllib.request
 from typing import Any
 
 from tgm_xarray._core import MAGIC  # the bytes every ``.tgm`` file starts with
-from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.source.remote import is_url
 
 
@@ -64,21 +65,66 @@ def paths_of(filename_or_obj: Any) -> str | list[str]:
 
 
 def contents_path(data: bytes) -> str:
-    """A temporary file holding ``data`` (the core maps files): named by its contents, so the
-    same bytes opened again share it, and removed when the interpreter exits."""
-    digest = hashlib.sha256(data).hexdigest()[:32]
-    path = os.path.join(tempfile.gettempdir(), f"tgm-xarray-{os.getpid()}-{digest}.tgm")
-    if not os.path.exists(path):
-        atomic_write_bytes(path, data)  # complete or absent, also with threads opening the same bytes
-        atexit.register(_remove, path)
-    return path
+    """A temporary file holding ``data`` (the core maps files), removed when the interpreter
+    exits: the same bytes opened again share it. See ``_ContentsCopies``."""
+    return _CONTENTS.path_of(data)
 
 
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
+class _ContentsCopies:
+    """The files holding bytes this process opened, in a directory of its own.
+
+    The directory is made by ``tempfile.mkdtemp`` (mode 0700, a name nobody can guess or take
+    first) and each file in it by ``mkstemp`` (``O_EXCL``): a name in the shared temporary
+    directory could be a link or a file another user planted, and would serve their values.
+    Bytes opened again share the file only if this process wrote it; a forked child starts
+    afresh, and only the process that made the directory removes it.
+    """
+
+    def __init__(self) -> None:
+        self._directory: str | None = None
+        self._lock = threading.Lock()  # the directory is made once
+        self._paths: dict[str, str] = {}  # sha256 of the bytes -> the complete file holding them
+
+    def path_of(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        path = self._paths.get(digest)
+        if path is not None:
+            return path
+        fd, new = tempfile.mkstemp(suffix=".tgm", dir=self._made_directory())
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except BaseException as error:
+            os.remove(new)
+            if isinstance(error, OSError) and error.filename is None and error.errno is not None:
+                raise OSError(error.errno, f"{error.strerror} (copying the bytes opened to it)", new) from error
+            raise
+        # Recorded once complete; of two threads writing the same bytes at once, one file stays.
+        path = self._paths.setdefault(digest, new)
+        if path != new:
+            os.remove(new)
+        return path
+
+    def _made_directory(self) -> str:
+        with self._lock:
+            if self._directory is None:
+                self._directory = tempfile.mkdtemp(prefix="tgm-xarray-")
+                atexit.register(_remove_directory, self._directory, os.getpid())
+            return self._directory
+
+    def _after_fork_in_child(self) -> None:
+        self._directory, self._paths, self._lock = None, {}, threading.Lock()
+
+
+def _remove_directory(directory: str, owner: int) -> None:
+    """Removes ``directory`` in the process ``owner`` that made it (a forked child inherits the
+    parent's exit functions, and would remove files the parent still reads)."""
+    if os.getpid() == owner:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+_CONTENTS = _ContentsCopies()
+os.register_at_fork(after_in_child=_CONTENTS._after_fork_in_child)
 
 
 def is_tgm(filename_or_obj: Any) -> bool:

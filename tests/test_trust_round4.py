@@ -1,0 +1,86 @@
+"""What other users, odd files and forked processes must not do to an open or a write: a file
+planted at a temporary name serves no values, a named pipe as the index key blocks no open,
+targets of the longest names are written, and a child forked while a write or a remote
+Dataset is open neither holds the write's turn nor waits for ever on a read.
+
+Real files, real processes and a real HTTP server on loopback; every step that would hang
+before its fix runs in a process of its own, under a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import multiprocessing as mp
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import tgm_xarray
+from tgm_xarray import atomic
+from tgm_xarray.backend import TensogramBackendEntrypoint as ENGINE
+from tgm_xarray.errors import TgmIndexWarning
+from tgm_xarray.source import index, remote
+from tgm_xarray.writer import TgmWriter, to_tgm
+
+pytestmark = pytest.mark.thread_unsafe(reason="forks, starts processes, patches the temporary directory")
+
+#: Seconds a step that used to hang may take before the test fails instead.
+HANG = 60
+
+
+def _dataset(value: float) -> xr.Dataset:
+    return xr.Dataset({"t": (("y", "x"), np.arange(6.0).reshape(2, 3) + value)})
+
+
+def _python(script: str, *args, env: dict | None = None, timeout: float = HANG) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+# -- bytes opened through a temporary copy -----------------------------------------------------
+
+@pytest.mark.parametrize("planted", ["symlink", "file"])
+def test_a_file_planted_at_a_predictable_temporary_name_serves_no_values(tmp_path, monkeypatch, planted):
+    """Bytes were copied to ``<tmp>/tgm-xarray-<pid>-<digest>.tgm``, and a file already there
+    was trusted: anyone could plant a link to another file (or a file) under that name."""
+    other = tmp_path / "other.tgm"
+    to_tgm(_dataset(100.0), other)
+    data_path = tmp_path / "data.tgm"
+    to_tgm(_dataset(1.0), data_path)
+    data = data_path.read_bytes()
+    shared_tmp = tmp_path / "tmp"
+    shared_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
+    predictable = shared_tmp / f"tgm-xarray-{os.getpid()}-{hashlib.sha256(data).hexdigest()[:32]}.tgm"
+    if planted == "symlink":
+        predictable.symlink_to(other)
+    else:
+        predictable.write_bytes(other.read_bytes())
+
+    with xr.open_dataset(data, engine=ENGINE) as ds:
+        np.testing.assert_array_equal(ds["t"].values, _dataset(1.0)["t"].values)
+    assert predictable.read_bytes() == other.read_bytes()  # left as it was, not written through
+
+
+def test_bytes_are_copied_into_a_private_directory_and_shared_when_opened_again(tmp_path):
+    from tgm_xarray.source.inputs import contents_path
+
+    to_tgm(_dataset(2.0), tmp_path / "data.tgm")
+    data = (tmp_path / "data.tgm").read_bytes()
+    path = contents_path(data)
+    assert contents_path(data) == path
+    assert open(path, "rb").read() == data
+    directory = os.stat(os.path.dirname(path))
+    assert stat.S_IMODE(directory.st_mode) == 0o700 and directory.st_uid == os.getuid()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
