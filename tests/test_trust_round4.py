@@ -84,3 +84,34 @@ def test_bytes_are_copied_into_a_private_directory_and_shared_when_opened_again(
     directory = os.stat(os.path.dirname(path))
     assert stat.S_IMODE(directory.st_mode) == 0o700 and directory.st_uid == os.getuid()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+# -- the index key -------------------------------------------------------------------------------
+
+def test_a_named_pipe_as_the_index_key_blocks_no_open(tmp_path):
+    """``index.key`` was opened as it is: a named pipe there blocked every open for ever."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    key = cache / index.KEY_FILE
+    os.mkfifo(key, 0o600)
+    path = tmp_path / "data.tgm"
+    to_tgm(_dataset(3.0), path)
+    script = """
+        import sys, warnings
+        import xarray as xr
+        from tgm_xarray.backend import TensogramBackendEntrypoint
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with xr.open_dataset(sys.argv[1], engine=TensogramBackendEntrypoint) as ds:
+                print(ds["t"].values.tolist())
+        for w in caught:
+            print(w.category.__name__, w.message)
+    """
+    env = {**os.environ, index.CACHE_DIR_ENV: str(cache)}
+    run = _python(script, path, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    values, *caught = run.stdout.splitlines()
+    assert values == str(_dataset(3.0)["t"].values.tolist())
+    assert any(line.startswith(TgmIndexWarning.__name__) and str(key) in line and "named pipe" in line
+               for line in caught), run.stdout
+    assert stat.S_ISFIFO(os.lstat(key).st_mode)  # not ours to remove

@@ -75,12 +75,13 @@ _FILE_TYPES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
-def not_a_file(path: str, mode: int) -> OSError:
-    """The error for ``path``, of file ``mode``, that is not a regular file."""
+def not_a_file(path: str, mode: int, expected: str = ".tgm file") -> OSError:
+    """The error for ``path``, of file ``mode``, that is not a regular file (``expected``: what
+    it should have been)."""
     if stat.S_ISDIR(mode):
-        return IsADirectoryError(errno.EISDIR, "is a directory, not a .tgm file", path)
+        return IsADirectoryError(errno.EISDIR, f"is a directory, not a {expected}", path)
     what = next((name for test, name in _FILE_TYPES if test(mode)), "not a regular file")
-    return OSError(errno.EINVAL, f"is {what}, not a regular .tgm file", path)
+    return OSError(errno.EINVAL, f"is {what}, not a regular {expected}", path)
 
 
 def absolute(path: str | os.PathLike) -> str:

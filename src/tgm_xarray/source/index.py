@@ -32,6 +32,7 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 import tempfile
 import threading
 import warnings
@@ -46,7 +47,7 @@ from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan
 from tgm_xarray.hypercube.table import Column, KeyColumns
-from tgm_xarray.source.handles import FileKey, FileVersion, absolute
+from tgm_xarray.source.handles import FileKey, FileVersion, absolute, not_a_file
 from tgm_xarray.source.remote import is_url
 
 FORMAT = "tgm-xarray-index"
@@ -152,8 +153,12 @@ def _create_key(path: str) -> None:
 
 
 def _read_key(path: str) -> bytes:
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
+    # O_NONBLOCK: a named pipe there is refused below, not waited on (by every open, for ever).
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_a_file(path, st.st_mode, "key file")
         key = f.read(KEY_SIZE + 1)
     if len(key) != KEY_SIZE:
         raise OSError(f"{path}: {len(key)} bytes, not a key of {KEY_SIZE}")
