@@ -115,3 +115,32 @@ def test_a_named_pipe_as_the_index_key_blocks_no_open(tmp_path):
     assert any(line.startswith(TgmIndexWarning.__name__) and str(key) in line and "named pipe" in line
                for line in caught), run.stdout
     assert stat.S_ISFIFO(os.lstat(key).st_mode)  # not ours to remove
+
+
+# -- the longest file names ------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("error::tgm_xarray.errors.TgmIndexWarning")  # no index can be beside them
+@pytest.mark.parametrize("name", ["a" * 246 + ".tgm", "b" * 251 + ".tgm", "é" * 125 + "a.tgm"],
+                         ids=["250-bytes", "255-bytes", "255-bytes-utf8"])
+def test_targets_of_the_longest_names_are_written_and_read_back(tmp_path, name):
+    """The temporary name added 15 bytes to the target's: past 255 (NAME_MAX), every write of a
+    target named 241 bytes or more failed."""
+    path = tmp_path / name
+    to_tgm(_dataset(4.0), path)
+    with TgmWriter(path, "a") as writer:
+        writer.write(xr.Dataset({"u": (("y", "x"), np.ones((2, 3)))}))
+    with xr.open_dataset(path, engine=ENGINE) as ds:
+        np.testing.assert_array_equal(ds["t"].values, _dataset(4.0)["t"].values)
+        np.testing.assert_array_equal(ds["u"].values, np.ones((2, 3)))
+    assert sorted(os.listdir(tmp_path)) == [name]  # no temporary file left
+
+
+@pytest.mark.filterwarnings("error::tgm_xarray.errors.TgmIndexWarning")
+def test_long_names_that_share_their_start_take_turns_of_their_own(tmp_path):
+    first, second = (str(tmp_path / ("c" * 250 + end + ".tgm")) for end in ("x", "y"))
+    turns = {atomic.turn_name(first), atomic.turn_name(second)}
+    assert len(turns) == 2 and atomic.turn_name(first) in turns  # one name per target, as ever
+    assert all(len(os.fsencode(os.path.basename(t))) <= atomic.NAME_MAX for t in turns)
+    with TgmWriter(first) as a, TgmWriter(second) as b:  # neither waits for the other
+        a.write(_dataset(5.0))
+        b.write(_dataset(6.0))

@@ -1,8 +1,9 @@
 """Atomic file writes: the one home of how tgm-xarray replaces a file on disk.
 
-A write goes to a temporary file ``.<name>.tgm-write.tmp`` in the directory of the *real*
-target (symlinks are followed: the real file gets the data and a link stays a link). Once
-complete it is renamed onto the target. Any failure, Ctrl-C or SIGTERM removes the temporary
+A write goes to a temporary file ``.<name>.tgm-write.tmp`` (a name too long for that is
+shortened, :func:`turn_name`) in the directory of the *real* target (symlinks are followed:
+the real file gets the data and a link stays a link). Once complete it is renamed onto the
+target. Any failure, Ctrl-C or SIGTERM removes the temporary
 file and leaves the target as it was, or absent: readers, and a process that dies, never see a
 half-written target. ``durable=True`` also survives a power cut: the file is fsynced before the
 rename and the directory after it (as xarray's, zarr's and ecCodes' writes, not by default: it
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import os
 import queue
 import shutil
@@ -190,16 +192,32 @@ _WRITES_HELD: dict[str, int] = {}
 
 def temporary_name(path: str) -> str:
     """``.<name>.<pid>-<random>.tmp`` beside ``path``: a name no other write uses."""
-    directory, name = os.path.split(path)
-    return os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+    return _beside(path, f".{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
 
 
 def turn_name(path: str) -> str:
     """``.<name>.tgm-write.tmp`` beside ``path``: the temporary file (or directory) of the write
     of ``path`` in progress. One name per target, so a write finds another one by opening it,
     not by listing a directory that may hold thousands of outputs."""
+    return _beside(path, ".tgm-write.tmp")
+
+
+#: The longest file name (bytes) Linux and macOS file systems take.
+NAME_MAX = 255
+#: Hex digits of the hash that stands for the end of a name too long to keep whole.
+_NAME_HASH = 16
+
+
+def _beside(path: str, suffix: str) -> str:
+    """``.<name><suffix>`` beside ``path``. A name too long for that to fit ``NAME_MAX`` keeps
+    its start and a hash of the whole name instead: the same target, the same name."""
     directory, name = os.path.split(path)
-    return os.path.join(directory, f".{name}.tgm-write.tmp")
+    encoded = os.fsencode(name)
+    room = NAME_MAX - 1 - len(os.fsencode(suffix))
+    if len(encoded) > room:
+        digest = hashlib.sha256(encoded).hexdigest()[:_NAME_HASH]
+        name = os.fsdecode(encoded[: room - 1 - _NAME_HASH]) + "~" + digest
+    return os.path.join(directory, f".{name}{suffix}")
 
 
 def _claim_turn(path: str, as_directory: bool) -> tuple[str, int]:

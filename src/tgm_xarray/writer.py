@@ -276,9 +276,9 @@ def _drop_indexes(paths: Iterable[str]) -> None:
         for where in (index.beside_file(path), index.cached(path)):
             try:
                 os.remove(where)
-            except FileNotFoundError:
-                pass
             except OSError as err:
+                if index.none_there(err):
+                    continue
                 warnings.warn(f"{where}: the index of the file just written could not be removed "
                               f"({err.strerror}); the next open will find it stale", TgmIndexWarning,
                               stacklevel=4)

@@ -28,6 +28,7 @@ dtypes and arrays). Nothing is ever unpickled.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import hmac
 import json
@@ -627,6 +628,13 @@ def write(path: str, data: bytes) -> None:
     atomic_write_bytes(path, data)
 
 
+def none_there(err: OSError) -> bool:
+    """Whether ``err``, of a look at an index's path, says that no index can be there: none, a
+    file where a directory of its path would be, or a name too long for any file (beside a data
+    file whose name is near the longest)."""
+    return isinstance(err, (FileNotFoundError, NotADirectoryError)) or err.errno == errno.ENAMETOOLONG
+
+
 def warn(index_path: str, why: str) -> None:
     warnings.warn(f"{index_path}: index not used: {why}; opening the data file without it",
                   TgmIndexWarning, stacklevel=4)
@@ -638,10 +646,8 @@ def load(index_path: str, identity: Identity) -> tuple[Index | None, str | None]
     or no key to check it with: :func:`user_key` has said so)."""
     try:
         FileKey.of(index_path)  # regular files only: opening a FIFO would block, a device may not end
-    except (FileNotFoundError, NotADirectoryError):  # none there
-        return None, None
     except OSError as err:
-        return None, f"it cannot be read ({err.strerror})"
+        return None, (None if none_there(err) else f"it cannot be read ({err.strerror})")
     secret = user_key()
     if secret is None:
         return None, None
