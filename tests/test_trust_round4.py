@@ -144,3 +144,87 @@ def test_long_names_that_share_their_start_take_turns_of_their_own(tmp_path):
     with TgmWriter(first) as a, TgmWriter(second) as b:  # neither waits for the other
         a.write(_dataset(5.0))
         b.write(_dataset(6.0))
+
+
+# -- a write's turn in a forked child ---------------------------------------------------------------
+
+KILLED_WRITER = """
+    import multiprocessing as mp, os, signal, sys, time
+    import numpy as np, xarray as xr
+    from tgm_xarray.writer import TgmWriter
+    def sleep():  # without the test's pipes, which would wait for the child's end
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        time.sleep(600)
+    path, fork = sys.argv[1], sys.argv[2]
+    writer = TgmWriter(path)
+    writer.write(xr.Dataset({"t": ("x", np.zeros(3))}))
+    if fork == "os.fork":
+        child = os.fork()
+        if child == 0:
+            sleep()
+            os._exit(0)
+    else:
+        process = mp.get_context("fork").Process(target=sleep)
+        process.start()
+        child = process.pid
+    print(child, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # while the write holds the turn
+"""
+
+
+@pytest.mark.parametrize("fork", ["os.fork", "multiprocessing"])
+def test_a_child_forked_during_a_write_does_not_hold_its_turn_after_the_writer_is_killed(tmp_path, fork):
+    """The turn is a flock of the write's temporary file, which a forked child shared: killed,
+    the writer left the child holding it, and every later write of the file waited for the
+    child, without a word."""
+    path = tmp_path / "out.tgm"
+    run = _python(KILLED_WRITER, path, fork)
+    assert run.returncode == -signal.SIGKILL, run.stderr[-3000:]
+    child = int(run.stdout)
+    try:
+        os.kill(child, 0)  # the child still lives
+        write_again = """
+            import sys
+            import numpy as np, xarray as xr
+            from tgm_xarray.writer import to_tgm
+            to_tgm(xr.Dataset({"t": ("x", np.full(3, 7.0))}), sys.argv[1])
+        """
+        try:
+            again = _python(write_again, path)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a new write of {path} waited {HANG} s for the child forked from a killed writer")
+        assert again.returncode == 0, again.stderr[-3000:]
+    finally:
+        os.kill(child, signal.SIGKILL)
+    with xr.open_dataset(path, engine=ENGINE) as ds:
+        np.testing.assert_array_equal(ds["t"].values, np.full(3, 7.0))
+
+
+def test_a_forked_child_cannot_write_or_commit_the_parents_write(tmp_path):
+    """The child's writes went into the parent's temporary file, and its abort removed it."""
+    path = tmp_path / "out.tgm"
+    with TgmWriter(path) as writer:
+        writer.write(_dataset(8.0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a threaded process
+            child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                for attempt in (lambda: writer.write(_dataset(9.0)), writer.commit):
+                    try:
+                        attempt()
+                    except RuntimeError as err:
+                        code += "forked" in str(err) and str(path) in str(err)
+                writer.abort()
+                code = 0 if code == 3 else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        writer.write(xr.Dataset({"u": (("y", "x"), np.ones((2, 3)))}))
+    with xr.open_dataset(path, engine=ENGINE) as ds:
+        assert set(ds.data_vars) == {"t", "u"}
+        np.testing.assert_array_equal(ds["t"].values, _dataset(8.0)["t"].values)

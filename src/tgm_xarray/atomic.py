@@ -16,7 +16,7 @@ that file is gone before creating its own. The lock therefore lives on files tha
 nothing is left behind when a writer is killed (the kernel drops its locks; its temporary file
 is removed by the SIGTERM handler, or by the next writer of the target, which finds it
 unlocked), and writes of different files in one directory never wait for each other beyond that
-brief directory lock.
+brief directory lock. A child forked meanwhile lets go of the locks it inherits (``_Turns``).
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
@@ -93,11 +93,15 @@ class AtomicFile(CommitsOnSuccess):
         #: The real target (symlinks followed), the file that gets replaced.
         self.path = os.path.realpath(os.fspath(path))
         self.durable = bool(durable)
-        if _WRITES_HELD.get(self.path) == threading.get_ident():  # waiting would never end
+        self._thread = threading.get_ident()
+        #: Whether this process was forked from the one that opened the write (``_let_go_in_child``).
+        self._inherited = False
+        held = _TURNS.writes.get(self.path)
+        if held is not None and held._thread == self._thread:  # waiting would never end
             raise RuntimeError(f"{self.path}: this thread is already writing it (a writer of it is "
                                "open); close that writer first")
         self._holder, self._fd = _claim_turn(self.path, by_name)  # our temporary file or directory
-        _WRITES_HELD[self.path] = threading.get_ident()
+        _TURNS.hold(self)
         #: What is written and renamed onto the target.
         self.tmp = os.path.join(self._holder, os.path.basename(self.path)) if by_name else self._holder
         self.file = None if by_name else os.fdopen(self._fd, "wb")
@@ -116,6 +120,7 @@ class AtomicFile(CommitsOnSuccess):
             raise
 
     def write(self, data: bytes | memoryview) -> None:
+        self.check_owned()
         with self._naming_target():
             self._opened().write(data)
 
@@ -123,6 +128,7 @@ class AtomicFile(CommitsOnSuccess):
         """Moves the written file onto the target (``durable``: file and directory fsynced)."""
         if self.closed:
             raise ValueError(f"{self.path}: the write is already committed or aborted")
+        self.check_owned()
         try:
             with self._naming_target():
                 if self.file is not None:
@@ -140,26 +146,49 @@ class AtomicFile(CommitsOnSuccess):
         self._end()
 
     def abort(self) -> None:
-        """Drops everything written; the target stays as it was."""
+        """Drops everything written; the target stays as it was. In a forked child it only lets
+        go of the write: the temporary file is the parent's."""
         if self.closed:
             return
         try:
-            _remove(self._holder)
+            if not self._inherited:
+                _remove(self._holder)
         finally:
             self._end()
+
+    def check_owned(self) -> None:
+        """Raises ``RuntimeError`` in a process forked while this write was open: the write, and
+        its turn, are the parent's."""
+        if self._inherited:
+            raise RuntimeError(f"{self.path}: this write was opened before this process was forked from "
+                               "the one writing it: a forked child cannot write or commit it (open a "
+                               "writer of its own)")
 
     def _end(self) -> None:
         """Closes the temporary file, which gives up the turn (its flock) to the next write."""
         self.closed = True
-        _TEMPORARIES.discard(self._holder)
-        _WRITES_HELD.pop(self.path, None)
+        if not self._inherited:
+            _TEMPORARIES.discard(self._holder)
+        with _TURNS.ending(self):
+            try:
+                if self.file is not None:
+                    self.file.close()  # flushes: after a full disk it fails again, but closes the fd
+                else:
+                    os.close(self._fd)
+            except OSError:
+                pass
+
+    def _let_go_in_child(self) -> None:
+        """In a child forked while this write was open: its descriptor of the temporary file
+        becomes one of ``/dev/null``. The turn's flock belongs to the open file, which the child
+        shares: its copy would hold the turn after the parent dies, and every later write of the
+        target would wait for the child. Whatever the child flushes goes nowhere."""
+        self._inherited = True
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         try:
-            if self.file is not None:
-                self.file.close()  # flushes: after a full disk it fails again, but closes the fd
-            else:
-                os.close(self._fd)
-        except OSError:
-            pass
+            os.dup2(null, self._fd, inheritable=False)
+        finally:
+            os.close(null)
 
     def _copy_target(self) -> None:
         fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
@@ -184,10 +213,6 @@ class AtomicFile(CommitsOnSuccess):
             if error.filename is not None or error.errno is None:
                 raise
             raise OSError(error.errno, f"{error.strerror} (writing it)", self.path) from error
-
-
-#: The real targets this process is writing, and the thread writing each.
-_WRITES_HELD: dict[str, int] = {}
 
 
 def temporary_name(path: str) -> str:
@@ -225,7 +250,7 @@ def _claim_turn(path: str, as_directory: bool) -> tuple[str, int]:
     file (or directory) and flocks it; returns its name and descriptor. Checking and creating
     happen under a flock of the directory, so two writes cannot both find the way free."""
     tmp = turn_name(path)
-    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    dir_fd = _TURNS.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         while True:
             fcntl.flock(dir_fd, fcntl.LOCK_EX)
@@ -238,9 +263,9 @@ def _claim_turn(path: str, as_directory: bool) -> tuple[str, int]:
             try:
                 fcntl.flock(busy, fcntl.LOCK_EX)  # until that write commits or aborts
             finally:
-                os.close(busy)
+                _TURNS.close(busy)
     finally:
-        os.close(dir_fd)
+        _TURNS.close(dir_fd)
 
 
 def _write_in_progress(tmp: str, path: str) -> int | None:
@@ -248,7 +273,7 @@ def _write_in_progress(tmp: str, path: str) -> int | None:
     file that nobody holds was left by a writer killed by SIGKILL (or a crash, a power cut), and
     is removed (the kernel dropped that writer's lock)."""
     try:  # O_NONBLOCK, O_NOFOLLOW: a FIFO or a link planted under that name is not waited on
-        fd = os.open(tmp, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = _TURNS.open(tmp, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as error:
@@ -259,9 +284,9 @@ def _write_in_progress(tmp: str, path: str) -> int | None:
     except BlockingIOError:
         return fd
     except BaseException:
-        os.close(fd)
+        _TURNS.close(fd)
         raise
-    os.close(fd)
+    _TURNS.close(fd)
     _remove(tmp)
     if os.path.lexists(tmp):
         raise FileExistsError(errno.EEXIST, f"left by a write of {path} that was killed, and cannot be "
@@ -273,7 +298,7 @@ def _create_temporary(tmp: str, as_directory: bool) -> int:
     _TEMPORARIES.add(tmp)  # first: a SIGTERM right after the creation removes it too
     try:
         # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for any new file.
-        fd = None if as_directory else os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        fd = None if as_directory else _TURNS.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         if as_directory:
             os.mkdir(tmp, 0o777)
     except BaseException:
@@ -281,11 +306,11 @@ def _create_temporary(tmp: str, as_directory: bool) -> int:
         raise
     try:
         if fd is None:
-            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = _TURNS.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: nobody else has it open
     except BaseException:
         if fd is not None:
-            os.close(fd)
+            _TURNS.close(fd)
         _remove(tmp)
         _TEMPORARIES.discard(tmp)
         raise
@@ -331,6 +356,71 @@ def _open_regular_file(path: str) -> int | None:
         return fd
     os.close(fd)
     return None
+
+
+class _Turns:
+    """The descriptors this process holds a ``flock`` on or waits for one on, and the writes
+    whose turns they hold: what a forked child must let go of.
+
+    A flock belongs to the open file, which a forked child shares: the child's copy keeps it
+    while the child lives, also after the parent is killed (SIGKILL), and every later write of
+    the target (or of its directory) would wait for the child without a word. In the child those
+    of ``_claim_turn`` (their thread is not there) are closed, and the writes' are made
+    ``/dev/null`` (``AtomicFile._let_go_in_child``). Descriptors are opened and closed under a
+    lock that the fork also takes, so that a child finds each one either open and listed or
+    neither.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claiming: set[int] = set()  # the directory's, another write's, a new turn's
+        #: The real targets this process is writing, and the write holding each one's turn.
+        self.writes: dict[str, AtomicFile] = {}
+
+    def open(self, path: str, flags: int, mode: int = 0o777) -> int:
+        with self._lock:
+            fd = os.open(path, flags, mode)
+            self._claiming.add(fd)
+        return fd
+
+    def close(self, fd: int) -> None:
+        with self._lock:
+            self._claiming.discard(fd)
+            os.close(fd)
+
+    def hold(self, write: AtomicFile) -> None:
+        """The new turn's descriptor is now ``write``'s, until its ``_end``."""
+        with self._lock:
+            self._claiming.discard(write._fd)
+            self.writes[write.path] = write
+
+    @contextmanager
+    def ending(self, write: AtomicFile) -> Iterator[None]:
+        """Around the closing of ``write``'s descriptor."""
+        with self._lock:
+            try:
+                yield
+            finally:
+                if self.writes.get(write.path) is write:
+                    del self.writes[write.path]
+
+    def _before_fork(self) -> None:
+        self._lock.acquire()
+
+    def _after_fork_in_parent(self) -> None:
+        self._lock.release()
+
+    def _after_fork_in_child(self) -> None:
+        for fd in self._claiming:
+            os.close(fd)
+        for write in self.writes.values():
+            write._let_go_in_child()
+        self._lock, self._claiming, self.writes = threading.Lock(), set(), {}
+
+
+_TURNS = _Turns()
+os.register_at_fork(before=_TURNS._before_fork, after_in_parent=_TURNS._after_fork_in_parent,
+                    after_in_child=_TURNS._after_fork_in_child)
 
 
 class _Releaser:

@@ -188,6 +188,7 @@ class TgmWriter(CommitsOnSuccess):
         (``skip_nan_fields`` as :func:`to_tgm`)."""
         if self._out.closed:
             raise ValueError(f"{self.path}: the writer is already closed")
+        self._out.check_owned()  # before any encoding: a forked child cannot write
         advance = self._advance(write_plan.count)
         encode = functools.partial(_encode_message, hash=self.hash, scheduler=_dask_scheduler(),
                                    skip_nan_fields=skip_nan_fields, threads=self.threads)
