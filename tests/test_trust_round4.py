@@ -228,3 +228,79 @@ def test_a_forked_child_cannot_write_or_commit_the_parents_write(tmp_path):
     with xr.open_dataset(path, engine=ENGINE) as ds:
         assert set(ds.data_vars) == {"t", "u"}
         np.testing.assert_array_equal(ds["t"].values, _dataset(8.0)["t"].values)
+
+
+# -- a remote Dataset in a forked child -------------------------------------------------------------
+
+needs_remote = pytest.mark.skipif(not all(importlib.util.find_spec(m) for m in ("fsspec", "aiohttp")),
+                                  reason="remote reads need fsspec and aiohttp")
+
+
+def _large_dataset(value: float) -> xr.Dataset:
+    """Past the first request's block (``remote.FIRST_BLOCK``): reads of it go to the server."""
+    return xr.Dataset({"t": (("y", "x"), np.random.default_rng(int(value)).random((200, 200)))})
+
+
+def _in_child(read, fork: str):
+    """``read()`` in a forked child: ``("ok", its result)`` or ``("error", its error's repr)``;
+    fails after ``HANG`` s. The result comes back through a pipe, read before the child is
+    waited for (a large one fills the pipe until it is read)."""
+    receive, send = mp.Pipe(duplex=False)
+
+    def report():
+        try:
+            send.send(("ok", read()))
+        except BaseException as err:
+            send.send(("error", repr(err)))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a threaded process
+        if fork == "multiprocessing":
+            process = mp.get_context("fork").Process(target=report)
+            process.start()
+            child = process.pid
+        else:
+            child = os.fork()
+            if child == 0:
+                try:
+                    report()
+                finally:
+                    os._exit(0)
+    send.close()
+    try:
+        if not receive.poll(HANG):
+            os.kill(child, signal.SIGKILL)
+            pytest.fail(f"the forked child's read took more than {HANG} s")
+        return receive.recv()
+    finally:
+        if fork == "multiprocessing":
+            process.join()
+        else:
+            os.waitpid(child, 0)
+
+
+@needs_remote
+@pytest.mark.parametrize("fork", ["os.fork", "multiprocessing"])
+def test_a_remote_dataset_reads_in_a_child_forked_after_it_was_opened(range_server, fork):
+    """The fetcher kept the parent's event loop, which has no thread in a child: its first read
+    waited for ever."""
+    to_tgm(_large_dataset(10.0), range_server.root / "remote.tgm")
+    url = range_server.url("remote.tgm")
+    with xr.open_dataset(url, engine=ENGINE, cache=False) as ds:
+        expected = ds["t"].values
+        np.testing.assert_array_equal(expected, _large_dataset(10.0)["t"].values)
+        kind, values = _in_child(lambda: ds["t"].values, fork)
+        assert kind == "ok", values
+        np.testing.assert_array_equal(values, expected)
+        np.testing.assert_array_equal(ds["t"].values, expected)  # and the parent's reads go on
+
+
+@needs_remote
+def test_a_remote_file_reads_asynchronously_in_a_forked_child(range_server):
+    to_tgm(_large_dataset(11.0), range_server.root / "remote.tgm")
+    f = tgm_xarray.open_file(range_server.url("remote.tgm"))
+    expected = f.read(0, 0)
+    assert f.handle.file_size > remote.FIRST_BLOCK
+    kind, values = _in_child(lambda: asyncio.run(f.read_async(0, 0)), "os.fork")
+    assert kind == "ok", values
+    np.testing.assert_array_equal(values, expected)

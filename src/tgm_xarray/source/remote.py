@@ -253,7 +253,8 @@ class Fetcher:
             protocol = "s3fs" if url.startswith("s3://") else "aiohttp"  # the remote and s3 extras
             raise ImportError(f"reading {url} needs fsspec: {install_hint('fsspec', protocol)}") from None
         self.url = url
-        self.fs, self.path = fsspec.core.url_to_fs(url, **fsspec_options(url, storage_options))
+        self._storage_options = storage_options
+        self._connect()
         self.deadline = _setting(DEADLINE_ENV, DEADLINE, float)
         self.idle_timeout = _setting(IDLE_TIMEOUT_ENV, IDLE_TIMEOUT, float)
         #: The most bytes read whole, and the setting that says so.
@@ -262,7 +263,6 @@ class Fetcher:
             else (_setting(MAX_WHOLE_BODY_ENV, MAX_WHOLE_BODY, int), MAX_WHOLE_BODY_ENV))
         self._whole = whole
         async_fs = getattr(self.fs, "async_impl", False)
-        self._loop = self.fs.loop if async_fs else fsspec.asyn.get_loop()
         self._sync = fsspec.asyn.sync
         protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self._http = async_fs and "http" in protocols
@@ -285,6 +285,22 @@ class Fetcher:
             if whole and self.size > self.max_whole:
                 raise self._too_large(self.size)
 
+    def _connect(self) -> None:
+        """The filesystem (its session) and the event loop the requests run on, made afresh in a
+        forked child: the parent's loop has no thread there, and a request would wait for ever."""
+        import fsspec
+        import fsspec.asyn
+
+        self.fs, self.path = fsspec.core.url_to_fs(self.url, **fsspec_options(self.url, self._storage_options))
+        self._loop = self.fs.loop if getattr(self.fs, "async_impl", False) else fsspec.asyn.get_loop()
+        self._pid = os.getpid()  # last: another thread of a child sees either all or none of it
+
+    def _own_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop to run requests on, in this process."""
+        if self._pid != os.getpid():
+            self._connect()
+        return self._loop
+
     # -- one request, and its tries -----------------------------------------------------------
     def _run(self, what: str, attempt):
         """``attempt()`` (a coroutine) with its retries, within the deadline."""
@@ -299,7 +315,7 @@ class Fetcher:
             except Exception as err:  # noqa: BLE001 - raised again below, outside the loop
                 return None, err
 
-        result, err = self._sync(self._loop, carried)
+        result, err = self._sync(self._own_loop(), carried)
         if err is not None:
             raise err
         return result
@@ -415,7 +431,7 @@ class Fetcher:
             return self._known[start:stop]
         request = self._retrying(f"reading bytes {start}-{stop - 1}", lambda: self._attempt(start, stop),
                                  time.monotonic() + self.deadline)
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(request, self._loop))
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(request, self._own_loop()))
 
     def fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Several ranges at once: fetched concurrently (``CONCURRENCY`` at most in flight), each
