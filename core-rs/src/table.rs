@@ -28,6 +28,10 @@ pub const RESERVED_KEY: &str = "_reserved_";
 pub const DIM_NAMES_KEY: &str = "dim_names";
 /// `_extra_` entry holding attributes of coordinates rebuilt from metadata keys.
 pub const COORDINATE_ATTRS_KEY: &str = "coordinate_attrs";
+/// An object's `base` entry naming the dtype its values were given in, where they are stored
+/// wider (simple packing takes float64 only): the reader gives them back in that dtype. An
+/// ordinary key to the table (a column like any other); never an attribute.
+pub const VALUES_DTYPE_KEY: &str = "_values_dtype_";
 /// Descriptor `params` that belong to the codec pipeline (encoding, not attributes).
 pub const CODEC_PARAM_PREFIXES: [&str; 8] = ["sp_", "szip_", "zstd_", "lz4_", "blosc2_", "zfp_", "sz3_", "shuffle_"];
 
@@ -377,6 +381,8 @@ pub struct Builder {
     table: Table,
     shapes: HashMap<Vec<u64>, i32>,
     descriptors: HashMap<Vec<u8>, Rc<KnownDescriptor>>,
+    /// `table.descriptors` by their summary.
+    summaries: HashMap<String, i32>,
     own: Columns,
     codec_params: Columns,
     own_dim_names: Interned,
@@ -518,17 +524,16 @@ impl Builder {
         Ok(self.descriptors[key].clone())
     }
 
-    /// The index in `table.descriptors` of the descriptors that agree with `desc` but for `params`.
+    /// The index in `table.descriptors` of the descriptors that agree with `desc` but for `params`
+    /// (looked up by summary: an open is linear in the number of distinct shapes).
     fn descriptor_code(&mut self, desc: &DataObjectDescriptor) -> i32 {
-        let summary = descriptor_summary(desc);
-        match self.table.descriptors.iter().position(|d| descriptor_summary(d) == summary) {
-            Some(i) => i as i32,
-            None => {
-                // Without `params`: they differ object by object (the columns hold each one's).
-                self.table.descriptors.push(DataObjectDescriptor { params: Default::default(), ..desc.clone() });
-                self.table.descriptors.len() as i32 - 1
-            }
+        let next = self.table.descriptors.len() as i32;
+        let code = *self.summaries.entry(descriptor_summary(desc)).or_insert(next);
+        if code == next {
+            // Without `params`: they differ object by object (the columns hold each one's).
+            self.table.descriptors.push(DataObjectDescriptor { params: Default::default(), ..desc.clone() });
         }
+        code
     }
 
     /// The index of `shape` in `table.shapes`.
