@@ -69,6 +69,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RESERVED_KEY", tgm_core::table::RESERVED_KEY)?;
     m.add("DIM_NAMES_KEY", tgm_core::table::DIM_NAMES_KEY)?;
     m.add("COORDINATE_ATTRS_KEY", tgm_core::table::COORDINATE_ATTRS_KEY)?;
+    m.add("VALUES_DTYPE_KEY", tgm_core::table::VALUES_DTYPE_KEY)?;
     m.add("CODEC_PARAM_PREFIXES", pyo3::types::PyTuple::new(m.py(), tgm_core::table::CODEC_PARAM_PREFIXES)?)?;
     m.add("TENSOGRAM_VERSION", tgm_core::TENSOGRAM_VERSION)?;
     m.add("DTYPES", pyo3::types::PyTuple::new(m.py(), dtypes::names())?)?;

@@ -14,7 +14,7 @@ __all__ = [
     "take_max_concurrent_reads", "writable_szip_flags",
     "numpy_dtype", "decoded_bytes", "outer_key", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
     "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
-    "CODEC_PARAM_PREFIXES", "MAGIC",
+    "VALUES_DTYPE_KEY", "CODEC_PARAM_PREFIXES", "MAGIC",
 ]
 
 TENSOGRAM_VERSION: str
@@ -30,6 +30,7 @@ BYTES_PER_PIECE: int
 RESERVED_KEY: str
 DIM_NAMES_KEY: str
 COORDINATE_ATTRS_KEY: str
+VALUES_DTYPE_KEY: str
 # Descriptor params of these prefixes are the codec pipeline's (the table's `codec_params`).
 CODEC_PARAM_PREFIXES: tuple[str, ...]
 

@@ -193,7 +193,7 @@ class TensogramDataStore(AbstractDataStore):
 CFGRIB_KEYWORDS: dict[str, Any] = {
     "indexpath": None, "read_keys": None, "ignore_keys": (), "encode_cf": ("parameter", "time", "geography", "vertical"),
     "time_dims": ("time", "step"), "errors": None, "extra_coords": {},
-    "coords_as_attributes": {}, "cache_geo_coords": True, "values_dtype": None,
+    "coords_as_attributes": {}, "cache_geo_coords": True,
 }
 
 
@@ -243,7 +243,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
         "filter_by_keys", "duplicates", "merge_objects", "message_index", "range_threshold",
-        "verify_hash", "storage_options", "threads", "index", "squeeze", *CFGRIB_KEYWORDS,
+        "verify_hash", "storage_options", "threads", "index", "squeeze", "values_dtype", *CFGRIB_KEYWORDS,
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -347,7 +347,12 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
             dimension with a single value a scalar coordinate; ``False`` keeps it a dimension
             of length 1, so that files of one step each combine with
             ``xr.open_mfdataset(paths, engine="tgm", combine="by_coords", squeeze=False)``.
-        indexpath, read_keys, ignore_keys, encode_cf, time_dims, errors, extra_coords, coords_as_attributes, cache_geo_coords, values_dtype
+        values_dtype
+            cfgrib's keyword: ``np.float32`` or ``np.float64``, the dtype floating-point data
+            variables are read as. Default ``None``: the dtype they were written in (a float32
+            variable packed by this package's writer, which packing stores as float64, reads as
+            float32; files without that record, upstream's, as stored).
+        indexpath, read_keys, ignore_keys, encode_cf, time_dims, errors, extra_coords, coords_as_attributes, cache_geo_coords
             cfgrib's keywords, accepted so that cfgrib's ``backend_kwargs`` work unchanged (default
             ``None``: not given). Honoured where they mean something here: ``indexpath=""``
             (cfgrib: no index file) is ``index=False``; ``read_keys`` (every metadata key is read
@@ -369,11 +374,11 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
                                  ignore_keys=ignore_keys, encode_cf=encode_cf,
                                  time_dims=time_dims, errors=errors, extra_coords=extra_coords,
                                  coords_as_attributes=coords_as_attributes,
-                                 cache_geo_coords=cache_geo_coords, values_dtype=values_dtype)
+                                 cache_geo_coords=cache_geo_coords)
         paths = paths_of(filename_or_obj)
         options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
                               duplicates=duplicates, merge_objects=merge_objects, message_index=message_index,
-                              squeeze=squeeze, source=str(paths))
+                              squeeze=squeeze, values_dtype=values_dtype, source=str(paths))
         store = TensogramDataStore.open(paths, lock=lock, verify_hash=verify_hash, storage_options=storage_options,
                                         threads=threads, index=index, options=options)
         return _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords,

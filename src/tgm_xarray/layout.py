@@ -45,7 +45,7 @@ import numpy as np
 import xarray as xr
 
 from tgm_xarray import cf, mars
-from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY
+from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY, VALUES_DTYPE_KEY
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import Codec, reader_options, resolve
 
@@ -54,7 +54,7 @@ LAYOUTS = ("field", "variable")
 #: ``mars.find_axes`` reads): a dimension of one of these names is stacked only through its MARS
 #: rule, never under a plain key of its name (except ``time`` holding numbers, which the reader
 #: takes as a plain key).
-RESERVED_KEYS = frozenset({"name", "shortName", "mars", DIM_NAMES_KEY, cf.COORDINATES, RESERVED_KEY, "_extra_",
+RESERVED_KEYS = frozenset({"name", "shortName", "mars", DIM_NAMES_KEY, cf.COORDINATES, RESERVED_KEY, "_extra_", VALUES_DTYPE_KEY,
                            COORDINATE_ATTRS_KEY, *(k for keys in mars.AXIS_KEYS for k in keys if "." not in k)})
 
 
@@ -182,6 +182,8 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
         encoded = cf.encode(name, var.transpose(*stacked, *inner))
         codec = _codec(name, encoded.dtype, encoding, var.encoding)
         base = _base(name, encoded.attrs, inner)
+        if codec.dtype != encoded.dtype and encoded.dtype.kind == "f":
+            base[VALUES_DTYPE_KEY] = encoded.dtype.name  # stored wider (packed): read back as given
         own = cf.attached_to(var.dims, attached)
         if own:
             base[cf.COORDINATES] = cf.coordinates_attr(own)
@@ -310,7 +312,7 @@ def _put(tree: dict, parts: list[str], value: Any) -> bool:
 def _base(name: str, attrs: Mapping[str, Any], dims: Sequence[str]) -> dict:
     # The object's own `name` and `dim_names` win over attributes of those names.
     meta = unflatten({k: v for k, v in to_metadata(dict(attrs)).items()
-                      if k not in ("name", DIM_NAMES_KEY, RESERVED_KEY)})
+                      if k not in ("name", DIM_NAMES_KEY, RESERVED_KEY, VALUES_DTYPE_KEY)})
     return {"name": name, DIM_NAMES_KEY: list(dims), **meta}
 
 

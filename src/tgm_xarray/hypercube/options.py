@@ -1,7 +1,8 @@
 """The planner's keywords: one frozen value the engine, the virtual parser and the index share.
 
 :class:`PlanOptions` holds the keywords that change a plan (``variable_key``, ``dim_names``,
-``filter_by_keys``, ``duplicates``, ``merge_objects``, ``message_index``, ``squeeze``), each with
+``filter_by_keys``, ``duplicates``, ``merge_objects``, ``message_index``, ``squeeze``,
+``values_dtype``), each with
 its default and the rule that says what a bad value is. Two opens with equal options plan the
 same Dataset from the same file, which is why the index keys its stored plans by
 :meth:`PlanOptions.as_dict`.
@@ -14,6 +15,8 @@ import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass
 from typing import Any
+
+import numpy as np
 
 from tgm_xarray.errors import TgmIndexError
 
@@ -73,6 +76,9 @@ class PlanOptions:
     merge_objects: bool = True
     message_index: int | None = None
     squeeze: bool = True
+    #: cfgrib's keyword: the dtype name (``"float32"``, ``"float64"``) floating-point data
+    #: variables are read as; ``None``: the dtype their values were written in.
+    values_dtype: str | None = None
     source: InitVar[str | None] = None
 
     def __post_init__(self, source: str | None) -> None:
@@ -88,6 +94,7 @@ class PlanOptions:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{at}{name} must be True or False, not {getattr(self, name)!r}")
         object.__setattr__(self, "message_index", _message_index(self.message_index, at))
+        object.__setattr__(self, "values_dtype", _values_dtype(self.values_dtype, at))
 
     @classmethod
     def of_keywords(cls, keywords: Mapping[str, Any], taker: str, source: str | None = None) -> PlanOptions:
@@ -135,6 +142,25 @@ def _filter(filter_by_keys, at: str) -> dict | None:
     if bad:
         raise TypeError(f"{at}filter_by_keys keys are metadata keys (str), not {bad[0]!r}")
     return dict(filter_by_keys)
+
+
+#: What ``values_dtype`` may name: the floating-point dtypes a field can be read as.
+VALUES_DTYPES = ("float32", "float64")
+
+
+def _values_dtype(values_dtype, at: str) -> str | None:
+    """A numpy dtype (``np.float32``, ``"float32"``, ...) as the name of one of
+    :data:`VALUES_DTYPES`."""
+    if values_dtype is None:
+        return None
+    try:
+        name = np.dtype(values_dtype).name
+    except TypeError:
+        name = None
+    if name not in VALUES_DTYPES:
+        raise ValueError(f"{at}values_dtype must be one of {VALUES_DTYPES} (or None: as written), "
+                         f"got {values_dtype!r}")
+    return name
 
 
 def _message_index(message_index, at: str) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tgm_xarray import cf, mars
+from tgm_xarray._core import VALUES_DTYPE_KEY
 from tgm_xarray.attrs import to_attrs
 from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
 from tgm_xarray.hypercube.axes import Axes, IndexCoords, axis_coords, with_valid_time
@@ -22,6 +23,7 @@ from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
 from tgm_xarray.hypercube.dims import check_names, resolve_inner_dims
 from tgm_xarray.hypercube.extra import generic_coords, with_extra_dims, with_stored_axis_attrs
 from tgm_xarray.hypercube.objects import Objects, Selection
+from tgm_xarray.hypercube.options import VALUES_DTYPES
 from tgm_xarray.hypercube.variables import Variable
 from tgm_xarray.hypercube.variables import variables as group_variables
 
@@ -156,7 +158,8 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
     grid = np.full(outer_shape, -1, dtype=np.int64)
     grid.flat[cells[starts]] = np.arange(len(kept))
     refs = tuple(zip(t.msg[kept].tolist(), t.obj[kept].tolist()))
-    dtype = np.result_type(*{objects.dtypes[d] for d in np.unique(t.descriptor[kept]).tolist()})
+    dtype = _read_dtype(objects, kept, np.result_type(*{objects.dtypes[d] for d in np.unique(t.descriptor[kept]).tolist()}),
+                        options.values_dtype)
     if (grid < 0).any() and dtype.kind in "biu":
         dtype = np.dtype("float64")  # holes read as NaN
     dims = tuple(var.outer) + tuple(d for d, _ in var.inner)
@@ -173,7 +176,7 @@ def _variable_attrs(var: Variable, objects: Objects, axes: Axes, common_extra) -
     """The metadata every field of the variable agrees on (its own keys, and the ``_extra_``
     entries that are not the Dataset's), minus what became coordinates and the key that named
     it. An attribute of its own stays even when a Dataset attribute has the same value."""
-    dropped = axes.consumed(var.at) | set(var.generic) | \
+    dropped = axes.consumed(var.at) | set(var.generic) | {VALUES_DTYPE_KEY} | \
         {k for k in set(var.name_keys.tolist()) if k}
     rows = var.rows
     attrs = {}
@@ -188,6 +191,22 @@ def _variable_attrs(var: Variable, objects: Objects, axes: Axes, common_extra) -
         if agreed:
             attrs[key] = value
     return to_attrs(attrs)
+
+
+def _read_dtype(objects: Objects, rows: np.ndarray, stored: np.dtype, wanted: str | None) -> np.dtype:
+    """The dtype a variable's floating-point fields are read as: ``wanted`` (``values_dtype``),
+    else the narrower one the writer recorded every field was given in (packing stores
+    float64), else as stored."""
+    if stored.kind != "f":
+        return stored
+    if wanted is not None:
+        return np.dtype(wanted)
+    if VALUES_DTYPE_KEY not in objects.keys:
+        return stored
+    agreed, given = common_values(objects.keys.column(VALUES_DTYPE_KEY), rows)
+    if not agreed or given not in VALUES_DTYPES or np.dtype(given).itemsize >= stored.itemsize:
+        return stored
+    return np.dtype(given)
 
 
 def _with_scalar_levels(attrs: dict, var: Variable, axes: Axes, index_coords) -> dict:
