@@ -67,6 +67,23 @@ if client is not None:
     client.close(); cluster.close()
 """
 
+# argv: reader (tgm|zarr), path, repeats. Prints one JSON line: the seconds of each mean over
+# time of the store's float32 variable, on dask's threads, one chunk per field, and its dtype.
+READ_CHILD = """
+import json, sys, time
+import xarray as xr, tgm_xarray
+reader, path, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
+times = []
+for _ in range(repeats):
+    t0 = time.perf_counter()
+    with (xr.open_dataset(path, engine="tgm", chunks={}) if reader == "tgm" else
+          xr.open_zarr(path, consolidated=False)) as ds:
+        ds.t.mean("step").compute(scheduler="threads")
+        dtype = str(ds.t.dtype)
+    times.append(time.perf_counter() - t0)
+print(json.dumps({"seconds": times, "dtype": dtype}))
+"""
+
 #: (what, graph, fields, fields per chunk (0: all), packed, scheduler); titled with the fields run
 WORKLOADS = [
     ("anomalies of 361 x 720, 8 per chunk, defaults", "anomaly", 48, 8, False, "threads"),
@@ -80,14 +97,43 @@ QUICK = {"anomaly": 24, "random": 24}
 GROWTH = ("anomaly", 8, True)  # anomalies, 8 per chunk, packed: 48 and 480 fields
 
 
-def _run(writer: str, graph: str, n: int, per_chunk: int, packed: bool, scheduler: str, tmp: Path) -> dict:
-    out = tmp / (f"out.{'tgm' if writer == 'tgm' else 'zarr'}")
+def _run(writer: str, graph: str, n: int, per_chunk: int, packed: bool, scheduler: str, tmp: Path,
+         keep: bool = False) -> dict:
+    out = _out(tmp, writer)
     proc = subprocess.run([sys.executable, "-c", CHILD, writer, graph, str(n), str(per_chunk), str(int(packed)),
                            scheduler, str(out)], capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"the {writer} child failed: {proc.stderr[-2000:]}")
-    subprocess.run(["rm", "-rf", str(out)], check=True)
+    if not keep:
+        subprocess.run(["rm", "-rf", str(out)], check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _out(tmp: Path, writer: str) -> Path:
+    return tmp / f"out.{'tgm' if writer == 'tgm' else 'zarr'}"
+
+
+def _read_table(tmp: Path, n: int, repeats: int) -> tuple[Table, float]:
+    """A mean over time of the same 16-bit float32 fields in a .tgm file and a float32 Zarr
+    store (zarr's defaults), one chunk per field, each reader in a child of its own."""
+    for writer in ("tgm", "zarr"):
+        _run(writer, "random", n, 1, writer == "tgm", "threads", tmp, keep=True)
+    found = {}
+    for reader in ("tgm", "zarr"):
+        proc = subprocess.run([sys.executable, "-c", READ_CHILD, reader, str(_out(tmp, reader)), str(repeats + 1)],
+                              capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the {reader} reader failed: {proc.stderr[-2000:]}")
+        found[reader] = json.loads(proc.stdout.strip().splitlines()[-1])
+        subprocess.run(["rm", "-rf", str(_out(tmp, reader))], check=True)
+    median = {r: statistics.median(f["seconds"][1:]) for r, f in found.items()}  # the first warms the cache
+    ratio = median["zarr"] / median["tgm"]
+    rows = [[f"tgm_xarray open_dataset(chunks={{}}), bits=16 ({found['tgm']['dtype']})", fmt_time(median["tgm"]),
+             fmt_ratio(ratio)],
+            [f"zarr open_zarr, float32 written by to_zarr's defaults ({found['zarr']['dtype']})",
+             fmt_time(median["zarr"]), "1.00x"]]
+    return Table(f"reading {n} random float32 fields of 721 x 1440: mean over time, dask threads, a chunk per field",
+                 ["reader", "time", "speed vs zarr"], rows), ratio
 
 
 def _pair(graph: str, n: int, per_chunk: int, packed: bool, scheduler: str, repeats: int, tmp: Path):
@@ -123,6 +169,7 @@ def case_write_dask(ctx: Context) -> CaseResult:
             ratios[title], extra[title] = ratio, over["tgm"] - over["zarr"]
             rows.append([title, fmt_time(med["tgm"]["seconds"]), fmt_time(med["zarr"]["seconds"]), fmt_ratio(ratio),
                          f"{over['tgm']:.1f}", f"{over['zarr']:.1f}"])
+        read_table, read_ratio = _read_table(tmp, QUICK["random"] if ctx.quick else 96, repeats)
         graph, per_chunk, packed = GROWTH
         n = QUICK[graph] if ctx.quick else 48
         small = _pair(graph, n, per_chunk, packed, "threads", repeats, tmp)[0]
@@ -130,16 +177,19 @@ def case_write_dask(ctx: Context) -> CaseResult:
     res.tables.append(Table("to_tgm vs to_zarr, same graph", ["workload", "to_tgm", "to_zarr", "speed-up",
                                                                "to_tgm peak - before (fields)",
                                                                "to_zarr peak - before (fields)"], rows))
+    res.tables.append(read_table)
     growth = {w: large[w]["seconds"] / small[w]["seconds"] for w in ("tgm", "zarr")}
     res.tables.append(Table(f"10x the fields (anomalies, 8 per chunk, 16 bits: {n} and {10 * n} fields)",
                             ["writer", f"{n} fields", f"{10 * n} fields", "growth"],
                             [[w, fmt_time(small[w]["seconds"]), fmt_time(large[w]["seconds"]), f"{growth[w]:.2f}x"]
                              for w in ("tgm", "zarr")]))
-    res.raw = {"speedup": ratios, "extra_fields_over_zarr": extra, "growth": growth}
+    res.raw = {"speedup": ratios, "extra_fields_over_zarr": extra, "growth": growth, "float32_read": read_ratio}
     if not ctx.quick:
         for title in list(ratios)[:2]:  # the anomalies, each writer's defaults and 16 bits
             res.targets.append(Target(f"write-dask: {title}: to_tgm speed vs to_zarr", ratios[title], 1.2, ">="))
             res.targets.append(Target(f"write-dask: {title}: to_tgm peak memory over to_zarr's, fields",
                                       extra[title], 2.0, "<="))
         res.targets.append(Target("write-dask: growth with 10x the fields", growth["tgm"], 10.0 * 1.1, "<="))
+        res.targets.append(Target("write-dask: packed float32 read (mean over time) vs a float32 Zarr store",
+                                  read_ratio, 1.2, ">="))
     return res
