@@ -27,6 +27,7 @@ from hostile import (
     zstd_padded,
     zstd_zeros,
 )
+from tgm_xarray.errors import TgmFormatError
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs subprocesses")
 
@@ -180,6 +181,19 @@ def test_packed_payload_longer_than_its_shape_fails_whole_and_as_a_window(tmp_pa
     assert_raises_in_child(path, "tgm_xarray.errors.TgmFormatError", "the payload holds 400 bytes")
 
 
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_large_packed_payload_longer_than_its_shape_fails_on_every_thread_count(tmp_path, threads):
+    """600,000 packed values under a shape of 300,000: large enough for a whole read to be split
+    between threads, which must refuse it as the serial read and upstream do."""
+    n = 600_000
+    message = encode(descriptor((n,), encoding="simple_packing", sp_bits_per_value=16, sp_reference_value=0.0,
+                                sp_binary_scale_factor=0, sp_decimal_scale_factor=0), np.arange(float(n)) % 60000)
+    set_shape(message, [n], [n // 2], width=4)
+    path = write(tmp_path, "long-packed-large.tgm", message)
+    with tgm_xarray.open_file(path) as f, pytest.raises(TgmFormatError, match=f"{path}.*the payload holds {2 * n} bytes"):
+        f.read(0, 0, threads=threads)
+
+
 def test_uncompressed_payload_shorter_than_its_shape(tmp_path):
     """A raw payload of 100 float32 under a shape of 200: whole reads and windows both fail."""
     message = encode(descriptor((100,), dtype="float32"), np.arange(100, dtype=np.float32))
@@ -309,14 +323,16 @@ SZ3_ENCODE = textwrap.dedent("""
 def test_sz3_compress_out_of_memory_raises_memory_error():
     """SZ3 throws ``std::bad_alloc`` when its buffers cannot be had: the shim catches it on the
     compress side too (before, the exception crossed ``extern "C"``: ``terminate``, an abort).
-    Budgets from 'the encoder's own Rust buffers fail' (an abort Rust gives, not SZ3's) to 'SZ3's
-    fit'; in between SZ3's allocations fail, and that must be a ``MemoryError``."""
+    The encode first reserves what it may take (8 times the 128 MiB of values; SZ3 takes about
+    7.9): every budget from far below that to past it ends in a ``MemoryError`` (the
+    reservation's, or SZ3's caught) or the values, never in an abort."""
     desc = descriptor((16 * 2**20,), compression="sz3", sz3_error_bound_mode="abs", sz3_error_bound=1e-6)
     outcomes = {}
-    for budget in range(200 * MiB, 340 * MiB, 20 * MiB):
+    for budget in [200 * MiB, *range(960 * MiB, 1160 * MiB, 40 * MiB)]:
         run = subprocess.run([sys.executable, "-c", SZ3_ENCODE, str(budget), json.dumps(desc)],
                              capture_output=True, text=True, timeout=120)
         assert "std::bad_alloc" not in run.stderr and "terminate called" not in run.stderr, run.stderr[-2000:]
-        if run.returncode == 0:
-            outcomes[budget // MiB] = json.loads(run.stdout.strip().splitlines()[-1])
-    assert ["MemoryError", "sz3 encode failed: out of memory"] in outcomes.values(), outcomes
+        assert run.returncode == 0, f"budget {budget // MiB} MiB: the child died ({run.returncode}): {run.stderr[-2000:]}"
+        outcomes[budget // MiB] = json.loads(run.stdout.strip().splitlines()[-1])
+    kinds = {kind for kind, _ in outcomes.values()}
+    assert kinds == {"MemoryError", "values"}, outcomes

@@ -175,6 +175,10 @@ pub fn read_object(
     if plan.out_len == 0 {
         return Ok(());
     }
+    let payload = &msg[entry.payload.clone()];
+    // Before any decoder sees it, on every path: a split read of a payload longer than its
+    // shape would otherwise read the shape's part of it without complaint.
+    bounds::check_payload(desc, payload)?;
     let _in_flight = InFlight::enter();
     if read_split(msg, entry, &plan, out, threads)? {
         return Ok(());
@@ -183,8 +187,6 @@ pub fn read_object(
         Access::Ranged => decode_groups(&plan.ranges, granule(entry)),
         _ => Vec::new(),
     };
-    let payload = &msg[entry.payload.clone()];
-    bounds::check_payload(desc, payload)?;
     let options = decode_options();
     let codec_err = |e: tensogram::TensogramError| CoreError::from_tensogram(&e, "decode failed");
 
