@@ -18,7 +18,9 @@ one is ignored; in short:
   first read (:class:`Recorded`), so a file changed where its identity does not look raises
   ``TgmStaleFileError`` rather than read other values;
 - it is read beside the data (``<file>.tgmidx``) or from the user's cache directory, and
-  written atomically (a temporary file renamed into place) so concurrent writers leave a valid one.
+  written atomically (a temporary file renamed into place) so concurrent writers leave a valid one;
+- the cache keeps ``$TGM_XARRAY_CACHE_MB`` of indexes at most, the least recently written or
+  opened evicted first (:func:`prune_cache`; ``tgm-xarray cache list|prune``).
 
 Values are stored in a tagged, JSON-like form (:func:`pack`): every dict in the stored form is a
 tag, so metadata values of any shape round-trip with their types (tuple/list, int/float, numpy
@@ -33,6 +35,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -61,6 +64,13 @@ SUFFIX = ".tgmidx"
 #: Bytes hashed at each end of the data file for its fingerprint.
 EDGE = 64 * 2**10
 CACHE_DIR_ENV = "TGM_XARRAY_CACHE_DIR"
+#: The most megabytes of indexes the cache directory keeps: the least recently used (written or
+#: opened) are removed past it; 0 writes none there.
+CACHE_MB_ENV = "TGM_XARRAY_CACHE_MB"
+CACHE_MB = 256
+#: A process checks the cache against its limit at its first write there, then once what it wrote
+#: since its last check reaches this share of the limit: never a scan of the directory per open.
+CHECK_SHARE = 1 / 8
 #: The metadata key (in ``_extra_``) that holds an index message's contents.
 KEY = "tgm_xarray_index"
 #: The ``index=`` values the engine accepts.
@@ -105,9 +115,117 @@ def cached(path: str) -> str:
     return os.path.join(cache_dir(), digest + SUFFIX)
 
 
+#: The names :func:`cached` gives: the only files in the cache directory that eviction removes.
+_CACHED_NAME = re.compile(r"[0-9a-f]{32}" + re.escape(SUFFIX))
+
+
 def written_at(path: str, to_beside: bool) -> str:
     """Where :func:`save` writes the index of ``path``: beside the local file, or in the cache."""
     return beside_file(path) if to_beside else cached(path)
+
+
+# -- the cache's size -------------------------------------------------------------------------------
+
+def megabytes(text: str) -> int:
+    """Bytes from a number of megabytes (``"256"``, ``"0.5"``); ``ValueError`` for anything else."""
+    mb = float(text)
+    if not (mb >= 0 and mb != float("inf")):
+        raise ValueError(f"{text!r} is not a number of megabytes (0 or more)")
+    return int(mb * 2**20)
+
+
+def cache_limit() -> int:
+    """The bytes of indexes the cache keeps: ``$TGM_XARRAY_CACHE_MB`` megabytes, else
+    ``CACHE_MB``; a value that is not a number of megabytes warns and leaves the default."""
+    value = os.environ.get(CACHE_MB_ENV, "").strip()
+    if value:
+        try:
+            return megabytes(value)
+        except ValueError:
+            warnings.warn(f"{CACHE_MB_ENV}={value!r} is not a number of megabytes: the index cache keeps "
+                          f"its default limit of {CACHE_MB} MB", TgmIndexWarning, stacklevel=2)
+    return CACHE_MB * 2**20
+
+
+@dataclass(frozen=True)
+class CachedIndex:
+    """One index in the cache directory: its path, size and when it was last written or used."""
+
+    path: str
+    size: int
+    used: float
+
+
+def cached_indexes(directory: str) -> list[CachedIndex]:
+    """The indexes in the cache ``directory`` (none if it does not exist), least recently used
+    first: only the files :func:`cached` names, never the key or anything else put there."""
+    try:
+        entries = os.scandir(directory)
+    except FileNotFoundError:
+        return []
+    found = []
+    with entries:
+        for entry in entries:
+            if not _CACHED_NAME.fullmatch(entry.name):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # removed meanwhile by another process
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.append(CachedIndex(entry.path, st.st_size, st.st_mtime))
+    return sorted(found, key=lambda c: c.used)
+
+
+def prune_cache(directory: str, limit: int, keep: str | None = None) -> list[CachedIndex]:
+    """Removes the least recently used indexes of the cache ``directory`` until the rest take
+    ``limit`` bytes at most, never ``keep`` (the index just written); returns those removed.
+    One that cannot be removed raises the ``OSError``, which names it."""
+    indexes = cached_indexes(directory)
+    total = sum(c.size for c in indexes)
+    removed = []
+    for c in indexes:
+        if total <= limit:
+            break
+        if c.path == keep:
+            continue
+        try:
+            os.remove(c.path)
+        except FileNotFoundError:  # another process evicted it first
+            pass
+        total -= c.size
+        removed.append(c)
+    return removed
+
+
+_written_since_check: dict[str, int] = {}  # cache directory -> bytes this process wrote there since it checked
+_check_lock = threading.Lock()
+
+
+def _written_to_cache(path: str, size: int, limit: int) -> None:
+    """Keeps the cache within ``limit`` bytes after this process wrote ``size`` bytes at ``path``
+    in it (checked as ``CHECK_SHARE`` says); a failure to remove an index is a warning."""
+    directory = os.path.dirname(path)
+    with _check_lock:
+        since = _written_since_check.get(directory)  # None: not checked yet by this process
+        written = size if since is None else since + size
+        due = since is None or written >= limit * CHECK_SHARE
+        _written_since_check[directory] = 0 if due else written
+    if due:
+        try:
+            prune_cache(directory, limit, keep=path)
+        except OSError as err:
+            warnings.warn(f"{err.filename}: the index cache could not be pruned to its {CACHE_MB_ENV} limit "
+                          f"({err.strerror})", TgmIndexWarning, stacklevel=4)
+
+
+def _mark_used(path: str) -> None:
+    """Makes the cache's index at ``path`` the most recently used (its mtime, which eviction
+    orders by: atime is not kept on many mounts). A cache it cannot be set in only evicts less well."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 # -- this user's key ---------------------------------------------------------------------------------
@@ -703,7 +821,8 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
                              "(the cache), or `tgm-xarray index --beside` where the file is")
         copy, remote = cached(path), beside(path)
         present = os.path.exists(copy)
-        if not present and remote is not None:
+        # the index beside a URL is read through its copy in the cache: none with the cache off
+        if not present and remote is not None and cache_limit() > 0:
             try:
                 present = fetch_beside(remote, storage_options, copy)
             except Exception as err:  # noqa: BLE001 - any failure to get an index means: open without it
@@ -713,18 +832,20 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
         from tgm_xarray.source.remote import Fetcher
 
         fetcher = Fetcher(path, storage_options)
-        return dataclasses.replace(_found(Identity.of_fetcher(fetcher), [copy]), fetcher=fetcher)
-    return _found(Identity.of_file(path), [beside_file(path), cached(path)])
+        return dataclasses.replace(_found(Identity.of_fetcher(fetcher), [copy], copy), fetcher=fetcher)
+    return _found(Identity.of_file(path), [beside_file(path), cached(path)], cached(path))
 
 
-def _found(identity: Identity, candidates: list[str]) -> Found:
-    """The first of ``candidates`` that :func:`load` accepts; a warning for each refused one only
-    when none is accepted (a foreign index beside the data costs nothing once the user's cache
-    holds a trusted one)."""
+def _found(identity: Identity, candidates: list[str], in_cache: str) -> Found:
+    """The first of ``candidates`` that :func:`load` accepts (marked used if it is ``in_cache``,
+    the one of them in the cache); a warning for each refused one only when none is accepted (a
+    foreign index beside the data costs nothing once the user's cache holds a trusted one)."""
     refused = []
     for candidate in candidates:
         index, why = load(candidate, identity)
         if index is not None:
+            if candidate == in_cache:
+                _mark_used(candidate)
             return Found(identity, index)
         if why is not None:
             refused.append((candidate, why))
@@ -740,12 +861,19 @@ def save(path: str, found: Found, table: MetadataTable, prints: Callable[[], np.
     ``path``: in the cache, or beside a local file with ``to_beside``, for the identity
     :func:`find` checked, signed with this user's key. Plans already in that index are kept. A
     failure to write (or to store a value) is a warning: the open itself succeeded; with
-    ``must_write`` (``tgm-xarray index``) it is an ``OSError``. A remote object that :func:`find`
+    ``must_write`` (``tgm-xarray index``) it is an ``OSError``. The cache is then kept within its
+    limit (:func:`cache_limit`; 0: nothing is written there). A remote object that :func:`find`
     did not identify (``found.identity`` is ``None``) gets no index: ``ValueError``."""
     identity = found.identity
     if identity is None:
         raise ValueError(f"{path}: no index is written without the object's identity (find(..., identify=True))")
     target = written_at(path, to_beside)
+    limit = None if to_beside else cache_limit()
+    if limit == 0:
+        if must_write:
+            raise OSError(f"{target}: the index could not be written: the cache is off ({CACHE_MB_ENV}=0); "
+                          "write it beside the file (--beside), or set a limit")
+        return
     secret = user_key()  # None: user_key has warned
     if secret is None:
         if must_write:
@@ -756,9 +884,13 @@ def save(path: str, found: Found, table: MetadataTable, prints: Callable[[], np.
         kept = {}
         if found.index is not None and os.path.abspath(found.index.path) == os.path.abspath(target):
             kept = found.index.plan_messages()
-        write(target, encode(secret, identity, table, prints(), {key: plans}, {key: values}, kept))
+        data = encode(secret, identity, table, prints(), {key: plans}, {key: values}, kept)
+        write(target, data)
     # TypeError, ValueError: a value Packer cannot store, an object that cannot be fingerprinted
     except (OSError, TypeError, ValueError) as err:
         if must_write:
             raise OSError(f"{target}: the index could not be written ({err})") from err
         warnings.warn(f"{target}: the index could not be written ({err})", TgmIndexWarning, stacklevel=3)
+        return
+    if limit is not None:
+        _written_to_cache(target, len(data), limit)
