@@ -1,10 +1,12 @@
 """The index cache keeps a bounded size, least recently used indexes evicted first, and the
-``tgm-xarray cache`` command lists and prunes it (docs/archives.md, "The cache's size"). Real
-files, real subprocesses."""
+``tgm-xarray cache`` command lists and prunes it (docs/archives.md, "The cache's size"); a host
+that refuses connections gets one retry cycle, the data's, and no warning about its index
+(docs/remote.md, "The index beside a URL"). Real files, real sockets on loopback."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import warnings
@@ -15,8 +17,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from tgm_xarray.errors import TgmIndexWarning
-from tgm_xarray.source import handles, index
+from tgm_xarray.errors import RemoteConnectionError, TgmIndexWarning
+from tgm_xarray.source import handles, index, remote
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe
@@ -131,3 +133,49 @@ def test_cache_prune_refuses_a_size_that_is_not_one():
     run = run_cli("cache", "prune", "--max-mb", "-1")
     assert run.returncode == 2
     assert "--max-mb: '-1' is not a number of megabytes" in run.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# A host that refuses connections
+
+
+class Requests:
+    """aiohttp's own request hooks (``trace_configs``), counting the requests made per URL
+    path: each try of a fetch is one request, whether or not a connection was made."""
+
+    def __init__(self) -> None:
+        import aiohttp
+
+        self.paths: list[str] = []
+        self.trace = aiohttp.TraceConfig()
+
+        async def started(session, context, params) -> None:
+            self.paths.append(params.url.path)
+
+        self.trace.on_request_start.append(started)
+
+    def options(self) -> dict:
+        return {"client_kwargs": {"trace_configs": [self.trace]}}
+
+
+def closed_port() -> int:
+    """A port on loopback that nothing listens on: bound, noted and closed."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("index_mode", ["auto", False])
+def test_a_refused_connection_is_one_retry_cycle_and_one_error(monkeypatch, index_mode):
+    pytest.importorskip("aiohttp")
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    url = f"http://127.0.0.1:{closed_port()}/x.tgm"
+    requests = Requests()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RemoteConnectionError, match=rf"{url}: .*failed after {remote.RETRIES} tries: "
+                                                        "connection refused"):
+            xr.open_dataset(url, engine=ENGINE, index=index_mode, storage_options=requests.options())
+    assert [str(w.message) for w in caught if issubclass(w.category, TgmIndexWarning)] == []
+    index_tries = 1 if index_mode else 0  # the index beside the URL is tried once, not retried
+    assert requests.paths == ["/x.tgm" + index.SUFFIX] * index_tries + ["/x.tgm"] * remote.RETRIES

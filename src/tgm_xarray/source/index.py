@@ -52,7 +52,7 @@ from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan
 from tgm_xarray.hypercube.table import Column, KeyColumns
 from tgm_xarray.source.handles import FileKey, FileVersion, absolute, not_a_file
-from tgm_xarray.source.remote import is_url
+from tgm_xarray.source.remote import is_url, unreachable
 
 FORMAT = "tgm-xarray-index"
 #: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that
@@ -787,11 +787,12 @@ def fetch_beside(url: str, storage_options: dict | None, into: str) -> bool:
     """Copies the index at ``url``, the one :func:`beside` a remote object (over HTTP one
     request, as the data is read: checked, retried, bounded), to ``into``; ``False`` if there
     is none: the server answers that it is missing or forbidden (S3 answers 403 for a missing
-    key to whoever may not list the bucket). Other failures raise."""
+    key to whoever may not list the bucket). Other failures raise; a host that cannot be
+    connected to is tried once (the data's own request, next, retries it and reports it)."""
     from tgm_xarray.source.remote import fetch_whole
 
     try:
-        data = fetch_whole(url, storage_options)
+        data = fetch_whole(url, storage_options, unreachable_once=True)
     except (FileNotFoundError, PermissionError):
         return False
     write(into, data)
@@ -826,7 +827,8 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
             try:
                 present = fetch_beside(remote, storage_options, copy)
             except Exception as err:  # noqa: BLE001 - any failure to get an index means: open without it
-                warn(remote, f"it could not be read ({err})")
+                if not unreachable(err):  # else the data's request, to the same host, says why
+                    warn(remote, f"it could not be read ({err})")
         if not present:
             return Found(Identity.of_url(path, storage_options) if identify else None, None)
         from tgm_xarray.source.remote import Fetcher

@@ -28,6 +28,7 @@ import asyncio
 import errno
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -193,6 +194,23 @@ def _transient(err: BaseException) -> bool:
     return aiohttp is not None and isinstance(err, (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError))
 
 
+def _refused(err: BaseException) -> bool:
+    aiohttp = _aiohttp()
+    return isinstance(err, ConnectionRefusedError) or (
+        aiohttp is not None and isinstance(err, aiohttp.ClientConnectorError)
+        and getattr(err.os_error, "errno", None) == errno.ECONNREFUSED)
+
+
+def unreachable(err: BaseException) -> bool:
+    """Whether ``err`` (a try's failure, or the error a :class:`Fetcher` raised for it) says
+    that no connection to the host could be made at all: it refused the connection, or its
+    name did not resolve."""
+    aiohttp = _aiohttp()
+    return any(_refused(e) or isinstance(e, socket.gaierror) or (
+        aiohttp is not None and isinstance(e, aiohttp.ClientConnectorError) and isinstance(e.os_error, socket.gaierror))
+        for e in (err, err.__cause__) if e is not None)
+
+
 def _final_error(url: str, what: str, err: BaseException, tries: int, deadline: float | None) -> OSError:
     """The exception a caller sees: the URL, the bytes asked for and what went wrong.
     ``deadline``: the seconds of the read's deadline, when that is what ended it."""
@@ -206,9 +224,7 @@ def _final_error(url: str, what: str, err: BaseException, tries: int, deadline: 
     if _redirect_loop(err):
         return RemoteRedirectError(f"{url}: {what} failed: too many redirects (a redirect loop)", url)
     aiohttp = _aiohttp()
-    refused = isinstance(err, ConnectionRefusedError) or (
-        aiohttp is not None and isinstance(err, aiohttp.ClientConnectorError)
-        and getattr(err.os_error, "errno", None) == errno.ECONNREFUSED)
+    refused = _refused(err)
     if status is not None:
         reason = f"HTTP {status}"
     elif refused:
@@ -243,9 +259,13 @@ class Fetcher:
 
     ``whole``: the object is to be read whole (``fetch_whole``): the first request asks for all of
     it, and an object larger than ``MAX_WHOLE_OBJECT`` bytes is refused before its body is read.
+
+    ``unreachable_once``: a host that cannot be connected to (:func:`unreachable`) is tried once,
+    not retried: the caller's next request goes to the same host and retries it.
     """
 
-    def __init__(self, url: str, storage_options: dict | None, *, whole: bool = False):
+    def __init__(self, url: str, storage_options: dict | None, *, whole: bool = False,
+                 unreachable_once: bool = False):
         try:
             import fsspec
             import fsspec.asyn
@@ -262,6 +282,7 @@ class Fetcher:
             (_setting(MAX_WHOLE_OBJECT_ENV, MAX_WHOLE_OBJECT, int), MAX_WHOLE_OBJECT_ENV) if whole
             else (_setting(MAX_WHOLE_BODY_ENV, MAX_WHOLE_BODY, int), MAX_WHOLE_BODY_ENV))
         self._whole = whole
+        self._unreachable_once = unreachable_once
         async_fs = getattr(self.fs, "async_impl", False)
         self._sync = fsspec.asyn.sync
         protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
@@ -330,7 +351,8 @@ class Fetcher:
                 if left <= 0 and _transient(err):
                     raise _final_error(self.url, what, err, tries, self.deadline) from err
                 stalls += isinstance(err, StalledError)
-                if not _transient(err) or tries == RETRIES or stalls > STALL_RETRIES:
+                if not _transient(err) or tries == RETRIES or stalls > STALL_RETRIES or (
+                        self._unreachable_once and unreachable(err)):
                     raise _final_error(self.url, what, err, tries, None) from err
                 await asyncio.sleep(min(BACKOFF * 2 ** (tries - 1), left))
 
@@ -480,11 +502,11 @@ async def _read_body(r, limit: int, idle: asyncio.Timeout, seconds: float) -> by
     return b"".join(chunks)
 
 
-def fetch_whole(url: str, storage_options: dict | None) -> bytes:
+def fetch_whole(url: str, storage_options: dict | None, *, unreachable_once: bool = False) -> bytes:
     """The whole object at ``url`` (over HTTP one request), read as the data is: checked,
     retried, within the deadline and the idle timeout; an object larger than ``MAX_WHOLE_OBJECT``
-    bytes is refused before its body is read."""
-    fetcher = Fetcher(url, storage_options, whole=True)
+    bytes is refused before its body is read. ``unreachable_once``: as :class:`Fetcher`'s."""
+    fetcher = Fetcher(url, storage_options, whole=True, unreachable_once=unreachable_once)
     return fetcher.fetch(0, fetcher.size)
 
 
