@@ -776,6 +776,8 @@ def load(index_path: str, identity: Identity) -> tuple[Index | None, str | None]
     except OtherVersion:
         return None, None
     except Exception as err:  # noqa: BLE001 - any failure to read it means: do not use it
+        if isinstance(err, OSError) and not os.path.lexists(index_path):  # removed (evicted) meanwhile
+            return None, None
         return None, f"it is corrupt or not an index ({err})"
     why = identity.mismatch(index.source)
     if why is not None:
