@@ -39,6 +39,7 @@ import warnings
 from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -63,9 +64,16 @@ class ObjectSpec:
     """One object of a message: its values (lazy), how they are stored, and ``base`` metadata."""
 
     name: str
-    variable: xr.Variable
+    whole: xr.Variable  # the variable the object is a field of: itself, unless `at` says where
     codec: Codec
     base: dict
+    at: tuple[int, ...] = ()  # the field's position along the variable's stacked dimensions
+
+    @cached_property
+    def variable(self) -> xr.Variable:
+        """The object's values, sliced from ``whole`` when first asked for: the fields of dask
+        blocks never are (slicing a dask variable costs a graph of its own per field)."""
+        return self.whole[self.at] if self.at else self.whole
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,7 @@ class DatasetPlan:
         return sum(v.count for v in self.variables) + bool(self.auxiliary)
 
     def messages(self) -> Iterator[MessageSpec]:
-        """The field messages, lazily (a field is sliced, not read); then the auxiliary one."""
+        """The field messages, lazily (a field is neither sliced nor read); then the auxiliary one."""
         for var in self.variables:
             for position in np.ndindex(*(len(keys) for keys in var.stack_keys)):
                 base = var.base
@@ -126,8 +134,7 @@ class DatasetPlan:
                 for dim, dim_keys, i in zip(var.stacked, var.stack_keys, position):
                     base = merge(base, dim_keys[i])
                     at.append((dim, json.dumps(dim_keys[i], sort_keys=True)))
-                field = ObjectSpec(var.name, var.variable[position] if position else var.variable,
-                                   var.codec, base)
+                field = ObjectSpec(var.name, var.variable, var.codec, base, position)
                 where = f" at {dict(zip(var.stacked, position))}" if position else ""
                 yield MessageSpec((field, *var.coordinates), self.extra,
                                   label=f"variable {var.name!r}{where}",

@@ -15,7 +15,7 @@ import numpy as np
 
 from tgm_xarray import cf, mars
 from tgm_xarray._core import VALUES_DTYPE_KEY
-from tgm_xarray.attrs import to_attrs
+from tgm_xarray.attrs import STRUCTURAL_KEYS, to_attrs
 from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
 from tgm_xarray.hypercube.axes import Axes, IndexCoords, axis_coords, with_valid_time
 from tgm_xarray.hypercube.columns import KeyColumn, common_values, factorize
@@ -176,7 +176,7 @@ def _variable_attrs(var: Variable, objects: Objects, axes: Axes, common_extra) -
     """The metadata every field of the variable agrees on (its own keys, and the ``_extra_``
     entries that are not the Dataset's), minus what became coordinates and the key that named
     it. An attribute of its own stays even when a Dataset attribute has the same value."""
-    dropped = axes.consumed(var.at) | set(var.generic) | {VALUES_DTYPE_KEY} | \
+    dropped = axes.consumed(var.at) | set(var.generic) | STRUCTURAL_KEYS | \
         {k for k in set(var.name_keys.tolist()) if k}
     rows = var.rows
     attrs = {}
