@@ -376,6 +376,9 @@ MATRIX_SPECS: list[Spec] = [
     Spec("sp16+szip-f64-4d", "float64", S4, {**_sp(16), "compression": "szip", **SZIP_TINY}),
     Spec("sp8+szip-f64-2d", "float64", S2, {**_sp(8), "compression": "szip", **SZIP_SMALL}),
     Spec("sp32+szip-f64-3d", "float64", S3, {**_sp(32), "compression": "szip", **SZIP_MID}),
+    # simple packing + blosc2 (the writer's default compression of packed fields)
+    Spec("sp16+blosc2-f64-3d", "float64", S3, {**_sp(16), "compression": "blosc2", "blosc2_codec": "zstd", "blosc2_clevel": 3}),
+    Spec("sp12+blosc2-f64-2d", "float64", S2, {**_sp(12), "compression": "blosc2", "blosc2_codec": "lz4"}),
     # zstd, lz4, blosc2
     Spec("zstd-f32-2d", "float32", S2, {"compression": "zstd", "zstd_level": 3}),
     Spec("zstd-f64-4d", "float64", S4, {"compression": "zstd", "zstd_level": 9}),

@@ -382,6 +382,26 @@ def test_chunks_are_self_describing_tensogram_messages(t2m, tmp_path):
     np.testing.assert_array_equal(np.asarray(array), z[32:64, :])
 
 
+@pytest.mark.parametrize("compression", ["blosc2", "szip", "none"])
+def test_a_packed_float32_array_reads_float32_as_upstream_decodes_it_rounded(t2m, tmp_path, compression):
+    """A float32 array packed to 16 bits: its chunks are packed from float32 (the bytes of the
+    float64 upcast's packing) and read straight into float32, whole and by part, bit for bit
+    upstream's float64 decode of the chunk rounded to float32."""
+    tensogram = pytest.importorskip("tensogram")
+    values = t2m[:64, :96].astype(np.float32)
+    codec = TensogramCodec(bits=16, compression=compression)
+    z = create(str(tmp_path / "a"), values, codec, chunks=(32, 96))
+    message = (tmp_path / "a" / "c" / "1" / "0").read_bytes()
+    wide = create(str(tmp_path / "b"), values.astype(np.float64), codec, chunks=(32, 96))
+    same_bytes = (tmp_path / "b" / "c" / "1" / "0").read_bytes()
+    # Equal but for the provenance upstream stamps (time, uuid) in the message's metadata.
+    assert len(message) == len(same_bytes)
+    upstream = np.asarray(tensogram.decode(message, verify_hash=True).objects[0][1]).astype(np.float32)
+    assert z.dtype == np.float32
+    assert_same_bits(z[32:64, :], upstream, "whole chunk")
+    assert_same_bits(z[40:50, 7:60:3], upstream[8:18, 7:60:3], "part of a chunk")
+
+
 def test_other_codecs_after_it_use_the_full_decode(t2m, tmp_path):
     """With a bytes-to-bytes codec after it zarr cannot decode part of a chunk: ``_decode_single``."""
     values = t2m[:50, :50]

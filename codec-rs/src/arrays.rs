@@ -8,6 +8,7 @@ use pyo3::sync::PyOnceLock;
 use tensogram::{DataObjectDescriptor, Dtype};
 
 use crate::buffers;
+use tgm_core::encoding::packing::Unpacked;
 use tgm_core::wire::dtypes;
 use tgm_core::errors::{CoreError, CoreResult, Kind};
 use crate::exceptions::Raised;
@@ -166,6 +167,20 @@ pub fn py_numpy_dtype<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, P
     parse_dtype(name).and_then(|d| numpy_dtype(py, d)).raised()
 }
 
+/// The dtype a read of `stored` objects fills to give `wanted` values: `wanted` where a read
+/// fills it straight (the object's own dtype; float32 for float64 objects, see
+/// [`unpacked_for`]), else `stored`, which the caller then converts.
+#[pyfunction]
+pub fn read_dtype<'py>(stored: Bound<'py, PyArrayDescr>, wanted: Bound<'py, PyArrayDescr>) -> Bound<'py, PyArrayDescr> {
+    let py = stored.py();
+    let is = |d: &Bound<'py, PyArrayDescr>, t: Dtype| builtin_dtype(py, t).is_some_and(|b| d.is_equiv_to(b));
+    if stored.is_equiv_to(&wanted) || (is(&stored, Dtype::Float64) && is(&wanted, Dtype::Float32)) {
+        wanted
+    } else {
+        stored
+    }
+}
+
 /// Bytes `count` elements of dtype `name` take decoded (bitmasks: whole bytes of bits).
 #[pyfunction]
 pub fn decoded_bytes(name: &str, count: u64) -> PyResult<u64> {
@@ -175,8 +190,28 @@ pub fn decoded_bytes(name: &str, count: u64) -> PyResult<u64> {
         .raised()
 }
 
-/// The array a read of `shape` elements of `desc`'s dtype fills: `out` when it fits, else a
-/// new one (from the buffer pool when big); an `out` that does not fit is an error.
+/// What a read of a `dtype` object into `out` unpacks into: float32 where the object is float64
+/// and `out` float32 (`values_dtype="float32"`), else the object's own dtype.
+pub fn unpacked_for(out: &Bound<'_, PyUntypedArray>, dtype: Dtype) -> Unpacked {
+    let float32 = builtin_dtype(out.py(), Dtype::Float32).is_some_and(|f| descr_of(out).num() == f.num());
+    if dtype == Dtype::Float64 && float32 && descr_of(out).is_native_byteorder() != Some(false) {
+        Unpacked::F32
+    } else {
+        Unpacked::F64
+    }
+}
+
+/// Bytes per element a read of a `dtype` object unpacking into `to` writes.
+pub fn out_itemsize(dtype: Dtype, to: Unpacked) -> usize {
+    match to {
+        Unpacked::F32 => 4,
+        Unpacked::F64 => dtype.byte_width(),
+    }
+}
+
+/// The array a read of `shape` elements of `desc`'s dtype fills: `out` when it fits (float32
+/// for a float64 object too, see [`unpacked_for`]), else a new one (from the buffer pool when
+/// big); an `out` that does not fit is an error.
 pub fn out_array<'py>(
     py: Python<'py>,
     desc: &DataObjectDescriptor,
@@ -188,6 +223,7 @@ pub fn out_array<'py>(
     match out {
         None => buffers::empty(py, shape, dtype()?),
         Some(out) if out_fits(&out, shape, desc.dtype)? => Ok(out),
+        Some(out) if out.shape() == shape && unpacked_for(&out, desc.dtype) == Unpacked::F32 => Ok(out),
         Some(out) => Err(CoreError::new(
             Kind::Value,
             format!(

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use ciborium::Value;
-use numpy::{PyArray1, PyUntypedArray};
+use numpy::{PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView};
@@ -151,7 +151,10 @@ pub fn encode_message<'py>(
             .map_err(|_| type_err(format!("{what} must be a (descriptor dict, numpy array) pair"))).raised()?;
         let desc = descriptor(&desc, &what).raised()?;
         let input = InBuffer::new(&array, &what).raised()?;
-        let expected = desc.shape.iter().product::<u64>() * desc.dtype.byte_width() as u64;
+        // float32 values of a float64 packed object are packed from float32 (`encode::Values`).
+        let float32 = desc.encoding == "simple_packing" && desc.dtype == Dtype::Float64 && is_native_float32(&array)?;
+        let itemsize = if float32 { 4 } else { desc.dtype.byte_width() as u64 };
+        let expected = desc.shape.iter().product::<u64>() * itemsize;
         if input.len as u64 != expected {
             return Err(CoreError::new(
                 Kind::Value,
@@ -160,14 +163,20 @@ pub fn encode_message<'py>(
             .raised());
         }
         descriptors.push(desc);
-        inputs.push(input);
+        inputs.push((input, float32));
     }
     let options = EncodeOptions { hashing: hash, threads: 1, allow_nan, allow_inf, ..Default::default() };
     let encoded = py.detach(|| {
         // SAFETY: each input holds its array (so another thread emptying `objects` frees none),
         // and an encoder's input is not written while it is encoded.
-        let pairs: Vec<(&DataObjectDescriptor, &[u8])> =
-            descriptors.iter().zip(&inputs).map(|(d, b)| (d, unsafe { b.as_slice() })).collect();
+        let pairs: Vec<(&DataObjectDescriptor, encode::Values)> = descriptors
+            .iter()
+            .zip(&inputs)
+            .map(|(d, (b, float32))| {
+                let bytes = unsafe { b.as_slice() };
+                (d, if *float32 { encode::Values::Float32(bytes) } else { encode::Values::Stored(bytes) })
+            })
+            .collect();
         match encode::encode(&global, &pairs, &options, threads) {
             // The encode's reservation failed: once more without the pool's free blocks.
             Err(e) if e.kind == Kind::Memory => {
@@ -181,6 +190,11 @@ pub fn encode_message<'py>(
         return Ok(PyMemoryView::from(PyArray1::from_vec(py, encoded).as_any())?.into_any());
     }
     Ok(bytes_detached(py, &encoded)?.into_any())
+}
+
+/// Whether `array` holds native-order float32 values.
+fn is_native_float32(array: &Bound<'_, PyUntypedArray>) -> PyResult<bool> {
+    Ok(array.dtype().is_equiv_to(&numpy::dtype::<f32>(array.py())))
 }
 
 /// `bytes` holding `data`; a big one is filled with the interpreter released, so that the copy

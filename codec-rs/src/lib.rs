@@ -56,6 +56,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(table::table_of_files, m)?,
         wrap_pyfunction!(arrays::py_numpy_dtype, m)?,
         wrap_pyfunction!(arrays::decoded_bytes, m)?,
+        wrap_pyfunction!(arrays::read_dtype, m)?,
         wrap_pyfunction!(index::outer_key, m)?,
         wrap_pyfunction!(table::table_of_bytes, m)?,
         wrap_pyfunction!(decoded_elements, m)?,

@@ -4,7 +4,7 @@
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use crate::arrays::{out_array, OutBuffer};
+use crate::arrays::{out_array, out_itemsize, unpacked_for, OutBuffer};
 use tgm_core::errors::CoreResult;
 use crate::exceptions::Raised;
 use crate::index::{parse_index, Index};
@@ -31,7 +31,8 @@ pub fn read_to_array<'py>(
     Ok(out)
 }
 
-/// Reads `index` of object `entry` (stored in `bytes`) into `out`, with the interpreter
+/// Reads `index` of object `entry` (stored in `bytes`) into `out` (as float32 where `out` is float32
+/// and the object float64), with the interpreter
 /// released unless the read is too small to be worth it (`read::object::worth_releasing`); `index`'s
 /// arrays are converted there too. `threads`: see `read::object::read_object`.
 pub fn read_into_out(
@@ -43,9 +44,10 @@ pub fn read_into_out(
     verify: Verify,
     threads: Option<usize>,
 ) -> CoreResult<()> {
-    let itemsize = entry.descriptor.dtype.byte_width();
+    let to = unpacked_for(out, entry.descriptor.dtype);
+    let itemsize = out_itemsize(entry.descriptor.dtype, to);
     let release = worth_releasing(entry, out.len() * itemsize, index.pieces(&entry.descriptor.shape), verify);
-    fill_out(py, out, itemsize, release, move |out| read_object(bytes, entry, &index.selection()?, out, verify, threads))
+    fill_out(py, out, itemsize, release, move |out| read_object(bytes, entry, &index.selection()?, out, verify, threads, to))
 }
 
 /// Runs `fill(out bytes)` on `out`'s buffer (`itemsize` bytes per element), with the

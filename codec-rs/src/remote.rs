@@ -14,7 +14,7 @@ use crate::codec::descriptor;
 use tgm_core::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
-use crate::arrays::out_array;
+use crate::arrays::{out_array, out_itemsize, unpacked_for};
 use crate::index::parse_index;
 use crate::read_into::fill_out;
 
@@ -254,7 +254,9 @@ impl RemoteRead {
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyUntypedArray>> {
         let out = self.out.bind(py);
         let read = &self.read;
-        fill_out(py, out, read.descriptor().dtype.byte_width(), true, |bytes| read.read(bytes))
+        let dtype = read.descriptor().dtype;
+        let to = unpacked_for(out, dtype);
+        fill_out(py, out, out_itemsize(dtype, to), true, |bytes| read.read(bytes, to))
             .map_err(|e| e.context(&self.context))
             .raised()?;
         Ok(out.clone())

@@ -108,6 +108,11 @@ def numpy_dtype(name: str) -> np.dtype[Any]:
 def decoded_bytes(name: str, count: int) -> int:
     """Bytes ``count`` elements of dtype ``name`` take decoded (bitmasks: whole bytes of bits)."""
 
+def read_dtype(stored: np.dtype, wanted: np.dtype) -> np.dtype:
+    """The dtype a read of ``stored`` objects fills to give ``wanted`` values: ``wanted`` where a
+    read fills it straight (the object's own dtype; float32 for float64 objects, packed ones
+    unpacked straight into float32), else ``stored``, which the caller then converts."""
+
 @final
 class PooledBuffer:
     """The owner (``base``) of a pooled array's memory; gives it back to the pool when freed."""

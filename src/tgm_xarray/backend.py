@@ -105,7 +105,7 @@ class TensogramBackendArray(BackendArray):
     def _plan(self, key: tuple) -> tuple[np.ndarray, list[tuple[int, int, tuple, np.ndarray, bool]], tuple[int, ...]]:
         """The result array (missing fields already filled), the reads that fill the rest as
         ``(msg, obj, field key, view of the result, whether the core can read into the view)``
-        (it cannot where the field's stored dtype differs: it is read, then converted), and the
+        (it cannot where ``_core.read_dtype`` says so: it is read, then converted), and the
         result's final shape."""
         n_outer = self.fields.ndim
         # Integers are length-1 slices, so every axis exists until the final reshape drops them.
@@ -127,7 +127,7 @@ class TensogramBackendArray(BackendArray):
             if self.recorded is not None and not self.recorded.checked[which]:
                 self.recorded.check(source, which, msg, obj)
             _, stored = source.layout(msg, obj)
-            reads.append((msg, obj, field_key, out[cell], stored == self.dtype))
+            reads.append((msg, obj, field_key, out[cell], _core.read_dtype(stored, self.dtype) == self.dtype))
         return out, reads, selection.result_shape
 
 

@@ -244,15 +244,24 @@ class Pipeline:
                 "filter 'shuffle' (or encoding 'simple_packing' for floats)")
         return dtype.newbyteorder("=")
 
-    def descriptor(self, array: np.ndarray) -> dict[str, Any]:
-        """The descriptor of ``array``, already in :meth:`stored_dtype` and C order.
+    def input_dtype(self, dtype: np.dtype) -> np.dtype:
+        """The dtype values of ``dtype`` go to the core's encode in: float32 stays float32 under
+        simple packing (the core packs it in pieces as the float64 it stores, never making a
+        float64 copy of the field), anything else is :meth:`stored_dtype`."""
+        stored = self.stored_dtype(dtype)
+        if self.encoding == "simple_packing" and np.dtype(dtype) == np.float32:
+            return np.dtype("float32").newbyteorder("=")
+        return stored
+
+    def descriptor(self, shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
+        """The descriptor of values of ``shape`` stored as ``dtype`` (a :meth:`stored_dtype`).
 
         Simple packing's reference value and binary scale factor are left out: the core's
         encode finds them in the finite values (upstream's rule), so fields with NaN or
         infinities pack too, their non-finite points stored as masks.
         """
         descriptor = {
-            "type": "ntensor", "shape": list(array.shape), "dtype": array.dtype.name,
+            "type": "ntensor", "shape": list(shape), "dtype": dtype.name,
             "byte_order": sys.byteorder, "encoding": self.encoding, "filter": self.filter,
             "compression": self.compression, **self.params,
         }
@@ -262,19 +271,20 @@ class Pipeline:
             descriptor |= {"sp_bits_per_value": bits, "sp_decimal_scale_factor": decimal}
         if self.filter == "shuffle":
             # Shuffle runs after the encoding: it moves bytes of packed samples, or of values.
-            descriptor["shuffle_element_size"] = -(-bits // 8) if bits is not None else array.dtype.itemsize
+            descriptor["shuffle_element_size"] = -(-bits // 8) if bits is not None else dtype.itemsize
         return descriptor
 
     def prepare(self, values: np.ndarray) -> tuple[dict, np.ndarray]:
-        """The descriptor and the stored (C-contiguous, native-order) array of ``values``.
+        """The descriptor and the (C-contiguous, native-order) array of ``values`` the core's
+        encode takes (:meth:`input_dtype`).
 
         >>> d, a = Pipeline.from_options({"bits": 8}).prepare(np.array([0.0, np.nan, 255.0], "float32"))
-        >>> d["sp_bits_per_value"], d["sp_decimal_scale_factor"], a.dtype
-        (8, 0, dtype('float64'))
+        >>> d["sp_bits_per_value"], d["sp_decimal_scale_factor"], d["dtype"], a.dtype
+        (8, 0, 'float64', dtype('float32'))
         """
         # (np.asarray, not np.ascontiguousarray, which turns 0-d arrays into 1-d ones)
-        array = np.asarray(values, dtype=self.stored_dtype(values.dtype), order="C")
-        return self.descriptor(array), array
+        array = np.asarray(values, dtype=self.input_dtype(values.dtype), order="C")
+        return self.descriptor(array.shape, self.stored_dtype(values.dtype)), array
 
 
 def _compression_params(compression: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -300,15 +310,17 @@ def _compression_params(compression: str, given: dict[str, Any]) -> dict[str, An
 
 @dataclass(frozen=True)
 class Codec:
-    """How one variable of the writer is stored: its pipeline and its values' stored dtype."""
+    """How one variable of the writer is stored: its pipeline, its values' stored dtype, and the
+    dtype its values go to the encode in (:meth:`Pipeline.input_dtype`)."""
 
     pipeline: Pipeline
     dtype: np.dtype
+    input_dtype: np.dtype
 
     def prepare(self, values: np.ndarray) -> tuple[dict, np.ndarray]:
         """:meth:`Pipeline.prepare` of one field of the variable."""
-        array = np.asarray(values, dtype=self.dtype, order="C")  # self.dtype is native: no check
-        return self.pipeline.descriptor(array), array
+        array = np.asarray(values, dtype=self.input_dtype, order="C")  # native dtypes: no check
+        return self.pipeline.descriptor(array.shape, self.dtype), array
 
 
 def resolve(name: str, dtype: np.dtype, options: Mapping[str, Any] | None, *,
@@ -328,7 +340,7 @@ def resolve(name: str, dtype: np.dtype, options: Mapping[str, Any] | None, *,
     """
     try:
         pipeline = Pipeline.from_options(options, compression="none" if coordinate else "blosc2")
-        codec = Codec(pipeline, pipeline.stored_dtype(dtype))
+        codec = Codec(pipeline, pipeline.stored_dtype(dtype), pipeline.input_dtype(dtype))
     except TgmCodecError as error:
         error.add_note(f"in the encoding of variable {name!r}")
         raise

@@ -254,9 +254,10 @@ class TensogramCodec(_ChunkCodec):
     def _decode_selection(self, chunk_bytes: Buffer, core_selection: tuple | None,
                           decoded_shape: tuple[int, ...], chunk_spec: ArraySpec) -> np.ndarray:
         dtype = chunk_spec.dtype.to_native_dtype()
-        # Upstream 0.24 packs and runs zfp/sz3 on float64 only: such chunks travel as float64.
+        # Upstream 0.24 packs and runs zfp/sz3 on float64 only: such chunks are stored as float64
+        # (read straight into a float32 array's float32).
         stored = np.dtype(np.float64) if self._pipeline.float64_only else dtype.newbyteorder("=")
-        out = _core.empty(decoded_shape, stored)
+        out = _core.empty(decoded_shape, _core.read_dtype(stored, dtype.newbyteorder("=")))
         _core.decode_message_into(chunk_bytes.as_numpy_array(), 0, core_selection, out, threads=self.threads,
                                   expect=(tuple(chunk_spec.shape), stored.name))
         return out

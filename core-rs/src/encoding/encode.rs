@@ -10,14 +10,68 @@ use std::sync::Mutex;
 use ciborium::Value;
 use tensogram::framing::{self, DecodedMessage, EncodedObject, HashFramePolicy};
 use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata, MessageFlags};
+use tensogram_encodings::compression::{Blosc2Compressor, Compressor};
 use tensogram_encodings::libaec::{aec_compress, AecParams};
+use tensogram_encodings::pipeline::Blosc2Codec;
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
+
+use crate::buffers::try_zeroed;
 
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::wire::params::int_param;
-use crate::encoding::packing::{self, PIECE_VALUES};
+use crate::encoding::packing::{self, Floats, PIECE_VALUES};
 use crate::encoding::szip;
 use crate::parallel::{self, Grant};
+
+/// An object's values as the caller holds them.
+#[derive(Debug, Clone, Copy)]
+pub enum Values<'a> {
+    /// In the descriptor's dtype and byte order.
+    Stored(&'a [u8]),
+    /// Native-order float32 values of a float64 simple-packing descriptor: packed from float32
+    /// in pieces, so that no float64 copy of the field is made; upcast whole only for
+    /// upstream's encode (values that need masks, parameters upstream must judge).
+    Float32(&'a [u8]),
+}
+
+impl<'a> Values<'a> {
+    /// The bytes the descriptor's dtype takes for these values.
+    fn stored_len(&self) -> usize {
+        match self {
+            Values::Stored(data) => data.len(),
+            Values::Float32(data) => data.len().saturating_mul(2),
+        }
+    }
+
+    /// The values as floats, where they are float64 or float32 (aligned, native order).
+    fn floats(&self, desc: &DataObjectDescriptor) -> Option<Floats<'a>> {
+        match *self {
+            Values::Stored(data) if desc.dtype == Dtype::Float64 && desc.byte_order == ByteOrder::native() => as_f64s(data).map(Floats::F64),
+            Values::Stored(_) => None,
+            Values::Float32(data) => {
+                // SAFETY: every bit pattern is an f32; the slice is used only if it covers `data`.
+                let (head, values, tail) = unsafe { data.align_to::<f32>() };
+                (head.is_empty() && tail.is_empty()).then_some(Floats::F32(values))
+            }
+        }
+    }
+
+    /// The values in the descriptor's dtype, for upstream's encode: float32 upcast into a
+    /// buffer allocated fallibly.
+    fn stored(&self) -> CoreResult<Cow<'a, [u8]>> {
+        match *self {
+            Values::Stored(data) => Ok(Cow::Borrowed(data)),
+            Values::Float32(data) => {
+                let mut wide = try_zeroed(self.stored_len(), "the float64 values upstream's encode takes")?;
+                for (dst, src) in wide.chunks_exact_mut(8).zip(data.chunks_exact(4)) {
+                    let v = f32::from_ne_bytes(src.try_into().expect("4 bytes"));
+                    dst.copy_from_slice(&f64::from(v).to_ne_bytes());
+                }
+                Ok(Cow::Owned(wide))
+            }
+        }
+    }
+}
 
 /// Encodes one message of `objects` (descriptor and native-order values each). A large packed
 /// szip field is encoded on what the process-wide budget of [`parallel::budgeted`] has free, at
@@ -25,32 +79,38 @@ use crate::parallel::{self, Grant};
 /// running at once (the writer's message threads, dask's) share the cores, never more.
 pub fn encode(
     global: &GlobalMetadata,
-    objects: &[(&DataObjectDescriptor, &[u8])],
+    objects: &[(&DataObjectDescriptor, Values<'_>)],
     options: &EncodeOptions,
     threads: Option<usize>,
 ) -> CoreResult<Vec<u8>> {
-    for (i, &(desc, _)) in objects.iter().enumerate() {
+    for (i, &(desc, values)) in objects.iter().enumerate() {
         szip::check_writable(desc).map_err(|e| e.context(&format!("object {i}")))?;
+        if matches!(values, Values::Float32(_))
+            && (desc.encoding != "simple_packing" || desc.dtype != Dtype::Float64 || desc.byte_order != ByteOrder::native())
+        {
+            return Err(CoreError::new(Kind::Value, format!("object {i}: float32 values are taken for float64 simple packing only")));
+        }
     }
-    reserve_for_encode(objects.iter().map(|(_, data)| data.len()).sum())?;
+    reserve_for_encode(objects.iter().map(|(_, values)| values.stored_len()).sum())?;
     let described = objects
         .iter()
         .enumerate()
-        .map(|(i, &(desc, data))| Ok((with_packing_params(desc, data, threads).map_err(|e| e.context(&format!("object {i}")))?, data)))
+        .map(|(i, &(desc, values))| Ok((with_packing_params(desc, values, threads).map_err(|e| e.context(&format!("object {i}")))?, values)))
         .collect::<CoreResult<Vec<_>>>()?;
-    let objects: Vec<(&DataObjectDescriptor, &[u8])> = described.iter().map(|((desc, _), data)| (desc.as_ref(), *data)).collect();
-    let objects = objects.as_slice();
+    let objects: Vec<(&DataObjectDescriptor, Values)> = described.iter().map(|((desc, _), values)| (desc.as_ref(), *values)).collect();
     // Values the scan found NaN or infinite in need masks: the direct path would pack and
     // compress them before finding out.
     let need_masks = described.iter().any(|((_, finite), _)| !finite);
     if !need_masks {
-        if let Some(message) = encode_direct(global, objects, options, threads)? {
+        if let Some(message) = encode_direct(global, &objects, options, threads)? {
             return Ok(message);
         }
     }
+    let stored = objects.iter().map(|(_, values)| values.stored()).collect::<CoreResult<Vec<_>>>()?;
+    let objects: Vec<(&DataObjectDescriptor, &[u8])> = objects.iter().zip(&stored).map(|((desc, _), data)| (*desc, data.as_ref())).collect();
     take_sz3_compress_failure(); // one left by an encode that failed before asking
     let message =
-        tensogram::encode(global, objects, options).map_err(|e| CoreError::from_tensogram(&e, "encode failed"));
+        tensogram::encode(global, &objects, options).map_err(|e| CoreError::from_tensogram(&e, "encode failed"));
     sz3_compressed()?;
     verify_szip_offsets(message?)
 }
@@ -80,7 +140,7 @@ fn reserve_for_encode(input: usize) -> CoreResult<()> {
 const RESERVE_MIN_BYTES: usize = 1 << 20;
 
 /// The message, when every object's stored bytes can be made here: float64 simple packing (no
-/// filter; szip or no compression) of finite values, and plain values with no NaN or infinity
+/// filter; szip, blosc2 or no compression) of finite values (from float64 or float32), and plain values with no NaN or infinity
 /// (the coordinates beside a field). Upstream's encode scans the values for NaN and infinity,
 /// copies them to find the packing parameters, then scans them again before packing; here they
 /// are packed in one pass that checks them, szip records its block offsets as it compresses, and
@@ -89,13 +149,13 @@ const RESERVE_MIN_BYTES: usize = 1 << 20;
 /// infinity masks, and parameters upstream refuses (its error then says why).
 fn encode_direct(
     global: &GlobalMetadata,
-    objects: &[(&DataObjectDescriptor, &[u8])],
+    objects: &[(&DataObjectDescriptor, Values<'_>)],
     options: &EncodeOptions,
     threads: Option<usize>,
 ) -> CoreResult<Option<Vec<u8>>> {
     let mut stored = Vec::with_capacity(objects.len());
-    for &(desc, data) in objects {
-        let Some(object) = direct_object(desc, data, threads) else {
+    for &(desc, values) in objects {
+        let Some(object) = direct_object(desc, values, threads) else {
             return Ok(None);
         };
         stored.push(object);
@@ -108,14 +168,16 @@ fn encode_direct(
 
 /// The descriptor upstream's encode would store for `desc` and the bytes it would store, if
 /// `encode_direct` makes them.
-fn direct_object<'a>(desc: &DataObjectDescriptor, data: &'a [u8], threads: Option<usize>) -> Option<(DataObjectDescriptor, Cow<'a, [u8]>)> {
+fn direct_object<'a>(desc: &DataObjectDescriptor, values: Values<'a>, threads: Option<usize>) -> Option<(DataObjectDescriptor, Cow<'a, [u8]>)> {
     if desc.filter != "none" || desc.masks.is_some() || desc.byte_order != ByteOrder::native() {
         return None;
     }
-    match (desc.encoding.as_str(), desc.compression.as_str()) {
-        ("none", "none") if plain_values_need_no_masks(desc.dtype, data)? => Some((desc.clone(), Cow::Borrowed(data))),
-        ("simple_packing", "none" | "szip") if desc.dtype == Dtype::Float64 => {
-            packed_object(desc, as_f64s(data)?, threads).map(|(d, bytes)| (d, Cow::Owned(bytes)))
+    match (desc.encoding.as_str(), desc.compression.as_str(), values) {
+        ("none", "none", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
+            Some((desc.clone(), Cow::Borrowed(data)))
+        }
+        ("simple_packing", "none" | "szip" | "blosc2", _) => {
+            packed_object(desc, values.floats(desc)?, threads).map(|(d, bytes)| (d, Cow::Owned(bytes)))
         }
         _ => None,
     }
@@ -151,14 +213,14 @@ fn as_f64s(data: &[u8]) -> Option<&[f64]> {
 /// Descriptors that are anything else come back as they are, for upstream's encode to judge.
 /// With it, whether the values are known to hold no NaN or infinity (`false` only where the
 /// scan found one).
-fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, data: &[u8], threads: Option<usize>) -> CoreResult<(Cow<'a, DataObjectDescriptor>, bool)> {
+fn with_packing_params<'a>(desc: &'a DataObjectDescriptor, values: Values<'_>, threads: Option<usize>) -> CoreResult<(Cow<'a, DataObjectDescriptor>, bool)> {
     let given = |key| desc.params.contains_key(key);
-    let native = desc.byte_order == ByteOrder::native(); // else the values are read by upstream
-    if desc.encoding != "simple_packing" || desc.dtype != Dtype::Float64 || !native || given("sp_reference_value") || given("sp_binary_scale_factor") {
+    // (values in another byte order are read by upstream)
+    if desc.encoding != "simple_packing" || given("sp_reference_value") || given("sp_binary_scale_factor") {
         return Ok((Cow::Borrowed(desc), true));
     }
     let (Some(values), Some(bits), Some(decimal)) = (
-        as_f64s(data),
+        values.floats(desc),
         int_param(desc, "sp_bits_per_value").and_then(|b| u32::try_from(b).ok()),
         match desc.params.get("sp_decimal_scale_factor") {
             None => Some(0),
@@ -207,7 +269,7 @@ fn packing_params(low: f64, high: f64, bits: u32, decimal: i32) -> CoreResult<Si
 /// Simple packing of `values` as upstream's encode does it, with the descriptor's parameters
 /// (`with_packing_params` gives them): its packing (ours at whole-byte widths; both refuse NaN
 /// and infinity), then szip with the block offsets recorded and vouched for.
-fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<usize>) -> Option<(DataObjectDescriptor, Vec<u8>)> {
+fn packed_object(desc: &DataObjectDescriptor, values: Floats<'_>, threads: Option<usize>) -> Option<(DataObjectDescriptor, Vec<u8>)> {
     if values.is_empty() {
         return None;
     }
@@ -226,6 +288,7 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
     let mut grant = parallel::budgeted(threads.unwrap_or(usize::MAX), values.len() as u64);
     let aec = match desc.compression.as_str() {
         "none" => None,
+        "blosc2" => return blosc2_object(stored, values, &params),
         _ => Some(AecParams {
             bits_per_sample: bits,
             block_size: u32::try_from(int_param(desc, "szip_block_size")?).ok()?,
@@ -238,11 +301,7 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
     let (compressed, offsets) = match (encoded, aec) {
         (Some(encoded), _) => encoded,
         (None, aec) => {
-            let packed = match packing::pack_finite(values, &params) {
-                Some(packed) => packed,
-                None if !matches!(bits, 8 | 16 | 24 | 32) => simple_packing::encode(values, &params).ok()?,
-                None => return None,
-            };
+            let packed = packed_bytes(values, &params)?;
             let Some(aec) = aec else {
                 return Some((stored, packed));
             };
@@ -255,6 +314,36 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
     Some((stored, compressed))
 }
 
+/// The packed bytes upstream's packing stores: ours at whole-byte widths, upstream's at others
+/// (both refuse NaN and infinity).
+fn packed_bytes(values: Floats<'_>, params: &SimplePackingParams) -> Option<Vec<u8>> {
+    match packing::pack_finite(values, params) {
+        Some(packed) => Some(packed),
+        None if !matches!(params.bits_per_value, 8 | 16 | 24 | 32) => simple_packing::encode(&values.to_f64(), params).ok(),
+        None => None,
+    }
+}
+
+/// Simple packing and blosc2 as upstream's pipeline does them: the packed bytes compressed by
+/// its compressor with the descriptor's codec and level and the packed value's whole bytes as
+/// the type size (so the same bytes as its encode). `None` where a parameter is missing or not
+/// one upstream knows: its encode then says why.
+fn blosc2_object(stored: DataObjectDescriptor, values: Floats<'_>, params: &SimplePackingParams) -> Option<(DataObjectDescriptor, Vec<u8>)> {
+    let codec = match stored.params.get("blosc2_codec")?.as_text()? {
+        "blosclz" => Blosc2Codec::Blosclz,
+        "lz4" => Blosc2Codec::Lz4,
+        "lz4hc" => Blosc2Codec::Lz4hc,
+        "zlib" => Blosc2Codec::Zlib,
+        "zstd" => Blosc2Codec::Zstd,
+        _ => return None,
+    };
+    let clevel = i32::try_from(int_param(&stored, "blosc2_clevel")?).ok()?;
+    let typesize = (params.bits_per_value as usize).div_ceil(8);
+    let packed = packed_bytes(values, params)?;
+    let compressed = Blosc2Compressor { codec, clevel, typesize, nthreads: 0 }.compress(&packed).ok()?;
+    Some((stored, compressed.data))
+}
+
 /// Packing and szip of a field of more than [`PIECE_VALUES`] values in pieces of whole RSI
 /// blocks, on the grant's threads (the caller's and helpers, more as the budget gets cores
 /// back), joined at the bit where each piece ends (`szip::encode_with_end`). The pieces depend
@@ -264,7 +353,7 @@ fn packed_object(desc: &DataObjectDescriptor, values: &[f64], threads: Option<us
 /// block's, and each piece starts afresh (the tests check that upstream decodes the same values).
 /// `None` for a field of one piece (one encode, upstream's bytes), widths packed elsewhere and
 /// non-finite values.
-fn packed_szip_in_pieces(values: &[f64], params: &SimplePackingParams, aec: &AecParams, grant: &mut Grant) -> Option<(Vec<u8>, Vec<u64>)> {
+fn packed_szip_in_pieces(values: Floats<'_>, params: &SimplePackingParams, aec: &AecParams, grant: &mut Grant) -> Option<(Vec<u8>, Vec<u64>)> {
     let width = packing::packed_width(params)?;
     let per_block = aec.block_size as usize * aec.rsi as usize;
     let blocks = values.len().div_ceil(per_block);
@@ -274,7 +363,7 @@ fn packed_szip_in_pieces(values: &[f64], params: &SimplePackingParams, aec: &Aec
         return None;
     }
     let encode_piece = |i: usize| {
-        let values = &values[i * per_piece * per_block..((i + 1) * per_piece * per_block).min(values.len())];
+        let values = values.slice(i * per_piece * per_block, per_piece * per_block);
         let mut packed = vec![0u8; values.len() * width];
         packing::pack_finite_into(values, params, &mut packed).then_some(())?;
         szip::encode_with_end(&packed, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)
@@ -587,6 +676,14 @@ mod tests {
     }
 
     /// Upstream's encode with the offsets marked: what `encode` wrote before `encode_direct`.
+    fn as_values<'a>(objects: &[(&'a DataObjectDescriptor, &'a [u8])]) -> Vec<(&'a DataObjectDescriptor, Values<'a>)> {
+        objects.iter().map(|&(d, b)| (d, Values::Stored(b))).collect()
+    }
+
+    fn encode_stored(global: &GlobalMetadata, objects: &[(&DataObjectDescriptor, &[u8])], options: &EncodeOptions, threads: Option<usize>) -> CoreResult<Vec<u8>> {
+        super::encode(global, &as_values(objects), options, threads)
+    }
+
     fn through_upstream(objects: &[(&DataObjectDescriptor, &[u8])], options: &EncodeOptions) -> Vec<u8> {
         let global = GlobalMetadata::default();
         verify_szip_offsets(tensogram::encode(&global, objects, options).unwrap()).unwrap()
@@ -622,6 +719,10 @@ mod tests {
                 cases.push((format!("{bits} bits, szip rsi {rsi}"), with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip", params)));
             }
         }
+        for bits in [12, 16] {
+            let params = vec![("sp_bits_per_value", int(bits)), ("blosc2_codec", Value::Text("zstd".into())), ("blosc2_clevel", int(3))];
+            cases.push((format!("{bits} bits, blosc2"), with_params(&[150, 260], Dtype::Float64, "simple_packing", "blosc2", params)));
+        }
         cases.push(("12 bits, decimal 1, no compression".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "none",
             vec![("sp_bits_per_value", int(12)), ("sp_decimal_scale_factor", int(1))])));
         // Parameters the caller gives.
@@ -634,10 +735,10 @@ mod tests {
             let options = EncodeOptions { hashing, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
             for (what, desc) in &cases {
                 let objects = [(desc, bytes.as_slice()), (&lat_desc, lat_bytes.as_slice()), (&lon_desc, lon.as_slice()), (&steps_desc, steps.as_slice())];
-                let described: Vec<_> = objects.iter().map(|&(d, b)| (with_packing_params(d, b, None).unwrap().0, b)).collect();
+                let described: Vec<_> = objects.iter().map(|&(d, b)| (with_packing_params(d, Values::Stored(b), None).unwrap().0, b)).collect();
                 let described: Vec<(&DataObjectDescriptor, &[u8])> = described.iter().map(|(d, b)| (d.as_ref(), *b)).collect();
-                assert!(encode_direct(&GlobalMetadata::default(), &described, &options, None).unwrap().is_some(), "{what}");
-                let ours = super::encode(&GlobalMetadata::default(), &objects, &options, None).unwrap();
+                assert!(encode_direct(&GlobalMetadata::default(), &as_values(&described), &options, None).unwrap().is_some(), "{what}");
+                let ours = encode_stored(&GlobalMetadata::default(), &objects, &options, None).unwrap();
                 assert_same_message(&ours, &through_upstream(&objects, &options), &format!("{what}, hashing {hashing}"));
             }
         }
@@ -651,19 +752,19 @@ mod tests {
         let finite = values.clone();
         values[7] = f64::NAN;
         values[8] = f64::NEG_INFINITY;
-        let (found, all_finite) = with_packing_params(&packed, &ne_bytes(&values), None).unwrap();
+        let (found, all_finite) = with_packing_params(&packed, Values::Stored(&ne_bytes(&values)), None).unwrap();
         assert!(!all_finite, "the scan saw the NaN");
         let expected = simple_packing::compute_params(&finite, 16, 0).unwrap();
         assert_eq!(found.params.get("sp_reference_value"), Some(&Value::Float(expected.reference_value)));
         assert_eq!(int_param(&found, "sp_binary_scale_factor"), Some(expected.binary_scale_factor.into()));
         let options = EncodeOptions { hashing: true, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
-        super::encode(&GlobalMetadata::default(), &[(&packed, ne_bytes(&values).as_slice())], &options, None).unwrap();
+        encode_stored(&GlobalMetadata::default(), &[(&packed, ne_bytes(&values).as_slice())], &options, None).unwrap();
         // Values in the other byte order are read by upstream, which finds their parameters.
         let swapped_order = if ByteOrder::native() == ByteOrder::Little { ByteOrder::Big } else { ByteOrder::Little };
         let swapped = DataObjectDescriptor { byte_order: swapped_order, ..packed.clone() };
         let swapped_bytes: Vec<u8> = finite.iter().flat_map(|v| v.to_bits().swap_bytes().to_ne_bytes()).collect();
-        assert!(matches!(with_packing_params(&swapped, &swapped_bytes, None).unwrap(), (Cow::Borrowed(_), true)));
-        let message = super::encode(&GlobalMetadata::default(), &[(&swapped, swapped_bytes.as_slice())], &options, None).unwrap();
+        assert!(matches!(with_packing_params(&swapped, Values::Stored(&swapped_bytes), None).unwrap(), (Cow::Borrowed(_), true)));
+        let message = encode_stored(&GlobalMetadata::default(), &[(&swapped, swapped_bytes.as_slice())], &options, None).unwrap();
         let stored = &framing::decode_message(&message).unwrap().objects[0].0;
         assert_eq!(stored.params.get("sp_reference_value"), Some(&Value::Float(expected.reference_value)));
         for (low, high, bits, says) in [
@@ -697,15 +798,15 @@ mod tests {
             &[(&packed, clean.as_slice()), (&zstd, clean.as_slice())],
         ];
         for (i, objects) in messages.iter().enumerate() {
-            assert!(encode_direct(&GlobalMetadata::default(), objects, &options, None).unwrap().is_none(), "message {i}");
-            let ours = super::encode(&GlobalMetadata::default(), objects, &options, None).unwrap();
+            assert!(encode_direct(&GlobalMetadata::default(), &as_values(objects), &options, None).unwrap().is_none(), "message {i}");
+            let ours = encode_stored(&GlobalMetadata::default(), objects, &options, None).unwrap();
             assert_same_message(&ours, &through_upstream(objects, &options), &format!("message {i}"));
             let decoded = tensogram::decode(&ours, &DecodeOptions { verify_hash: true, ..Default::default() }).unwrap();
             assert_eq!(decoded.1.len(), objects.len());
         }
         // Without allow_nan, upstream's error is the one reported.
         let strict = EncodeOptions { allow_nan: false, allow_inf: false, ..options };
-        let error = super::encode(&GlobalMetadata::default(), &[(&packed, with_nan.as_slice())], &strict, None).unwrap_err();
+        let error = encode_stored(&GlobalMetadata::default(), &[(&packed, with_nan.as_slice())], &strict, None).unwrap_err();
         assert!(error.message.to_lowercase().contains("nan"), "{}", error.message);
     }
 
@@ -763,26 +864,63 @@ mod tests {
                 let desc = with_params(&[ny as u64, nx as u64], Dtype::Float64, "simple_packing", "szip", vec![
                     ("sp_bits_per_value", int(bits)), ("szip_rsi", int(rsi)), ("szip_block_size", int(block)), ("szip_flags", int(8))]);
                 for threads in [1, 2, 3] {
-                    let (found, finite) = with_packing_params(&desc, &bytes, Some(threads)).unwrap();
+                    let (found, finite) = with_packing_params(&desc, Values::Stored(&bytes), Some(threads)).unwrap();
                     assert!(finite, "{what}");
                     let found = (found.params.get("sp_reference_value"), int_param(&found, "sp_binary_scale_factor"));
                     assert_eq!(found, (Some(&Value::Float(params.reference_value)), Some(params.binary_scale_factor.into())), "{what}: parameters");
                 }
-                let one = aec_compress(&packing::pack_finite(&values, &params).unwrap(), &aec).unwrap();
-                let pieces = packed_szip_in_pieces(&values, &params, &aec, &mut Grant::fixed(1)).expect("pieces");
+                let one = aec_compress(&packing::pack_finite(Floats::F64(&values), &params).unwrap(), &aec).unwrap();
+                let pieces = packed_szip_in_pieces(Floats::F64(&values), &params, &aec, &mut Grant::fixed(1)).expect("pieces");
                 // Where a piece starts, libaec may break a tie between two equally short codings
                 // another way: the same lengths and offsets, maybe other bits.
                 assert_eq!((pieces.0.len(), &pieces.1), (one.0.len(), &one.1), "{what}");
                 for threads in [2, 3, 8] {
-                    assert!(packed_szip_in_pieces(&values, &params, &aec, &mut Grant::fixed(threads)).as_ref() == Some(&pieces), "{what}, {threads} threads");
+                    assert!(packed_szip_in_pieces(Floats::F64(&values), &params, &aec, &mut Grant::fixed(threads)).as_ref() == Some(&pieces), "{what}, {threads} threads");
                 }
                 let objects = [(&desc, bytes.as_slice())];
-                let ours = super::encode(&GlobalMetadata::default(), &objects, &options, Some(2)).unwrap();
-                assert_same_message(&ours, &super::encode(&GlobalMetadata::default(), &objects, &options, Some(1)).unwrap(), &what);
+                let ours = encode_stored(&GlobalMetadata::default(), &objects, &options, Some(2)).unwrap();
+                assert_same_message(&ours, &encode_stored(&GlobalMetadata::default(), &objects, &options, Some(1)).unwrap(), &what);
                 let decode = |message: &[u8]| tensogram::decode(message, &DecodeOptions { verify_hash: true, ..Default::default() }).unwrap().1;
                 let (a, b) = (decode(&ours), decode(&through_upstream(&objects, &options)));
                 assert!(a[0].1 == b[0].1, "{what}: upstream decodes the values of one encode");
             }
         }
+    }
+
+    #[test]
+    fn float32_values_pack_as_their_float64_upcast_does_on_every_path() {
+        let int = |v: i64| Value::Integer(v.into());
+        let narrow: Vec<f32> = field().iter().map(|&v| v as f32).collect();
+        let f32_bytes: Vec<u8> = narrow.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let wide = ne_bytes(&narrow.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+        let mut with_nan = narrow.clone();
+        with_nan[77] = f32::NAN;
+        let nan_bytes: Vec<u8> = with_nan.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let nan_wide = ne_bytes(&with_nan.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+        let szip = vec![("szip_rsi", int(4)), ("szip_block_size", int(32)), ("szip_flags", int(8))];
+        let blosc2 = vec![("blosc2_codec", Value::Text("zstd".into())), ("blosc2_clevel", int(3))];
+        let options = EncodeOptions { hashing: true, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
+        for (compression, extra) in [("none", vec![]), ("szip", szip), ("blosc2", blosc2)] {
+            for bits in [12, 16, 24] {
+                if compression == "szip" && bits == 12 {
+                    continue;
+                }
+                let params = [vec![("sp_bits_per_value", int(bits))], extra.clone()].concat();
+                let desc = with_params(&[150, 260], Dtype::Float64, "simple_packing", compression, params);
+                let what = format!("{bits} bits, {compression}");
+                for threads in [1, 2] {
+                    let ours = super::encode(&GlobalMetadata::default(), &[(&desc, Values::Float32(&f32_bytes))], &options, Some(threads)).unwrap();
+                    assert_same_message(&ours, &encode_stored(&GlobalMetadata::default(), &[(&desc, &wide)], &options, Some(threads)).unwrap(), &what);
+                }
+                // With a NaN: upstream's encode (masks), from the upcast values.
+                let ours = super::encode(&GlobalMetadata::default(), &[(&desc, Values::Float32(&nan_bytes))], &options, None).unwrap();
+                let wide = encode_stored(&GlobalMetadata::default(), &[(&desc, &nan_wide)], &options, None).unwrap();
+                assert_same_message(&ours, &wide, &format!("{what}, a NaN"));
+                assert!(framing::decode_message(&ours).unwrap().objects[0].0.masks.is_some(), "{what}: a NaN mask");
+            }
+        }
+        let plain = with_params(&[150 * 260], Dtype::Float64, "none", "none", vec![]);
+        let error = super::encode(&GlobalMetadata::default(), &[(&plain, Values::Float32(&f32_bytes))], &options, None).unwrap_err();
+        assert!(error.message.contains("float64 simple packing only"), "{}", error.message);
     }
 }

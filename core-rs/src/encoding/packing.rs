@@ -10,7 +10,9 @@
 use std::borrow::Cow;
 
 use tensogram::DataObjectDescriptor;
+use tensogram_encodings::compression::{Blosc2Compressor, Compressor};
 use tensogram_encodings::libaec::{aec_decompress, AecParams};
+use tensogram_encodings::pipeline::Blosc2Codec;
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
 
 use crate::errors::{CoreError, CoreResult, Kind};
@@ -22,17 +24,56 @@ use crate::encoding::szip::{self, RangeDecoder, StreamDecoder};
 /// and unpacked values (64 KB) stay in the core's caches between the decode and the unpack.
 pub const STREAM_VALUES: usize = 8192;
 
+/// The floating-point type packed values are unpacked into: float64, the stored type (upstream's
+/// values), or float32, each of those values rounded to nearest: what an object written from
+/// float32 is read back as, at half the output traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unpacked {
+    #[default]
+    F64,
+    F32,
+}
+
+impl Unpacked {
+    /// Bytes per unpacked value.
+    pub fn width(self) -> usize {
+        match self {
+            Unpacked::F64 => 8,
+            Unpacked::F32 => 4,
+        }
+    }
+}
+
+/// How the packed bytes of an object are stored.
+#[derive(Debug, Clone)]
+enum Store {
+    Plain,
+    Szip(AecParams),
+    /// A blosc2 frame of the packed bytes (upstream's compressor decodes it, whole or by range).
+    Blosc2,
+}
+
 /// How a packed object is stored, when it qualifies for the direct path.
 #[derive(Debug, Clone)]
 pub struct Packed {
     params: SimplePackingParams,
-    szip: Option<AecParams>,
+    store: Store,
     /// Values in the object.
     values: u64,
 }
 
+/// Upstream's blosc2 compressor, as a decompressor: a frame records its own codec and sizes.
+fn blosc2() -> Blosc2Compressor {
+    Blosc2Compressor { codec: Blosc2Codec::Lz4, clevel: 0, typesize: 1, nthreads: 0 }
+}
+
+fn blosc2_err(e: impl std::fmt::Display) -> CoreError {
+    CoreError::new(Kind::Codec, format!("blosc2 decode failed: {e}"))
+}
+
 impl Packed {
-    /// `Some` for float64 simple packing with no filter, no masks, and no or szip compression.
+    /// `Some` for float64 simple packing with no filter, no masks, and no, szip or blosc2
+    /// compression.
     pub fn of(desc: &DataObjectDescriptor, has_masks: bool) -> Option<Packed> {
         if desc.encoding != "simple_packing" || desc.dtype != tensogram::Dtype::Float64 || desc.filter != "none" || has_masks {
             return None;
@@ -43,9 +84,10 @@ impl Packed {
             decimal_scale_factor: int_param(desc, "sp_decimal_scale_factor")?.try_into().ok()?,
             bits_per_value: int_param(desc, "sp_bits_per_value")?.try_into().ok()?,
         };
-        let szip = match desc.compression.as_str() {
-            "none" => None,
-            "szip" => Some(AecParams {
+        let store = match desc.compression.as_str() {
+            "none" => Store::Plain,
+            "blosc2" => Store::Blosc2,
+            "szip" => Store::Szip(AecParams {
                 bits_per_sample: params.bits_per_value,
                 block_size: int_param(desc, "szip_block_size")?.try_into().ok()?,
                 rsi: int_param(desc, "szip_rsi")?.try_into().ok()?,
@@ -54,33 +96,42 @@ impl Packed {
             }),
             _ => return None,
         };
-        Some(Packed { params, szip, values: desc.shape.iter().product() })
+        Some(Packed { params, store, values: desc.shape.iter().product() })
     }
 
-    /// Decodes all `out.len() / 8` values of `payload` into `out` (native-endian f64 bytes).
-    pub fn decode_into(&self, payload: &[u8], out: &mut [u8]) -> CoreResult<()> {
-        if self.value_bytes().is_some() {
+    /// Decodes all `out.len() / to.width()` values of `payload` into `out` (native-endian).
+    pub fn decode_into(&self, payload: &[u8], out: &mut [u8], to: Unpacked) -> CoreResult<()> {
+        if self.value_bytes().is_some() && !matches!(self.store, Store::Blosc2) {
             // The stream's first RSI block starts at bit 0: no offsets needed.
-            return self.stream_into(payload, &[], 0, out);
+            return self.stream_into(payload, &[], 0, out, to);
         }
-        let n = out.len() / 8;
+        let n = out.len() / to.width();
         let p = &self.params;
         let packed_len = (n * p.bits_per_value as usize).div_ceil(8);
         let decompressed;
-        let packed: &[u8] = match &self.szip {
-            None => payload,
-            Some(aec) => {
+        let packed: &[u8] = match &self.store {
+            Store::Plain => payload,
+            Store::Szip(aec) => {
                 decompressed = aec_decompress(payload, packed_len, aec).map_err(szip_err)?;
+                &decompressed
+            }
+            Store::Blosc2 => {
+                decompressed = blosc2().decompress(payload, packed_len).map_err(blosc2_err)?;
                 &decompressed
             }
         };
         if packed.len() < packed_len {
             return Err(CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs"));
         }
+        if self.value_bytes().is_some() {
+            self.unpack(&packed[..packed_len], out, to);
+            return Ok(());
+        }
         let values =
             simple_packing::decode(packed, n, p).map_err(|e| CoreError::new(Kind::Codec, format!("unpacking failed: {e}")))?;
-        for (dst, v) in out.chunks_exact_mut(8).zip(values) {
-            dst.copy_from_slice(&v.to_ne_bytes());
+        match to {
+            Unpacked::F64 => out.chunks_exact_mut(8).zip(values).for_each(|(dst, v)| dst.copy_from_slice(&v.to_ne_bytes())),
+            Unpacked::F32 => out.chunks_exact_mut(4).zip(values).for_each(|(dst, v)| dst.copy_from_slice(&(v as f32).to_ne_bytes())),
         }
         Ok(())
     }
@@ -93,24 +144,34 @@ impl Packed {
 
     /// Values in one szip RSI block (0 without szip).
     pub fn rsi_values(&self) -> u64 {
-        self.szip.as_ref().map_or(0, |a| a.rsi as u64 * a.block_size as u64)
+        match &self.store {
+            Store::Szip(a) => a.rsi as u64 * a.block_size as u64,
+            _ => 0,
+        }
     }
 
-    /// Unpacks values `first..first + out.len() / 8` (whole-byte values only) into `out`. With
-    /// szip, libaec decodes forward from the RSI block that holds `first` (which starts at bit
-    /// `offsets[block]`; block 0 needs none) in pieces of [`STREAM_VALUES`], each unpacked while
-    /// it is in the cache.
-    pub fn stream_into(&self, payload: &[u8], offsets: &[u64], first: u64, out: &mut [u8]) -> CoreResult<()> {
+    /// Unpacks values `first..first + out.len() / to.width()` (whole-byte values only) into
+    /// `out`. With szip, libaec decodes forward from the RSI block that holds `first` (which
+    /// starts at bit `offsets[block]`; block 0 needs none) in pieces of [`STREAM_VALUES`], each
+    /// unpacked while it is in the cache; blosc2 decodes the blocks that hold the range.
+    pub fn stream_into(&self, payload: &[u8], offsets: &[u64], first: u64, out: &mut [u8], to: Unpacked) -> CoreResult<()> {
         let width = self.value_bytes().expect("whole-byte values");
-        let n = (out.len() / 8) as u64;
+        let n = (out.len() / to.width()) as u64;
         if first.checked_add(n).is_none_or(|end| end > self.values) {
             return Err(CoreError::new(Kind::Codec, "packed range lies past the end of the object"));
         }
-        let Some(aec) = &self.szip else {
-            let src = payload.get(first as usize * width..(first + n) as usize * width);
-            let src = src.ok_or_else(|| CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs"))?;
-            self.unpack(src, out);
-            return Ok(());
+        let aec = match &self.store {
+            Store::Szip(aec) => aec,
+            Store::Plain => {
+                let src = payload.get(first as usize * width..(first + n) as usize * width);
+                let src = src.ok_or_else(|| CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs"))?;
+                self.unpack(src, out, to);
+                return Ok(());
+            }
+            Store::Blosc2 => {
+                self.unpack(&self.reader(payload, offsets)?.range(first, n)?, out, to);
+                return Ok(());
+            }
         };
         // (An RSI of 0 is refused by the decoder, which checks the parameters.)
         let block = first / self.rsi_values().max(1);
@@ -129,10 +190,10 @@ impl Packed {
             decoder.fill(&mut piece[..k * width])?;
             skip -= k;
         }
-        for dst in out.chunks_mut(STREAM_VALUES * 8) {
-            let src = &mut piece[..dst.len() / 8 * width];
+        for dst in out.chunks_mut(STREAM_VALUES * to.width()) {
+            let src = &mut piece[..dst.len() / to.width() * width];
             decoder.fill(src)?;
-            self.unpack(src, dst);
+            self.unpack(src, dst, to);
         }
         Ok(())
     }
@@ -148,48 +209,63 @@ impl Packed {
     /// decoder for all the ranges it reads.
     pub fn reader<'a>(&self, payload: &'a [u8], offsets: &[u64]) -> CoreResult<PackedReader<'a>> {
         let width = self.value_bytes().expect("whole-byte values");
-        let szip = match &self.szip {
-            None => None,
-            Some(aec) => {
+        let store = match &self.store {
+            Store::Plain => Stored::Plain,
+            Store::Blosc2 => Stored::Blosc2,
+            Store::Szip(aec) => {
                 let total = usize::try_from(self.values).unwrap_or(usize::MAX).saturating_mul(width);
-                Some(RangeDecoder::new(payload, offsets, total, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)?)
+                Stored::Szip(RangeDecoder::new(payload, offsets, total, aec.bits_per_sample, aec.block_size, aec.rsi, aec.flags)?)
             }
         };
-        Ok(PackedReader { width, payload, szip })
+        Ok(PackedReader { width, payload, store })
     }
 
     /// `reference + 2^E * 10^-D * packed` of each whole-byte big-endian value of `packed`, as
-    /// native-endian f64 bytes into `out`: upstream's arithmetic, so bit-identical values.
-    pub fn unpack(&self, packed: &[u8], out: &mut [u8]) {
+    /// native-endian bytes of `to` into `out`: upstream's arithmetic, so bit-identical values
+    /// (float32: those values rounded).
+    pub fn unpack(&self, packed: &[u8], out: &mut [u8], to: Unpacked) {
         let p = &self.params;
         let inv_scale = 2f64.powi(p.binary_scale_factor) * 10f64.powi(-p.decimal_scale_factor);
-        match p.bits_per_value {
-            8 => unpack_aligned::<1>(packed, p.reference_value, inv_scale, out),
-            16 => unpack_aligned::<2>(packed, p.reference_value, inv_scale, out),
-            24 => unpack_aligned::<3>(packed, p.reference_value, inv_scale, out),
-            _ => unpack_aligned::<4>(packed, p.reference_value, inv_scale, out),
+        let r = p.reference_value;
+        match (p.bits_per_value, to) {
+            (8, Unpacked::F64) => unpack_aligned::<1, 8>(packed, r, inv_scale, out),
+            (16, Unpacked::F64) => unpack_aligned::<2, 8>(packed, r, inv_scale, out),
+            (24, Unpacked::F64) => unpack_aligned::<3, 8>(packed, r, inv_scale, out),
+            (_, Unpacked::F64) => unpack_aligned::<4, 8>(packed, r, inv_scale, out),
+            (8, Unpacked::F32) => unpack_aligned::<1, 4>(packed, r, inv_scale, out),
+            (16, Unpacked::F32) => unpack_aligned::<2, 4>(packed, r, inv_scale, out),
+            (24, Unpacked::F32) => unpack_aligned::<3, 4>(packed, r, inv_scale, out),
+            (_, Unpacked::F32) => unpack_aligned::<4, 4>(packed, r, inv_scale, out),
         }
     }
+}
+
+/// Where a [`PackedReader`] finds packed bytes.
+enum Stored<'a> {
+    Plain,
+    Szip(RangeDecoder<'a>),
+    Blosc2,
 }
 
 /// See [`Packed::reader`].
 pub struct PackedReader<'a> {
     width: usize,
     payload: &'a [u8],
-    szip: Option<RangeDecoder<'a>>,
+    store: Stored<'a>,
 }
 
 impl<'a> PackedReader<'a> {
     /// The packed bytes of values `first..first + count`.
     pub fn range(&mut self, first: u64, count: u64) -> CoreResult<Cow<'a, [u8]>> {
         let (start, len) = (first as usize * self.width, count as usize * self.width);
-        match &mut self.szip {
-            None => self
+        match &mut self.store {
+            Stored::Plain => self
                 .payload
                 .get(start..start + len)
                 .map(Cow::Borrowed)
                 .ok_or_else(|| CoreError::new(Kind::Codec, "packed payload is shorter than the shape needs")),
-            Some(decoder) => {
+            Stored::Blosc2 => blosc2().decompress_range(self.payload, &[], start, len).map(Cow::Owned).map_err(blosc2_err),
+            Stored::Szip(decoder) => {
                 let mut bytes = Vec::new();
                 bytes.try_reserve_exact(len).map_err(|e| CoreError::new(Kind::Codec, format!("szip range of {len} bytes: {e}")))?;
                 bytes.resize(len, 0);
@@ -211,13 +287,76 @@ pub const PIECE_VALUES: usize = 1 << 16;
 /// The least and greatest finite values of `values` (`None`: none is finite), and whether every
 /// value is finite: what simple packing's parameters are found from. One vectorised pass, in
 /// pieces of [`PIECE_VALUES`] on `threads` threads.
-pub fn finite_range(values: &[f64], grant: &mut Grant) -> (Option<(f64, f64)>, bool) {
-    let pieces = values.chunks(PIECE_VALUES).collect::<Vec<_>>();
-    let ranges = crate::parallel::map_pieces(pieces.len(), grant, |i| range_of(pieces[i]));
-    let (lo, hi, all_finite) = ranges
-        .into_iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY, true), |(a, b, f), (lo, hi, finite)| (a.min(lo), b.max(hi), f && finite));
+pub fn finite_range(values: Floats<'_>, grant: &mut Grant) -> (Option<(f64, f64)>, bool) {
+    let pieces = values.len().div_ceil(PIECE_VALUES);
+    let ranges = crate::parallel::map_pieces(pieces, grant, |i| {
+        let mut range = (f64::INFINITY, f64::NEG_INFINITY, true);
+        values.slice(i * PIECE_VALUES, PIECE_VALUES).each_f64(|_, piece| range = joined(range, range_of(piece)));
+        range
+    });
+    let (lo, hi, all_finite) = ranges.into_iter().fold((f64::INFINITY, f64::NEG_INFINITY, true), joined);
     ((lo <= hi).then_some((lo, hi)), all_finite)
+}
+
+fn joined((a, b, f): (f64, f64, bool), (lo, hi, finite): (f64, f64, bool)) -> (f64, f64, bool) {
+    (a.min(lo), b.max(hi), f && finite)
+}
+
+/// Values to pack: float64, or float32 (a float32 variable packed as float64 objects, upstream
+/// 0.24 packing float64 only), upcast in pieces of [`UPCAST_VALUES`] as they are scanned and
+/// packed, so that no float64 copy of the field is made (every f32 is an f64: the same bytes).
+#[derive(Debug, Clone, Copy)]
+pub enum Floats<'a> {
+    F64(&'a [f64]),
+    F32(&'a [f32]),
+}
+
+/// Values upcast at a time by [`Floats::each_f64`]: 8 KB on the stack, in the core's cache.
+const UPCAST_VALUES: usize = 1024;
+
+impl<'a> Floats<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Floats::F64(v) => v.len(),
+            Floats::F32(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values `start..start + len` (fewer at the end).
+    pub fn slice(&self, start: usize, len: usize) -> Floats<'a> {
+        let end = |n: usize| start.saturating_add(len).min(n);
+        match self {
+            Floats::F64(v) => Floats::F64(&v[start.min(v.len())..end(v.len())]),
+            Floats::F32(v) => Floats::F32(&v[start.min(v.len())..end(v.len())]),
+        }
+    }
+
+    /// Calls `f(index of the piece's first value, piece)` on the values as float64, in order.
+    pub fn each_f64(&self, mut f: impl FnMut(usize, &[f64])) {
+        match self {
+            Floats::F64(v) => f(0, v),
+            Floats::F32(v) => {
+                let mut wide = [0f64; UPCAST_VALUES];
+                for (i, piece) in v.chunks(UPCAST_VALUES).enumerate() {
+                    wide.iter_mut().zip(piece).for_each(|(w, &x)| *w = f64::from(x));
+                    f(i * UPCAST_VALUES, &wide[..piece.len()]);
+                }
+            }
+        }
+    }
+
+    /// All the values as float64: borrowed, or a copy of float32 values (for upstream's packing
+    /// of other widths than [`pack_finite`]'s).
+    pub fn to_f64(&self) -> Cow<'a, [f64]> {
+        match self {
+            Floats::F64(v) => Cow::Borrowed(v),
+            Floats::F32(v) => Cow::Owned(v.iter().map(|&x| f64::from(x)).collect()),
+        }
+    }
 }
 
 /// [`finite_range`] of one piece, in eight independent lanes of branch-free compares and selects
@@ -291,7 +430,7 @@ fn range_of_lanes(piece: &[f64]) -> (f64, f64, bool) {
 /// them: `None` for other widths, parameters upstream refuses, or a NaN or infinite value.
 /// Upstream checks the values in a pass of their own, and rounds through a libm call where the
 /// CPU has SSE4.1's rounding instruction.
-pub fn pack_finite(values: &[f64], params: &SimplePackingParams) -> Option<Vec<u8>> {
+pub fn pack_finite(values: Floats<'_>, params: &SimplePackingParams) -> Option<Vec<u8>> {
     let mut out = vec![0u8; values.len().checked_mul(packed_width(params)?)?];
     pack_finite_into(values, params, &mut out).then_some(out)
 }
@@ -311,15 +450,21 @@ pub fn packed_width(params: &SimplePackingParams) -> Option<usize> {
 
 /// [`pack_finite`] into `out` (`packed_width` bytes per value, checked by the caller); whether
 /// every value was finite.
-pub fn pack_finite_into(values: &[f64], params: &SimplePackingParams, out: &mut [u8]) -> bool {
+pub fn pack_finite_into(values: Floats<'_>, params: &SimplePackingParams, out: &mut [u8]) -> bool {
     let scale = 10f64.powi(params.decimal_scale_factor) * 2f64.powi(-params.binary_scale_factor);
     let (reference, max) = (params.reference_value, (1u64 << params.bits_per_value) - 1);
-    match params.bits_per_value {
-        8 => pack_dispatch::<1>(values, out, reference, scale, max),
-        16 => pack_dispatch::<2>(values, out, reference, scale, max),
-        24 => pack_dispatch::<3>(values, out, reference, scale, max),
-        _ => pack_dispatch::<4>(values, out, reference, scale, max),
-    }
+    let width = (params.bits_per_value / 8) as usize;
+    let mut finite = true;
+    values.each_f64(|first, piece| {
+        let out = &mut out[first * width..(first + piece.len()) * width];
+        finite &= match width {
+            1 => pack_dispatch::<1>(piece, out, reference, scale, max),
+            2 => pack_dispatch::<2>(piece, out, reference, scale, max),
+            3 => pack_dispatch::<3>(piece, out, reference, scale, max),
+            _ => pack_dispatch::<4>(piece, out, reference, scale, max),
+        };
+    });
+    finite
 }
 
 fn pack_dispatch<const N: usize>(values: &[f64], out: &mut [u8], reference: f64, scale: f64, max: u64) -> bool {
@@ -440,13 +585,18 @@ fn quantise<const N: usize>(v: f64, reference: f64, scale: f64, max: u64) -> u64
     unsafe { if N < 4 { u64::from(x.to_int_unchecked::<i32>() as u32) } else { x.to_int_unchecked::<u64>() } }
 }
 
-fn unpack_aligned<const N: usize>(packed: &[u8], reference: f64, inv_scale: f64, out: &mut [u8]) {
-    for (dst, src) in out.chunks_exact_mut(8).zip(packed.chunks_exact(N)) {
+/// Unpacks `N`-byte values into `W`-byte floats (8: f64, 4: f32 rounded from the f64).
+fn unpack_aligned<const N: usize, const W: usize>(packed: &[u8], reference: f64, inv_scale: f64, out: &mut [u8]) {
+    for (dst, src) in out.chunks_exact_mut(W).zip(packed.chunks_exact(N)) {
         let raw = src.iter().fold(0u32, |acc, &b| (acc << 8) | b as u32);
         // Below 32 bits the value converts as an i32, which x86 does in one instruction (and
         // four at a time); u64 -> f64 has no instruction before AVX-512. Exact either way.
-        let value = if N < 4 { raw as i32 as f64 } else { raw as f64 };
-        dst.copy_from_slice(&(reference + inv_scale * value).to_ne_bytes());
+        let value = reference + inv_scale * if N < 4 { raw as i32 as f64 } else { raw as f64 };
+        if W == 8 {
+            dst.copy_from_slice(&value.to_ne_bytes());
+        } else {
+            dst.copy_from_slice(&(value as f32).to_ne_bytes());
+        }
     }
 }
 
@@ -465,20 +615,20 @@ mod pack_tests {
             (range, finite.len() == v.len())
         };
         for threads in [1, 2, 3] {
-            assert_eq!(finite_range(&values, &mut Grant::fixed(threads)), naive(&values));
+            assert_eq!(finite_range(Floats::F64(&values), &mut Grant::fixed(threads)), naive(&values));
         }
         // A non-finite value anywhere, the last (in the remainder of four) included.
         for (at, bad) in [(0, f64::NAN), (13, f64::INFINITY), (131_072, f64::INFINITY), (200_002, f64::NEG_INFINITY)] {
             let kept = values[at];
             values[at] = bad;
             for threads in [1, 2] {
-                assert_eq!(finite_range(&values, &mut Grant::fixed(threads)), naive(&values), "{bad} at {at}");
+                assert_eq!(finite_range(Floats::F64(&values), &mut Grant::fixed(threads)), naive(&values), "{bad} at {at}");
             }
             values[at] = kept;
         }
-        assert_eq!(finite_range(&[f64::NAN, f64::INFINITY], &mut Grant::fixed(1)), (None, false));
-        assert_eq!(finite_range(&[], &mut Grant::fixed(1)), (None, true));
-        assert_eq!(finite_range(&[-0.5], &mut Grant::fixed(2)), (Some((-0.5, -0.5)), true));
+        assert_eq!(finite_range(Floats::F64(&[f64::NAN, f64::INFINITY]), &mut Grant::fixed(1)), (None, false));
+        assert_eq!(finite_range(Floats::F64(&[]), &mut Grant::fixed(1)), (None, true));
+        assert_eq!(finite_range(Floats::F64(&[-0.5]), &mut Grant::fixed(2)), (Some((-0.5, -0.5)), true));
     }
 
     #[test]
@@ -494,7 +644,7 @@ mod pack_tests {
         for bits in [8, 16, 24, 32] {
             for decimal in [0, 2, -1] {
                 let params = simple_packing::compute_params(&values[..200_003], bits, decimal).unwrap();
-                let ours = pack_finite(&values, &params).unwrap();
+                let ours = pack_finite(Floats::F64(&values), &params).unwrap();
                 assert!(ours == simple_packing::encode(&values, &params).unwrap(), "{bits} bits, D={decimal}");
             }
         }
@@ -512,7 +662,7 @@ mod pack_tests {
             let params = SimplePackingParams { reference_value: 0.0, binary_scale_factor: 0, decimal_scale_factor: 0, bits_per_value: bits };
             for shift in 0..8 {
                 let values: Vec<f64> = (0..37).map(|i| edges[(i + shift) % edges.len()]).collect();
-                assert_eq!(pack_finite(&values, &params).unwrap(), simple_packing::encode(&values, &params).unwrap(), "{bits} bits, shift {shift}");
+                assert_eq!(pack_finite(Floats::F64(&values), &params).unwrap(), simple_packing::encode(&values, &params).unwrap(), "{bits} bits, shift {shift}");
             }
         }
     }
@@ -521,15 +671,15 @@ mod pack_tests {
     fn pack_finite_refuses_non_finite_values_other_widths_and_bad_parameters() {
         let params = |bits, reference_value| SimplePackingParams { reference_value, binary_scale_factor: -10, decimal_scale_factor: 0, bits_per_value: bits };
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
-            assert!(pack_finite(&[1.0, bad, 2.0], &params(24, 0.0)).is_none());
+            assert!(pack_finite(Floats::F64(&[1.0, bad, 2.0]), &params(24, 0.0)).is_none());
             for at in [0, 5, 31, 60] {  // in eight-value steps and in the tail
                 let mut values = vec![1.0; 64];
                 values[at] = bad;
-                assert!(pack_finite(&values, &params(8, 0.0)).is_none(), "{bad} at {at}");
+                assert!(pack_finite(Floats::F64(&values), &params(8, 0.0)).is_none(), "{bad} at {at}");
             }
         }
-        assert!(pack_finite(&[1.0, 2.0], &params(12, 0.0)).is_none());
-        assert!(pack_finite(&[1.0, 2.0], &params(24, f64::NAN)).is_none());
-        assert_eq!(pack_finite(&[1.0, 2.0], &params(16, 0.0)).unwrap(), simple_packing::encode(&[1.0, 2.0], &params(16, 0.0)).unwrap());
+        assert!(pack_finite(Floats::F64(&[1.0, 2.0]), &params(12, 0.0)).is_none());
+        assert!(pack_finite(Floats::F64(&[1.0, 2.0]), &params(24, f64::NAN)).is_none());
+        assert_eq!(pack_finite(Floats::F64(&[1.0, 2.0]), &params(16, 0.0)).unwrap(), simple_packing::encode(&[1.0, 2.0], &params(16, 0.0)).unwrap());
     }
 }

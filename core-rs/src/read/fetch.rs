@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use tensogram::{ByteOrder, DataObjectDescriptor};
 
 use crate::errors::{CoreError, CoreResult, Kind};
-use crate::encoding::packing::Packed;
-use crate::read::object::{check_selection, decode_groups, fill_groups, Group};
+use crate::encoding::packing::{Packed, Unpacked};
+use crate::read::object::{check_selection, decode_groups, fill_groups, through_float64, Group};
 use crate::read::selection::{AxisSel, Plan};
 use crate::encoding::szip;
 
@@ -96,8 +96,12 @@ impl PayloadRanges {
         Ok((start, end))
     }
 
-    /// Reads the selection from `pieces` (the bytes of [`byte_ranges`], in order) into `out`.
-    pub fn read(&self, pieces: &[&[u8]], out: &mut [u8]) -> CoreResult<()> {
+    /// Reads the selection from `pieces` (the bytes of [`byte_ranges`], in order) into `out`, as
+    /// `to` where the object is packed, else as stored (`to` F32: float64 values rounded).
+    pub fn read(&self, pieces: &[&[u8]], out: &mut [u8], to: Unpacked) -> CoreResult<()> {
+        if to == Unpacked::F32 && self.packed.is_none() {
+            return through_float64(out, |wide| self.read(pieces, wide, Unpacked::F64));
+        }
         let lengths = self.byte_ranges()?;
         if pieces.len() != lengths.len() || pieces.iter().zip(&lengths).any(|(p, r)| p.len() as u64 != r.1) {
             return Err(CoreError::new(Kind::Value, "the fetched pieces do not match the byte ranges"));
@@ -118,7 +122,9 @@ impl PayloadRanges {
             }
         };
         match &self.packed {
-            Some(packed) => fill_groups(&self.plan, &self.groups, self.width, 8, out, &mut next_piece, |src, dst| packed.unpack(src, dst))?,
+            Some(packed) => {
+                fill_groups(&self.plan, &self.groups, self.width, to.width(), out, &mut next_piece, |src, dst| packed.unpack(src, dst, to))?
+            }
             None => {
                 fill_groups(&self.plan, &self.groups, self.width, self.width, out, &mut next_piece, |src, dst| dst.copy_from_slice(src))?;
                 if self.swap_unit > 1 {

@@ -4,14 +4,14 @@ use std::borrow::Cow;
 
 use tensogram::decode::{decode_object_from_frame, decode_range_from_payload, DecodeOptions};
 use tensogram::wire::FrameType;
-use tensogram::{ByteOrder, DataObjectDescriptor};
+use tensogram::{ByteOrder, DataObjectDescriptor, Dtype};
 
 use crate::buffers::try_zeroed;
 use crate::counters::{add_decoded, InFlight};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::source::message::{Access, ObjectEntry};
 use crate::wire::params::int_param;
-use crate::encoding::packing::Packed;
+use crate::encoding::packing::{Packed, Unpacked};
 use crate::parallel;
 use crate::read::selection::{AxisSel, Plan};
 use crate::encoding::szip;
@@ -144,8 +144,29 @@ pub fn worth_releasing(entry: &ObjectEntry, out_bytes: usize, pieces: usize, ver
         || out_bytes.saturating_add(pieces.saturating_mul(BYTES_PER_PIECE)) >= RELEASE_MIN_BYTES
 }
 
+/// Whether `to` is a type `entry` can be read as: its own, or float32 for float64 objects.
+pub fn check_unpacked(entry: &ObjectEntry, to: Unpacked) -> CoreResult<()> {
+    if to == Unpacked::F32 && entry.descriptor.dtype != Dtype::Float64 {
+        return Err(CoreError::new(Kind::Value, format!("a {} object cannot be read as float32", entry.descriptor.dtype)));
+    }
+    Ok(())
+}
+
+/// Reads float64 values into the float32 `out` through a float64 buffer `fill` fills: the path
+/// of float64 objects the packed paths do not unpack straight into float32.
+pub fn through_float64(out: &mut [u8], fill: impl FnOnce(&mut [u8]) -> CoreResult<()>) -> CoreResult<()> {
+    let mut wide = try_zeroed(out.len() * 2, "the float64 values read as float32")?;
+    fill(&mut wide)?;
+    for (dst, src) in out.chunks_exact_mut(4).zip(wide.chunks_exact(8)) {
+        dst.copy_from_slice(&(f64::from_ne_bytes(src.try_into().expect("8 bytes")) as f32).to_ne_bytes());
+    }
+    Ok(())
+}
+
 /// Reads `sel` of object `entry` (of message `msg`) into `out`, in native byte order, on up to
-/// `threads` threads (`None`: as the process-wide budget allows, see `parallel.rs`).
+/// `threads` threads (`None`: as the process-wide budget allows, see `parallel.rs`), as the
+/// object's dtype or, for float64 objects, as float32 (`to`): packed objects of whole-byte values
+/// unpack straight into float32, the others are read as float64 and rounded.
 pub fn read_object(
     msg: &[u8],
     entry: &ObjectEntry,
@@ -153,9 +174,16 @@ pub fn read_object(
     out: &mut [u8],
     verify: Verify,
     threads: Option<usize>,
+    to: Unpacked,
 ) -> CoreResult<()> {
+    check_unpacked(entry, to)?;
+    let direct_f32 = entry.packed.as_ref().is_some_and(|p| p.value_bytes().is_some());
+    if to == Unpacked::F32 && !direct_f32 {
+        return through_float64(out, |wide| read_object(msg, entry, sel, wide, verify, threads, Unpacked::F64));
+    }
     let desc = &entry.descriptor;
-    let itemsize = desc.dtype.byte_width();
+    // Only packed objects reach here with float32.
+    let itemsize = if to == Unpacked::F32 { 4 } else { desc.dtype.byte_width() };
     let plan = check_selection(desc, sel)?;
     if out.len() as u64 != plan.out_len * itemsize as u64 {
         return Err(CoreError::new(
@@ -180,7 +208,7 @@ pub fn read_object(
     // shape would otherwise read the shape's part of it without complaint.
     bounds::check_payload(desc, payload)?;
     let _in_flight = InFlight::enter();
-    if read_split(msg, entry, &plan, out, threads)? {
+    if read_split(msg, entry, &plan, out, threads, to)? {
         return Ok(());
     }
     let groups = match entry.access {
@@ -214,7 +242,7 @@ pub fn read_object(
                 desc
             };
             if let Some(packed) = entry.packed.as_ref().filter(|p| p.value_bytes().is_some()) {
-                read_packed_ranges(packed, ranged_desc, payload, &plan, &groups, out)?;
+                read_packed_ranges(packed, ranged_desc, payload, &plan, &groups, out, to)?;
             } else {
                 let spans: Vec<(u64, u64)> = groups.iter().map(|g| (g.0, g.1)).collect();
                 let parts = decode_range_from_payload(ranged_desc, payload, &spans, &options).map_err(codec_err)?;
@@ -232,7 +260,7 @@ pub fn read_object(
             if plan.is_whole(entry.num_elements()) {
                 // The whole object, in order: decoded straight into the output.
                 let done = match &entry.packed {
-                    Some(packed) => packed.decode_into(payload, out).map(|()| true)?,
+                    Some(packed) => packed.decode_into(payload, out, to).map(|()| true)?,
                     None => whole::decode_into(desc, payload, out)?,
                 };
                 if done {
@@ -243,7 +271,7 @@ pub fn read_object(
             let whole = match &entry.packed {
                 Some(packed) => {
                     let mut whole = try_zeroed(whole_len, "the decoded object")?;
-                    packed.decode_into(payload, &mut whole)?;
+                    packed.decode_into(payload, &mut whole, to)?;
                     whole
                 }
                 None => match whole::decode(desc, payload, whole_len)? {
@@ -293,7 +321,7 @@ fn known_ranged_descriptor(entry: &ObjectEntry) -> Option<&DataObjectDescriptor>
 /// on several threads when the object decodes by range and the budget gives more than one
 /// thread: each thread range-decodes its part straight into its slice of `out`. `Ok(false)`
 /// when the read is left to the serial paths.
-fn read_split(msg: &[u8], entry: &ObjectEntry, plan: &Plan, out: &mut [u8], threads: Option<usize>) -> CoreResult<bool> {
+fn read_split(msg: &[u8], entry: &ObjectEntry, plan: &Plan, out: &mut [u8], threads: Option<usize>, to: Unpacked) -> CoreResult<bool> {
     let &[(off, count)] = plan.ranges.as_slice() else {
         return Ok(false);
     };
@@ -316,14 +344,14 @@ fn read_split(msg: &[u8], entry: &ObjectEntry, plan: &Plan, out: &mut [u8], thre
         let _ = entry.szip_ranged.set(Ok(fixed));
         add_decoded(entry.num_elements());
         let width = packed.value_bytes().expect("whole-byte values");
-        return parallel::for_each_part(out, 8, off, 1, grant.threads, |first, n, part| {
+        return parallel::for_each_part(out, to.width(), off, 1, grant.threads, |first, n, part| {
             let src = stream.get(first as usize * width..(first + n) as usize * width);
-            packed.unpack(src.ok_or_else(|| CoreError::new(Kind::Codec, "szip stream is shorter than the shape needs"))?, part);
+            packed.unpack(src.ok_or_else(|| CoreError::new(Kind::Codec, "szip stream is shorter than the shape needs"))?, part, to);
             Ok(())
         })
         .map(|()| true);
     };
-    let itemsize = desc.dtype.byte_width();
+    let itemsize = if whole_bytes.is_some() { to.width() } else { desc.dtype.byte_width() };
     let offsets = match (whole_bytes, desc.compression.as_str()) {
         (Some(_), "szip") => szip::stored_offsets(desc).ok_or_else(|| {
             CoreError::new(Kind::Format, format!("{} are missing or invalid (a split decode needs them)", szip::OFFSETS_KEY))
@@ -335,7 +363,7 @@ fn read_split(msg: &[u8], entry: &ObjectEntry, plan: &Plan, out: &mut [u8], thre
     let options = decode_options();
     parallel::for_each_part(out, itemsize, off, align, grant.threads, |first, n, part| {
         match whole_bytes {
-            Some(packed) => packed.stream_into(payload, &offsets, first, part)?,
+            Some(packed) => packed.stream_into(payload, &offsets, first, part, to)?,
             None => {
                 let decoded = decode_range_from_payload(desc, payload, &[(first, n)], &options)
                     .map_err(|e| CoreError::from_tensogram(&e, "decode failed"))?;
@@ -363,6 +391,7 @@ fn read_packed_ranges(
     plan: &Plan,
     groups: &[Group],
     out: &mut [u8],
+    to: Unpacked,
 ) -> CoreResult<()> {
     let offsets = match desc.compression.as_str() {
         "szip" => szip::stored_offsets(desc).ok_or_else(|| {
@@ -372,7 +401,7 @@ fn read_packed_ranges(
     };
     let width = packed.value_bytes().expect("whole-byte values");
     let mut reader = packed.reader(payload, &offsets)?;
-    fill_groups(plan, groups, width, 8, out, |off, count| reader.range(off, count), |src, dst| packed.unpack(src, dst))
+    fill_groups(plan, groups, width, to.width(), out, |off, count| reader.range(off, count), |src, dst| packed.unpack(src, dst, to))
 }
 
 /// Fills `out` from `groups`: `group_bytes(first, count)` gives a group's stored values

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
+use crate::wire::params::int_param;
 use crate::errors::{CoreError, CoreResult};
 use crate::encoding::packing::Packed;
 use crate::wire::frames::inline_hash;
@@ -95,8 +96,12 @@ fn access_of(desc: &DataObjectDescriptor, has_masks: bool) -> Access {
     if has_masks || desc.filter != "none" {
         return Access::Whole;
     }
+    let whole_bytes = || int_param(desc, "sp_bits_per_value").is_some_and(|b| b % 8 == 0);
     match (desc.encoding.as_str(), desc.compression.as_str()) {
         ("none", "none") => Access::Raw,
+        // Upstream's range decode of blosc2 reads whole blosc2 items (the packed value's bytes):
+        // a stream of sub-byte values that ends inside an item fails at its end.
+        ("simple_packing", "blosc2") if !whole_bytes() => Access::Whole,
         ("none" | "simple_packing", "none" | "szip" | "blosc2") => Access::Ranged,
         _ => Access::Whole,
     }

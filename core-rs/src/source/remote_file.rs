@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
 use crate::errors::{CoreError, CoreResult, Kind};
+use crate::encoding::packing::Unpacked;
 use crate::read::fetch::PayloadRanges;
 use crate::source::mapped_file::index_messages;
 use crate::source::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
@@ -613,11 +614,11 @@ impl PayloadRead {
         Ok(())
     }
 
-    /// Reads the selection into `out` from the bytes fed.
-    pub fn read(&self, out: &mut [u8]) -> CoreResult<()> {
+    /// Reads the selection into `out` from the bytes fed, as `to` (see `PayloadRanges::read`).
+    pub fn read(&self, out: &mut [u8], to: Unpacked) -> CoreResult<()> {
         let pieces = self.pieces.as_ref().ok_or_else(|| CoreError::new(Kind::Value, "the payload's bytes are not fed yet"))?;
         let pieces: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
-        self.ranges.read(&pieces, out)
+        self.ranges.read(&pieces, out, to)
     }
 }
 
@@ -680,7 +681,7 @@ mod tests {
         read.feed(serve(&file, &ranges)).expect("fed");
         assert!(read.wanted().expect("wanted").is_none());
         let mut out = vec![0u8; 40];
-        read.read(&mut out).expect("read");
+        read.read(&mut out, Unpacked::F64).expect("read");
         let values: Vec<f32> = out.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert_eq!(values, (100..110).map(|v| v as f32).collect::<Vec<_>>());
     }
