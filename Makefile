@@ -14,6 +14,8 @@ PY := $(CURDIR)/.venv/bin/python
 PARALLEL_TESTS := tests/test_read.py tests/test_threads.py
 
 .PHONY: setup demo lint test test-rust test-deny test-py test-ft test-newest bench
+# Cargo target dirs of the free-threaded and newest lanes' extension builds (scripts/lanes.sh).
+LANE_TARGET_DIR := $(CURDIR)/target/lanes
 
 setup:
 	bash scripts/setup.sh
@@ -21,7 +23,12 @@ setup:
 demo: setup
 	$(PY) examples/demo.py
 
-test: lint test-rust test-deny test-py test-ft test-newest
+# The other lanes' interpreters build in the background while lint, the Rust tests and the 3.11
+# suite run (scripts/lanes.sh); their lanes wait for that build, then find what it built.
+test: setup
+	LANE_TARGET_DIR=$(LANE_TARGET_DIR) bash scripts/lanes.sh start
+	$(MAKE) lint test-rust test-deny test-py
+	$(MAKE) test-ft test-newest
 
 # ruff and mypy come with the test extra (pyproject.toml, which configures both). mypy checks the
 # whole package, the _core stubs included; stubtest checks the stubs against the built module.
@@ -58,7 +65,8 @@ test-py: setup
 # earthkit-data, which needs eccodes) cannot be imported there: their docstring examples are
 # skipped (their tests skip too).
 test-ft: setup
-	FT=$$(bash scripts/free-threaded-python.sh | tail -n 1); \
+	bash scripts/lanes.sh wait
+	FT=$$(CARGO_TARGET_DIR=$(LANE_TARGET_DIR)/ft bash scripts/free-threaded-python.sh | tail -n 1); \
 	echo "free-threaded python: $$FT"; \
 	$$FT -m pytest -q --doctest-ignore-import-errors; \
 	files=$$(ls $(PARALLEL_TESTS) 2>/dev/null || true); \
@@ -70,7 +78,8 @@ test-ft: setup
 # for -o to replace.
 NEWEST_WARNINGS := $$'error::DeprecationWarning:(tgm_xarray|test_|conftest)\nerror::FutureWarning:(tgm_xarray|test_|conftest)'
 test-newest: setup
-	PY=$$(bash scripts/newest-python.sh | tail -n 1); \
+	bash scripts/lanes.sh wait
+	PY=$$(CARGO_TARGET_DIR=$(LANE_TARGET_DIR)/newest bash scripts/newest-python.sh | tail -n 1); \
 	echo "newest python: $$PY"; \
 	$$PY -m pytest -q -o filterwarnings=$(NEWEST_WARNINGS)
 
