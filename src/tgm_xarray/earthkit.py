@@ -127,7 +127,7 @@ def fields(file: TgmFile) -> list[Field]:
     rows = np.flatnonzero(objects.coordinate < 0).tolist()
     keys = [objects.view(row) for row in rows]
     # Decided for all fields at once, as the engine decides its dimensions.
-    axes = mars.decode_axes([mars.find_axes(k) for k in keys])
+    axes = mars.decode_axes([mars.find_axes(k) for k in keys], file.path)
     grids = _Grids(file, objects)
     return [_field(file, objects.row(row), k, a, grids) for row, k, a in zip(rows, keys, axes)]
 

@@ -478,7 +478,8 @@ def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> t
     to_keys = mars.key_maker(dim, values.dtype, level_free)
     if to_keys is not None:
         keys = tuple(k for k in map(to_keys, values) if k is not None)
-        return keys if len(keys) == len(values) else "some of its values are not finite"
+        return keys if len(keys) == len(values) else \
+            "some of its values have no key (not finite, a negative step, or past the reader's nanoseconds)"
     if values.dtype.kind == "m":
         return ("the reader rebuilds durations from keys only for 'step'; rename it, or keep it "
                 "in the field")
@@ -489,8 +490,10 @@ def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> t
     if values.dtype.kind == "M":  # ISO 8601 strings, which the reader decodes as datetime64
         if np.isnat(values).any():
             return "some of its values are not finite"
-        return tuple({dim: np.datetime_as_string(np.datetime64(v, "ns"), unit="ns")}
-                     for v in values)
+        try:
+            return tuple({dim: np.datetime_as_string(mars.as_ns(v), unit="ns")} for v in values)
+        except mars.BeyondNanoseconds as err:
+            return str(err)
     if not _plain(values):
         return f"its values ({values.dtype}) are not finite numbers or strings"
     return tuple({dim: to_metadata(v)} for v in values)

@@ -20,9 +20,11 @@ namespace first and then as a plain key (``date``, ``step``, ...), so generic pr
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from fractions import Fraction
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -72,6 +74,8 @@ _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _STEP = re.compile(r"(?:\d+(?:\.\d+)?[smhd]?-)?(\d+(?:\.\d+)?)([smhd]?)")
 # Nanoseconds per unit of a step (a bare number is hours), in both directions.
 _NS_PER = {"s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000, "d": 86_400_000_000_000}
+# What datetime64[ns] and timedelta64[ns] hold: int64 nanoseconds, the lowest being NaT.
+_NS_RANGE = range(-(2**63) + 1, 2**63)
 
 #: The MARS keys of one coordinate value, as a nested metadata map (``{"mars": {"step": 6}}``).
 Keys = dict[str, Any]
@@ -196,20 +200,24 @@ def height_keys(height: Any) -> dict[str, Any]:
     return {"mars": {"levtype": "sfc"}, "grib": {"typeOfLevel": HEIGHT_DIM, "level": height}}
 
 
-def decode_axes(fields: Sequence[Mapping[str, Axis]]) -> list[dict[str, Axis]]:
+def decode_axes(fields: Sequence[Mapping[str, Axis]], source: str = "") -> list[dict[str, Axis]]:
     """Decode the raw axes of a set of fields: ``time`` to datetime64, ``step`` to timedelta64.
 
     The decision is taken for all fields at once so that one dimension never mixes decoded and
-    raw values: when any field's date/time or step does not parse, that dimension is dropped
-    from every field and its keys are treated like any other metadata key. Numeric strings of
-    ``number`` and levels become numbers.
+    raw values: when any field's date/time or step does not parse, or lies beyond what
+    nanoseconds hold (:class:`BeyondNanoseconds`, a warning naming ``source``), that dimension is
+    dropped from every field and its keys are treated like any other metadata key. Numeric
+    strings of ``number`` and levels become numbers.
     """
     decoders = {"time": _reference_time, "step": _step, "number": _number}
     decoded = [dict(axes) for axes in fields]
     for name, decode in decoders.items():
         try:
             values = [decode(axes[name].value) if name in axes else None for axes in fields]
-        except ValueError:
+        except ValueError as err:
+            if isinstance(err, BeyondNanoseconds):
+                warnings.warn(f"{source}: {err}: the {name!r} dimension is read as its metadata keys",
+                              UserWarning, stacklevel=2)
             for axes in decoded:
                 axes.pop(name, None)
             continue
@@ -221,6 +229,33 @@ def decode_axes(fields: Sequence[Mapping[str, Axis]]) -> list[dict[str, Axis]]:
             if is_level(name):
                 axes[name] = replace(axis, value=_number_or_str(axis.value))
     return decoded
+
+
+class BeyondNanoseconds(ValueError):
+    """A time or step that datetime64[ns] / timedelta64[ns] cannot hold (years 1678-2261, steps
+    of 292 years): numpy's conversions wrap such values around silently."""
+
+
+_Time = TypeVar("_Time", np.datetime64, np.timedelta64)
+
+
+def as_ns(value: _Time) -> _Time:
+    """``value`` (a datetime64 or timedelta64 of any unit) in nanoseconds, exactly, or
+    :class:`BeyondNanoseconds` (numpy's own conversion wraps around past the range, and drops
+    what a finer unit holds).
+
+    >>> as_ns(np.timedelta64(6, "h"))
+    np.timedelta64(21600000000000,'ns')
+    >>> as_ns(np.datetime64("2999-01-01"))
+    Traceback (most recent call last):
+    ...
+    tgm_xarray.mars.BeyondNanoseconds: 2999-01-01 is beyond what datetime64[ns] holds
+    """
+    ns = value.astype(f"{value.dtype.kind}8[ns]")
+    if not np.isnat(value) and (np.isnat(ns) or ns.astype(value.dtype) != value):
+        kind = "datetime64[ns] holds" if value.dtype.kind == "M" else "timedelta64[ns] holds"
+        raise BeyondNanoseconds(f"{value} is beyond what {kind}")
+    return ns
 
 
 def is_level(dim: Any) -> bool:
@@ -269,9 +304,18 @@ def in_reader_order(dim: str, values: np.ndarray) -> bool:
 
 def valid_time(time: np.ndarray, time_dims: tuple[str, ...], step: np.ndarray,
                step_dims: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
-    """``valid_time = time + step`` over the dimensions of whichever of them are dimensions."""
+    """``valid_time = time + step`` over the dimensions of whichever of them are dimensions;
+    :class:`BeyondNanoseconds` where a sum is past datetime64[ns] (numpy's wraps around)."""
     lhs = time.reshape(time.shape + (1,) * step.ndim)
-    return time_dims + step_dims, np.asarray(lhs + step, dtype="datetime64[ns]")
+    values = np.asarray(lhs + step, dtype="datetime64[ns]")
+    # numpy's int64 nanoseconds wrap around: a sum moved against its step's sign did (NaT aside)
+    a, b, total = lhs.astype(np.int64), step.astype(np.int64), values.astype(np.int64)
+    wrapped = (((b > 0) & (total < a)) | ((b < 0) & (total > a))) & ~(np.isnat(lhs) | np.isnat(step))
+    if wrapped.any():
+        at = np.unravel_index(np.argmax(wrapped), wrapped.shape)
+        raise BeyondNanoseconds(f"valid_time = {time[at[:time.ndim]]} + {step[at[time.ndim:]]} "
+                                "is beyond what datetime64[ns] holds")
+    return time_dims + step_dims, values
 
 
 def key_maker(dim: str, dtype: np.dtype, level_free: bool) -> Callable[[Any], Keys | None] | None:
@@ -325,8 +369,8 @@ def _item(value: Any) -> Any:
 def _reference_time(raw: tuple[Any, Any]) -> np.datetime64:
     date, time_of_day = raw
     if time_of_day is None:  # an ISO 8601 `time` string
-        return np.datetime64(date, "ns")
-    return _date(date) + _time_of_day(time_of_day)
+        return as_ns(np.datetime64(date))
+    return as_ns(_date(date) + _time_of_day(time_of_day))
 
 
 def _date(value: Any) -> np.datetime64:
@@ -335,7 +379,7 @@ def _date(value: Any) -> np.datetime64:
         text = f"{text[:4]}-{text[4:6]}-{text[6:]}"
     elif not _ISO_DATE.match(text):
         raise ValueError(f"not a date: {value!r}")
-    return np.datetime64(text, "ns")
+    return np.datetime64(text)
 
 
 def _date_key(day: np.datetime64) -> str:
@@ -351,7 +395,7 @@ def _time_of_day(value: Any) -> np.timedelta64:
     hours, minutes = (int(text), 0) if len(text) <= 2 else (int(text[:-2]), int(text[-2:]))
     if hours > 23 or minutes > 59:
         raise ValueError(f"not a time of day: {value!r}")
-    return np.timedelta64(hours * 60 + minutes, "m").astype("timedelta64[ns]")
+    return np.timedelta64(hours * 60 + minutes, "m")
 
 
 def _time_key(minutes: int) -> str:
@@ -361,9 +405,13 @@ def _time_key(minutes: int) -> str:
 
 def _time_keys(value: np.datetime64) -> Keys | None:
     """``mars.date`` and ``mars.time`` of a reference time; an ISO 8601 ``time`` (which
-    :func:`find_axes` also reads) where it is not a whole minute."""
-    value = value.astype("datetime64[ns]")
+    :func:`find_axes` also reads) where it is not a whole minute; none where the reader's
+    datetime64[ns] cannot hold it."""
     if np.isnat(value):
+        return None
+    try:
+        value = as_ns(value)
+    except BeyondNanoseconds:
         return None
     minute = value.astype("datetime64[m]")
     if minute != value:  # MARS keys hold whole minutes; ISO 8601 holds nanoseconds
@@ -373,23 +421,37 @@ def _time_keys(value: np.datetime64) -> Keys | None:
 
 
 def _step(value: Any) -> np.timedelta64:
+    """A step exactly: its number or text in rational arithmetic (through a float, steps past
+    2**53 ns, 104 days, lost their last nanoseconds), refused past timedelta64[ns]'s range."""
     if isinstance(value, bool):
         raise ValueError(f"not a step: {value!r}")
+    amount: Any
     if isinstance(value, (int, float)):
-        return np.timedelta64(round(float(value) * _NS_PER["h"]), "ns")
-    match = _STEP.fullmatch(str(value).strip())
-    if match is None:
-        raise ValueError(f"not a step: {value!r}")
-    amount, unit = match.groups()
-    return np.timedelta64(round(float(amount) * _NS_PER[unit or "h"]), "ns")
+        amount, unit = value, "h"
+    else:
+        match = _STEP.fullmatch(str(value).strip())
+        if match is None:
+            raise ValueError(f"not a step: {value!r}")
+        amount, unit = match.groups()
+    try:
+        ns = round(Fraction(amount) * _NS_PER[unit or "h"])
+    except (ValueError, OverflowError):  # NaN, infinity
+        raise ValueError(f"not a step: {value!r}") from None
+    if ns not in _NS_RANGE:
+        raise BeyondNanoseconds(f"step {value!r} is beyond what timedelta64[ns] holds (292 years)")
+    return np.timedelta64(ns, "ns")
 
 
 def _step_keys(value: np.timedelta64) -> Keys | None:
     """``mars.step``: whole hours as a number (MARS steps are hours), else minutes (``90m``),
-    else seconds (``1.500000000s``), as :func:`_step` reads them; none for a negative step."""
+    else seconds (``1.500000000s``), as :func:`_step` reads them; none for a negative step or
+    one the reader's timedelta64[ns] cannot hold."""
     if np.isnat(value):
         return None
-    ns = int(np.timedelta64(value, "ns").astype(np.int64))
+    try:
+        ns = int(as_ns(value).astype(np.int64))
+    except BeyondNanoseconds:
+        return None
     if ns < 0:
         return None
     if ns % _NS_PER["h"] == 0:

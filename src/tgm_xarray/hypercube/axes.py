@@ -10,6 +10,7 @@ decides over those combinations what it would decide over every field.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ class Axes:
     Arrays are over the positions of ``rows``.
     """
 
-    def __init__(self, keys: Keys, rows: np.ndarray, decode: bool = True):
+    def __init__(self, keys: Keys, rows: np.ndarray, decode: bool = True, source: str = ""):
         self.n = len(rows)
         # per key group: each row's combination, and per combination its (dim, Axis) or None
         self._groups: list[tuple[np.ndarray, list[tuple[str, mars.Axis] | None]]] = []
@@ -46,7 +47,7 @@ class Axes:
             inverse, maps, _ = keys.dicts(present, rows)
             found = [mars.find_axes(m) for m in maps]
             if decode:
-                found = mars.decode_axes(found)
+                found = mars.decode_axes(found, source)
             self._groups.append((inverse, [next(iter(f.items()), None) for f in found]))
         self.dims = self._dims()
         #: each row's structure number: ``structures[i] = (sorted dimensions, level type)``
@@ -219,14 +220,19 @@ def _iso_datetime(value: str) -> np.datetime64:
     return np.datetime64(value.removesuffix("Z"), "ns")
 
 
-def with_valid_time(index_coords: IndexCoords) -> IndexCoords:
+def with_valid_time(index_coords: IndexCoords, source: str = "") -> IndexCoords:
     """``index_coords`` and cfgrib's ``valid_time = time + step``, over the dims of whichever of
-    them are dims (unless a metadata key of that name already made a ``valid_time`` dimension)."""
+    them are dims (unless a metadata key of that name already made a ``valid_time`` dimension);
+    without it, and a warning naming ``source``, where a sum is past datetime64[ns]."""
     if "time" not in index_coords or "step" not in index_coords or "valid_time" in index_coords:
         return index_coords
     time_dims, time, _ = index_coords["time"]
     step_dims, step, _ = index_coords["step"]
     if time.dtype.kind != "M" or step.dtype.kind != "m":
         return index_coords
-    dims, values = mars.valid_time(time, time_dims, step, step_dims)
+    try:
+        dims, values = mars.valid_time(time, time_dims, step, step_dims)
+    except mars.BeyondNanoseconds as err:
+        warnings.warn(f"{source}: {err}: the Dataset has no valid_time", UserWarning, stacklevel=2)
+        return index_coords
     return {**index_coords, "valid_time": (dims, values, dict(cf.COORD_ATTRS["valid_time"]))}

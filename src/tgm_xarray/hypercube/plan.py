@@ -92,7 +92,7 @@ class HypercubePlan:
 
 def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> HypercubePlan:
     coords = coordinates(objects, selection.coords, fingerprints)
-    axes = Axes(objects.keys, selection.data)
+    axes = Axes(objects.keys, selection.data, source=objects.source)
     variables = group_variables(objects, selection.data, axes)
 
     # Each pass returns what it found: the variables as far as they are known, the coordinates
@@ -102,7 +102,8 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
                  for name, var in variables.items()}
     variables, generic, generic_lookups = generic_coords(variables, objects, index_coords)
     index_coords, lookups = {**index_coords, **generic}, {**lookups, **generic_lookups}
-    index_coords = with_valid_time(with_stored_axis_attrs(index_coords, axes.dims, objects, selection.messages))
+    index_coords = with_valid_time(with_stored_axis_attrs(index_coords, axes.dims, objects, selection.messages),
+                                   objects.source)
     variables, coords = resolve_inner_dims(variables, coords, index_coords, objects)
 
     common_extra = {}
