@@ -12,6 +12,10 @@ Remote objects (``http(s)://``, ``s3://``: ``remote.RemoteHandle``) join the sam
 URL and storage options: they are indexed once per process, whatever number of datasets and
 tasks use them. A remote object replaced in place is seen after ``CACHE.release(url)``.
 
+An open that meets an atomic replace (``os.replace`` of a new file over the path, as writers
+publish one) between its stat and its mapping is done once more, with the new file
+(:func:`unreplaced`): a handle is never cached under another version's key.
+
 Forked children start with an empty cache: a mapping made before ``fork`` is shared with the
 parent, and the lock may have been held by another thread at the time of the fork.
 """
@@ -25,7 +29,7 @@ import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from tgm_xarray._core import FileHandle
 from tgm_xarray.errors import TgmStaleFileError
@@ -68,6 +72,37 @@ class FileVersion(NamedTuple):
     inode: int
     size: int
     mtime_ns: int
+
+
+class Replaced(Exception):
+    """What an opener of :func:`unreplaced` raises where the file it opened is not (or no longer)
+    the version of the key it was given."""
+
+
+_Opened = TypeVar("_Opened")
+
+
+def unreplaced(path: str | os.PathLike, open_version: Callable[[FileKey], _Opened]) -> _Opened:
+    """``open_version(key)`` of the version of ``path`` there now. Where it raises
+    :class:`Replaced` (the file was replaced between the stat and the open), once more with the
+    new version's key; ``TgmStaleFileError`` if the file is replaced again meanwhile."""
+    for _ in range(2):
+        key = FileKey.of(path)
+        try:
+            return open_version(key)
+        except Replaced:
+            continue
+    raise TgmStaleFileError(f"{key.path}: the file was replaced twice while it was being opened: "
+                            "open it again once its writer is done")
+
+
+def _mapped(key: FileKey) -> FileHandle:
+    """The handle of version ``key``: the path is stat'ed again once it is mapped, since the
+    mapping opens the path by name (``Replaced`` if it is another version by then)."""
+    handle = FileHandle(key.path)
+    if FileKey.of(key.path) != key:
+        raise Replaced(key.path)
+    return handle
 
 
 # What each non-regular file type is called in errors.
@@ -128,22 +163,19 @@ class HandleCache:
 
         With ``expected``, the file must still be that version: ``TgmStaleFileError`` otherwise.
         """
-        key: FileKey | RemoteKey
-        opener: Callable[[], FileHandle | RemoteHandle]
         if is_url(path):
-            key = RemoteKey.of(path, storage_options)
-            opener = functools.partial(RemoteHandle, path, storage_options)
-            version = None
-        else:
-            key = FileKey.of(path)
-            opener = functools.partial(FileHandle, key.path)
-            version = key.version
-            if expected is not None and version != expected:
+            remote = functools.partial(RemoteHandle, path, storage_options)
+            return self._acquire(RemoteKey.of(path, storage_options), remote), None
+
+        def acquire(key: FileKey) -> tuple[FileHandle | RemoteHandle, FileVersion]:
+            if expected is not None and key.version != expected:
                 raise TgmStaleFileError(
                     f"{key.path}: the file changed after it was opened (inode, size, mtime_ns "
-                    f"{tuple(expected)} then, {tuple(version)} now); reading it would mix two "
+                    f"{tuple(expected)} then, {tuple(key.version)} now); reading it would mix two "
                     "versions: open it again")
-        return self._acquire(key, opener), version
+            return self._acquire(key, functools.partial(_mapped, key)), key.version
+
+        return unreplaced(path, acquire)
 
     def _acquire(self, key: FileKey | RemoteKey, opener: Callable[[], FileHandle | RemoteHandle]
                  ) -> FileHandle | RemoteHandle:
@@ -153,16 +185,18 @@ class HandleCache:
                 return handle
             opening = self._opening.setdefault(key, threading.Lock())
         with opening:
-            with self._lock:
-                handle = self._hit(key)
-            if handle is None:
-                handle = opener()
+            try:
                 with self._lock:
-                    self.opens += 1
-                    self._handles[key] = handle
-                    self._evict()
-            with self._lock:
-                self._opening.pop(key, None)
+                    handle = self._hit(key)
+                if handle is None:
+                    handle = opener()
+                    with self._lock:
+                        self.opens += 1
+                        self._handles[key] = handle
+                        self._evict()
+            finally:  # also when the opener raises
+                with self._lock:
+                    self._opening.pop(key, None)
         return handle
 
     def _hit(self, key: FileKey | RemoteKey) -> FileHandle | RemoteHandle | None:

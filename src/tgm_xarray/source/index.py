@@ -51,7 +51,7 @@ from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan
 from tgm_xarray.hypercube.table import Column, KeyColumns
-from tgm_xarray.source.handles import FileKey, FileVersion, absolute, not_a_file
+from tgm_xarray.source.handles import FileKey, FileVersion, Replaced, absolute, not_a_file, unreplaced
 from tgm_xarray.source.remote import is_url, unreachable
 
 FORMAT = "tgm-xarray-index"
@@ -320,22 +320,26 @@ class Identity:
     @classmethod
     def of_file(cls, path: str) -> Identity:
         """Stats ``path`` (the errors ``FileKey.of`` raises) and hashes its ends; stats again
-        after, so a file written meanwhile is never taken for the version that was hashed."""
-        key = FileKey.of(path)
-        with open(key.path, "rb") as f:
-            before = os.fstat(f.fileno())
-            if (before.st_ino, before.st_size, before.st_mtime_ns) != tuple(key.version):
+        after, so a file written meanwhile is never taken for the version that was hashed. A
+        file replaced between the stat and the open is read once more, the new one
+        (``handles.unreplaced``)."""
+        def read(key: FileKey) -> Identity:
+            with open(key.path, "rb") as f:
+                before = os.fstat(f.fileno())
+                if (before.st_ino, before.st_size, before.st_mtime_ns) != tuple(key.version):
+                    raise Replaced(key.path)
+                head = f.read(EDGE)
+                tail = b""
+                if before.st_size > EDGE:
+                    f.seek(max(before.st_size - EDGE, EDGE))
+                    tail = f.read(EDGE)
+                after = os.fstat(f.fileno())
+            if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
                 raise OSError(f"{path}: the file changed while its identity was read")
-            head = f.read(EDGE)
-            tail = b""
-            if before.st_size > EDGE:
-                f.seek(max(before.st_size - EDGE, EDGE))
-                tail = f.read(EDGE)
-            after = os.fstat(f.fileno())
-        if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
-            raise OSError(f"{path}: the file changed while its identity was read")
-        return cls(before.st_size, before.st_mtime_ns, _fingerprint(before.st_size, head, tail),
-                   FileVersion(before.st_ino, before.st_size, before.st_mtime_ns))
+            return cls(before.st_size, before.st_mtime_ns, _fingerprint(before.st_size, head, tail),
+                       FileVersion(before.st_ino, before.st_size, before.st_mtime_ns))
+
+        return unreplaced(path, read)
 
     @classmethod
     def of_url(cls, url: str, storage_options: dict | None) -> Identity:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tgm_xarray.errors import TgmError
+from tgm_xarray.errors import TgmError, TgmStaleFileError
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, build_hypercube, split_groups
 from tgm_xarray.hypercube.objects import Fingerprint, Locate
 from tgm_xarray.source import index as tgm_index
@@ -17,7 +17,7 @@ from tgm_xarray.source.file import TgmFile
 from tgm_xarray.source.opening import open_source
 from tgm_xarray.source.protocol import Source
 from tgm_xarray.source.refs import FileRef, SourceRef, reference
-from tgm_xarray.source.remote import RemoteHandle
+from tgm_xarray.source.remote import RemoteHandle, is_url
 
 #: ``planned``'s result: the source's reference, its plans by group name, the values of their
 #: dimension coordinates that an index holds, and what an index recorded of their objects.
@@ -38,7 +38,17 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
     planned as one, without an index."""
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
+    try:
+        return _planned(path, storage_options, index, options, groups, identify, must_write)
+    except TgmStaleFileError:
+        if not isinstance(path, str) or is_url(path):
+            raise
+    # Replaced (os.replace, as writers publish) between the identity and the open: the new file.
+    return _planned(path, storage_options, index, options, groups, identify, must_write)
 
+
+def _planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: PlanOptions,
+             groups: bool, identify: bool, must_write: bool) -> Planned:
     def plan(table: MetadataTable, fingerprint: Fingerprint, source: str,
              locate: Locate | None = None) -> dict[str, HypercubePlan]:
         if groups:
