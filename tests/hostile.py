@@ -40,10 +40,12 @@ def payload_span(message: bytes, obj: int = 0) -> tuple[int, int]:
     return pos + FRAME_HEADER, pos + cbor_offset
 
 
-def encode(desc: dict, values: np.ndarray, hashed: bool = False) -> bytearray:
+def encode(desc: dict, values: np.ndarray, hashed: bool = False, **keys) -> bytearray:
+    """One message of one object, named ``v`` (and ``keys`` in its metadata entry)."""
     import tensogram
 
-    return bytearray(tensogram.encode({"base": [{"name": "v"}]}, [(desc, values)], hash="xxh3" if hashed else None))
+    return bytearray(tensogram.encode({"base": [{"name": "v", **keys}]}, [(desc, values)],
+                                      hash="xxh3" if hashed else None))
 
 
 def descriptor(shape, dtype="float64", **params) -> dict:
@@ -57,6 +59,40 @@ def cbor_uint(n: int, width: int) -> bytes:
     """``n`` as a CBOR unsigned int in the ``width``-byte argument form (1, 2, 4 or 8)."""
     head = {1: 0x18, 2: 0x19, 4: 0x1A, 8: 0x1B}[width]
     return bytes([head]) + n.to_bytes(width, "big")
+
+
+def cbor_compact(n: int) -> bytes:
+    """``n`` as a CBOR unsigned int in its shortest form, as encoders write it."""
+    if n < 24:
+        return bytes([n])
+    return cbor_uint(n, next(w for w in (1, 2, 4, 8) if n < 256**w))
+
+
+#: Room for :func:`widen_shape`: a text value written beside the shape in the descriptor
+#: (``descriptor(..., **PAD)``) and in the metadata (``encode(..., **PAD)``), which the wider shape
+#: takes its bytes from so that every frame keeps its length.
+PAD = {"pad": "x" * 200}
+
+
+def widen_shape(message: bytearray, old: list[int], new: list[int], width: int) -> None:
+    """Rewrites the object's ``shape`` in place, in its descriptor and in the metadata's copy,
+    from the encoder's shortest CBOR ints to ``width``-byte ones, which may hold what no
+    encodable shape holds (dimensions whose product overflows). The bytes that adds are taken
+    from the :data:`PAD` text before each copy. Unhashed messages only: the frame changes."""
+    before = b"eshape" + bytes([0x80 + len(old)]) + b"".join(map(cbor_compact, old))
+    after = b"eshape" + bytes([0x80 + len(new)]) + b"".join(cbor_uint(n, width) for n in new)
+    grow = len(after) - len(before)
+    pad_key = b"cpad\x78"  # the key, then a text of 24-255 bytes: its length in one byte
+    at, found = 0, 0
+    while (at := message.find(before, at)) >= 0:
+        pad = message.rfind(pad_key, 0, at)
+        assert pad >= 0, "no pad before the shape: encode with **PAD"
+        length, text = message[pad + len(pad_key)], pad + len(pad_key) + 1
+        assert length - grow >= 24, "the pad is too short for this shape"
+        between = message[text + grow:at]  # the pad's text less `grow` bytes, and what follows it
+        message[pad:at + len(before)] = pad_key + bytes([length - grow]) + between + after
+        at, found = text + len(between) + len(after), found + 1
+    assert found, "the shape is not where it was expected"
 
 
 def set_shape(message: bytearray, old: list[int], new: list[int], width: int) -> None:

@@ -17,6 +17,7 @@ import pytest
 import tgm_xarray
 from hostile import (
     MEMORY_LIMIT,
+    PAD,
     data_frames,
     descriptor,
     encode,
@@ -24,6 +25,7 @@ from hostile import (
     read_in_child,
     set_shape,
     swap_payload,
+    widen_shape,
     zstd_padded,
     zstd_zeros,
 )
@@ -172,6 +174,22 @@ def test_a_frame_chunk_declaring_another_shape_fails_before_it_decodes(tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     kind, text = json.loads(run.stdout.strip().splitlines()[-1])
     assert kind == "TgmCodecError" and "shape (134217728,)" in text and "(65536,)" in text, (kind, text)
+
+
+@pytest.mark.parametrize("where", ["file", "url"])
+def test_a_shape_whose_product_overflows_is_refused_naming_the_object(tmp_path, range_server, where):
+    """2**32 x 2**32 bytes: a whole read made its array from the shape first, and numpy raised a
+    bare ValueError naming nothing. In this process: numpy refuses before allocating."""
+    if where == "url":
+        pytest.importorskip("aiohttp")
+    message = encode(descriptor((2, 3), dtype="uint8", **PAD), np.zeros((2, 3), np.uint8), **PAD)
+    widen_shape(message, [2, 3], [2**32, 2**32], width=8)
+    path = write(range_server.root if where == "url" else tmp_path, "overflowing.tgm", message)
+    source = range_server.url("overflowing.tgm") if where == "url" else path
+    with tgm_xarray.open_file(source) as f, pytest.raises(
+            TgmFormatError, match=rf"{source}: message 0, object 0 has shape \[4294967296, 4294967296\] of "
+                                  r"1-byte elements: 18446744073709551616 bytes, more than any array holds"):
+        f.read(0, 0)
 
 
 def test_packed_payload_longer_than_its_shape_fails_whole_and_as_a_window(tmp_path):

@@ -131,7 +131,7 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
     t, options = objects.table, objects.options
     outer_shape = tuple(len(index_coords[d][1]) for d in var.outer)
     where = f"variable {var.name!r} (first field: {var.first.where})"
-    _check_size(outer_shape, 8, f"the grid of fields of {where}", objects.source)  # int64 cells
+    check_size(outer_shape, 8, f"the grid of fields of {where}", objects.source)  # int64 cells
     n = len(var.rows)
     if var.outer:
         flat = np.ravel_multi_index([lookups[d][var.ids[d]] for d in var.outer], outer_shape)
@@ -165,7 +165,7 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
         dtype = np.dtype("float64")  # holes read as NaN
     dims = tuple(var.outer) + tuple(d for d, _ in var.inner)
     shape = outer_shape + var.first.shape
-    _check_size(shape, dtype.itemsize, where, objects.source)
+    check_size(shape, dtype.itemsize, where, objects.source)
     return VariablePlan(
         name=var.name, dims=dims, shape=shape, dtype=dtype, fields=grid, refs=refs,
         attrs=_with_scalar_levels(_variable_attrs(var, objects, axes, common_extra), var, axes, index_coords),
@@ -242,7 +242,7 @@ def _dataset_attrs(objects: Objects, selection: Selection, axes: Axes, variables
 
 def _coordinate_plan(name: str, coord: Coordinate, objects: Objects) -> VariablePlan:
     o = coord.object
-    _check_size(o.shape, o.dtype.itemsize, f"coordinate {name!r} ({o.where})",
+    check_size(o.shape, o.dtype.itemsize, f"coordinate {name!r} ({o.where})",
                 objects.source)
     attrs = to_attrs({k: v for k, v in o.own.items() if k != o.name_key})
     return VariablePlan(
@@ -287,9 +287,10 @@ def _encoding(objects: Objects, rows: np.ndarray, dims, shape, n_outer: int) -> 
 _MAX_BYTES = int(np.iinfo(np.intp).max)
 
 
-def _check_size(shape: tuple[int, ...], itemsize: int, what: str, source: str) -> None:
-    """A shape numpy cannot hold comes from a declared shape no file can store: said at open,
-    naming what declares it, rather than by numpy at the first read."""
+def check_size(shape: tuple[int, ...], itemsize: int, what: str, source: str) -> None:
+    """A shape numpy cannot hold comes from a declared shape no file can store: said at open
+    (and by ``TgmFile.read``), naming what declares it, rather than by numpy's bare
+    ``ValueError``."""
     if math.prod(shape) * itemsize > _MAX_BYTES:
         raise TgmFormatError(
             f"{source}: {what} has shape {list(shape)} of {itemsize}-byte elements: "

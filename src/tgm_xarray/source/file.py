@@ -11,8 +11,9 @@ import numpy as np
 
 from tgm_xarray import _core
 from tgm_xarray._core import FileHandle, numpy_dtype
-from tgm_xarray.errors import TgmCodecError, TgmIndexError
+from tgm_xarray.errors import TgmCodecError, TgmError, TgmFormatError, TgmIndexError
 from tgm_xarray.hypercube import MetadataTable
+from tgm_xarray.hypercube.plan import check_size
 from tgm_xarray.source import handles
 from tgm_xarray.source.remote import RemoteHandle
 from tgm_xarray.threads import check_threads
@@ -71,7 +72,11 @@ class TgmFile:
         """See the class docstring. ``threads`` is checked here: the core takes any count."""
         if threads is not None:
             threads = check_threads(threads, self.path)
-        return self._handle.read(msg, obj, index, out, verify_hash, threads)
+        try:
+            return self._handle.read(msg, obj, index, out, verify_hash, threads)
+        except ValueError as err:
+            self._refuse_declared_size(msg, obj, err)
+            raise
 
     async def read_async(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
                          verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
@@ -81,7 +86,25 @@ class TgmFile:
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         if threads is not None:
             threads = check_threads(threads, self.path)
-        return await self._handle.read_async(msg, obj, index, out, verify_hash, threads)
+        try:
+            return await self._handle.read_async(msg, obj, index, out, verify_hash, threads)
+        except ValueError as err:
+            self._refuse_declared_size(msg, obj, err)
+            raise
+
+    def _refuse_declared_size(self, msg: int, obj: int, err: ValueError) -> None:
+        """A whole read makes its array from the object's shape before the core checks it: a
+        shape whose bytes no array holds was numpy's bare ``ValueError`` (``err``), said here
+        as the ``TgmFormatError`` the planner raises for it."""
+        if isinstance(err, TgmError):
+            return
+        try:
+            shape, dtype = self.layout(msg, obj)
+            check_size(shape, dtype.itemsize, f"message {msg}, object {obj}", self.path)
+        except TgmFormatError as refused:
+            raise refused from err
+        except TgmError:  # no layout to blame: the read's own error stands
+            return
 
     def table(self) -> MetadataTable:
         """Every message's metadata as columns (``table_of``)."""
