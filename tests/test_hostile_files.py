@@ -192,6 +192,18 @@ def test_a_shape_whose_product_overflows_is_refused_naming_the_object(tmp_path, 
         f.read(0, 0)
 
 
+def test_a_dimension_past_signed_64_bits_is_refused_not_read_as_empty(tmp_path):
+    """Shape [2**63, 1]: indices are signed, and the dimension wrapped negative, so a window read
+    gave an empty array without an error."""
+    message = encode(descriptor((2, 1), dtype="uint8", **PAD), np.zeros((2, 1), np.uint8), **PAD)
+    widen_shape(message, [2, 1], [2**63, 1], width=8)
+    path = write(tmp_path, "signed.tgm", message)
+    with tgm_xarray.open_file(path) as f:
+        for key in [(slice(0, 2), slice(0, 1)), (0, 0)]:
+            with pytest.raises(TgmFormatError, match=rf"{path}: message 0, object 0.*dimension of {2**63}"):
+                f.read(0, 0, key)
+
+
 def test_packed_payload_longer_than_its_shape_fails_whole_and_as_a_window(tmp_path):
     """200 packed values under a shape of 100: every read fails alike (a window used to fail
     where the whole object read)."""

@@ -87,6 +87,11 @@ fn points(bytes: &[u8], axis: usize, n: u64) -> CoreResult<AxisSel> {
 /// it skips). An item is a slice, an int (its axis is dropped), or a 1-D integer or boolean
 /// array, list or tuple.
 pub fn parse_index(index: Option<&Bound<'_, PyAny>>, shape: &[u64]) -> CoreResult<Index> {
+    // Indices are signed (Python's, numpy's): a dimension past i64::MAX would wrap negative and
+    // select nothing, without an error, where the file is at fault.
+    if let Some(&n) = shape.iter().find(|&&n| i64::try_from(n).is_err()) {
+        return Err(CoreError::new(Kind::Format, format!("shape {shape:?} has a dimension of {n}, more than any array can index")));
+    }
     let mut result = Index { axes: Vec::with_capacity(shape.len()), shape: Vec::with_capacity(shape.len()), _made: Vec::new() };
     let Some(index) = index.filter(|i| !i.is_none()) else {
         result.axes = full_selection(shape).into_iter().map(Axis::Sel).collect();
