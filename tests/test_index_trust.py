@@ -170,6 +170,24 @@ def test_a_file_changed_where_the_identity_does_not_look_raises_at_read(archive,
         ds.load()
 
 
+@pytest.mark.parametrize("read", ["whole fields", "a window"])
+def test_a_remote_file_republished_under_its_index_raises_at_read(archive, range_server, read):
+    """A warm remote open builds its handle from the index's table: each object it reads is
+    checked against the bytes fetched for it (the frame's hash, or its footer fetched with a
+    window's ranges), never against that table itself, which served another object's values."""
+    served = range_server.root / "archive.tgm"
+    served.write_bytes(archive.read_bytes())
+    subprocess.run([*CLI, "index", "--beside", "--no-progress", str(served)], check=True, timeout=300,
+                   capture_output=True)
+    a, b = swap_messages_in_the_middle(served)
+    url = range_server.url("archive.tgm")
+    handles.CACHE.clear()
+    with open_quietly(url) as ds:  # the identity matches: warm, from the index beside it
+        with pytest.raises(TgmStaleFileError, match=rf"{url}: message ({a}|{b}), object 0: the object's bytes are not "
+                                                    "those the file's table"):
+            ds.load() if read == "whole fields" else ds.isel(latitude=slice(0, 2), longitude=[0, 3]).load()
+
+
 def test_a_plan_made_from_a_stale_table_raises_at_read(archive):
     open_quietly(archive).close()  # the table, and the default plan
     swap_messages_in_the_middle(archive)

@@ -392,7 +392,7 @@ def test_a_packed_float32_array_reads_float32_as_upstream_decodes_it_rounded(t2m
     codec = TensogramCodec(bits=16, compression=compression)
     z = create(str(tmp_path / "a"), values, codec, chunks=(32, 96))
     message = (tmp_path / "a" / "c" / "1" / "0").read_bytes()
-    wide = create(str(tmp_path / "b"), values.astype(np.float64), codec, chunks=(32, 96))
+    create(str(tmp_path / "b"), values.astype(np.float64), codec, chunks=(32, 96))
     same_bytes = (tmp_path / "b" / "c" / "1" / "0").read_bytes()
     # Equal but for the provenance upstream stamps (time, uuid) in the message's metadata.
     assert len(message) == len(same_bytes)

@@ -16,6 +16,7 @@ struct Classes {
     codec: Py<PyType>,
     hash: Py<PyType>,
     index: Py<PyType>,
+    stale: Py<PyType>,
 }
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
@@ -50,6 +51,15 @@ fn make_classes(py: Python<'_>) -> PyResult<Classes> {
             "TgmHashMismatchError",
             "An object's stored xxh3 hash does not match its bytes (with ``verify_hash=True``).",
         )?,
+        // OSError first, as io.UnsupportedOperation does: with ValueError's __new__ first in
+        // line, tblib (which distributed uses to send errors back) cannot rebuild the exception.
+        stale: new_class(
+            py,
+            "TgmStaleFileError",
+            PyTuple::new(py, [py.get_type::<PyOSError>(), error.bind(py).clone()])?,
+            "The file changed (was replaced or rewritten) after it was opened: reading it now would mix \
+             two versions, as a pickled Dataset reopened by a dask worker would. Open it again.",
+        )?,
         index: new_class(
             py,
             "TgmIndexError",
@@ -67,7 +77,7 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
 /// Adds the classes to the `_core` module.
 pub fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let c = classes(m.py())?;
-    for class in [&c.error, &c.format, &c.codec, &c.hash, &c.index] {
+    for class in [&c.error, &c.format, &c.codec, &c.hash, &c.index, &c.stale] {
         m.add(class.bind(m.py()).name()?, class)?;
     }
     Ok(())
@@ -94,6 +104,7 @@ impl Raised for CoreError {
             Kind::Format => class(|c| &c.format, self.message),
             Kind::Codec => class(|c| &c.codec, self.message),
             Kind::Hash => class(|c| &c.hash, self.message),
+            Kind::Stale => class(|c| &c.stale, self.message),
             Kind::Index => class(|c| &c.index, self.message),
             Kind::Value => PyValueError::new_err(self.message),
             Kind::Type => PyTypeError::new_err(self.message),

@@ -142,6 +142,15 @@ impl RemoteMessages {
         self.file.frame_range(msg, obj).raised()
     }
 
+    /// Checks object `obj`'s frame as fetched against the hash the table (or its index) records
+    /// of it: `TgmStaleFileError` for a file republished since (`RemoteFile::check_frame`).
+    fn check_frame(&self, msg: usize, obj: usize, frame: &Bound<'_, PyBytes>) -> PyResult<()> {
+        self.file
+            .check_frame(msg, obj, frame.as_bytes())
+            .map_err(|e| e.context(&format!("{}: message {msg}, object {obj}", self.file.source())))
+            .raised()
+    }
+
     /// `(file offset, length)` of every data-object frame of message `msg`.
     fn frame_spans(&self, msg: usize) -> PyResult<Vec<(u64, u64)>> {
         Ok(self.file.frames(msg).raised()?.to_vec())

@@ -16,6 +16,9 @@ pub enum Kind {
     Memory,
     /// The operating system refused (opening or mapping a file): `OSError`.
     Os,
+    /// The file's bytes are not those its table (or index) describes: it changed since it was
+    /// opened or indexed (`TgmStaleFileError`).
+    Stale,
 }
 
 /// An error with its full, user-facing message (file, message and object included).

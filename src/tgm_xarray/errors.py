@@ -13,6 +13,7 @@ from tgm_xarray._core import (  # noqa: F401  (re-exported)
     TgmFormatError,
     TgmHashMismatchError,
     TgmIndexError,
+    TgmStaleFileError,
 )
 
 
@@ -22,14 +23,6 @@ class TgmConflictError(TgmError):
 
 class TgmDuplicateError(TgmConflictError):
     """Two messages carry the same variable at the same coordinates."""
-
-
-class TgmStaleFileError(OSError, TgmError):
-    """The file changed (was replaced or rewritten) after it was opened: reading it now would mix
-    two versions, as a pickled Dataset reopened by a dask worker would. Open it again."""
-
-    # OSError first, as io.UnsupportedOperation does: with ValueError's __new__ first in line,
-    # tblib (which distributed uses to send errors back) cannot rebuild the exception.
 
 
 # Remote reads (source/remote.py, docs/remote.md). They are ``OSError``s, as fsspec's and the standard

@@ -24,6 +24,7 @@ use crate::source::mapped_file::index_messages;
 use crate::source::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
 use crate::source::remote_walk::{indexed, postamble, Describe, Found, Part, Ranges, Scan, Settings};
 use crate::read::selection::AxisSel;
+use crate::wire::frames::{tail_hash, OBJECT_TAIL};
 use crate::table::{self, ObjectParts, Table};
 
 fn format_err(m: impl Into<String>) -> CoreError {
@@ -501,11 +502,31 @@ impl RemoteFile {
         Ok(table.has_frame_hash[row].then(|| fingerprint(descriptor, Stored::FrameHash(table.frame_hash[row]))))
     }
 
+    /// The inline hash the table (the scan's, or the index's) records of object `obj`'s frame.
+    fn recorded_hash(&self, msg: usize, obj: usize) -> Option<u64> {
+        let (table, first) = (self.layout_table()?, self.messages.get(msg)?.first_row?);
+        let row = first + obj;
+        table.has_frame_hash.get(row).copied().unwrap_or(false).then(|| table.frame_hash[row])
+    }
+
+    /// Checks object `obj`'s frame as fetched (all of it, or its last [`OBJECT_TAIL`] bytes)
+    /// against the hash the table records of it: a file republished since it was opened or
+    /// indexed (objects moved, sizes kept) is found by the read that would serve another
+    /// object's values, whatever the table was made from.
+    pub fn check_frame(&self, msg: usize, obj: usize, fetched: &[u8]) -> CoreResult<()> {
+        self.object(msg, obj)?;
+        match self.recorded_hash(msg, obj) {
+            Some(expected) => check_tail(fetched, expected),
+            None => Ok(()),
+        }
+    }
+
     /// The read of `sel` of object `obj` from byte ranges of its payload, where its message is
     /// described and the object qualifies (`PayloadRanges::plan`); else `None`: the read
-    /// fetches the object's frame.
+    /// fetches the object's frame. The frame's footer is fetched with the payload's ranges where
+    /// the table records its hash (see [`RemoteFile::check_frame`]).
     pub fn payload_read(&self, msg: usize, obj: usize, sel: &[AxisSel]) -> CoreResult<Option<PayloadRead>> {
-        self.object(msg, obj)?;
+        let (_, stop) = self.frame_range(msg, obj)?;
         let Some(Ok(described)) = self.messages[msg].described.get() else {
             return Ok(None);
         };
@@ -513,8 +534,9 @@ impl RemoteFile {
         let Some((_, offset, length)) = &object.payload else {
             return Ok(None);
         };
+        let tail = self.recorded_hash(msg, obj).map(|hash| (stop.saturating_sub(OBJECT_TAIL), hash));
         let ranges = PayloadRanges::plan(&object.descriptor, sel, *length)?;
-        Ok(ranges.map(|ranges| PayloadRead { descriptor: object.descriptor.clone(), offset: *offset, ranges, pieces: None }))
+        Ok(ranges.map(|ranges| PayloadRead { descriptor: object.descriptor.clone(), offset: *offset, ranges, tail, pieces: None }))
     }
 }
 
@@ -583,12 +605,27 @@ impl Description {
     }
 }
 
+/// The frame's bytes as fetched are not those the table describes.
+fn check_tail(fetched: &[u8], expected: u64) -> CoreResult<()> {
+    if tail_hash(fetched) == Some(expected) {
+        return Ok(());
+    }
+    Err(CoreError::new(
+        Kind::Stale,
+        "the object's bytes are not those the file's table (or its index) describes: the file changed since it was \
+         opened or indexed (republished in place, its size kept); open it again (with index=False if its index is stale)",
+    ))
+}
+
 /// A read of an object from byte ranges of its payload: `wanted` once, `feed`, then `read`.
 pub struct PayloadRead {
     descriptor: DataObjectDescriptor,
     /// The payload's offset in the file.
     offset: u64,
     ranges: PayloadRanges,
+    /// Where the frame's last [`OBJECT_TAIL`] bytes start in the file and the hash they must hold,
+    /// fetched with the payload's ranges, where the table records the hash.
+    tail: Option<(u64, u64)>,
     pieces: Option<Vec<Vec<u8>>>,
 }
 
@@ -603,12 +640,16 @@ impl PayloadRead {
             return Ok(None);
         }
         let ranges = self.ranges.byte_ranges()?;
-        Ok(Some(ranges.into_iter().map(|(start, length)| (self.offset + start, self.offset + start + length)).collect()))
+        let payload = ranges.into_iter().map(|(start, length)| (self.offset + start, self.offset + start + length));
+        Ok(Some(payload.chain(self.tail.map(|(start, _)| (start, start + OBJECT_TAIL))).collect()))
     }
 
-    pub fn feed(&mut self, pieces: Vec<Vec<u8>>) -> CoreResult<()> {
+    pub fn feed(&mut self, mut pieces: Vec<Vec<u8>>) -> CoreResult<()> {
         if self.pieces.is_some() {
             return Err(format_err("bytes fed that no step asked for"));
+        }
+        if let Some((_, expected)) = self.tail {
+            check_tail(&pieces.pop().unwrap_or_default(), expected)?;
         }
         self.pieces = Some(pieces);
         Ok(())

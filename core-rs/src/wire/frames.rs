@@ -329,6 +329,18 @@ pub fn object_footer(header: &FrameHeader, tail: &[u8]) -> CoreResult<ObjectFoot
     Ok(ObjectFooter { cbor_offset, hash })
 }
 
+/// Bytes at the end of a data-object frame that hold its inline hash (the footer).
+pub const OBJECT_TAIL: u64 = DATA_OBJECT_FOOTER_SIZE as u64;
+
+/// The hash slot of the footer that ends `tail` (a data-object frame's last bytes, at least
+/// [`OBJECT_TAIL`]), where it ends with `ENDF`: the frame's inline hash when it has one.
+pub fn tail_hash(tail: &[u8]) -> Option<u64> {
+    (tail.len() >= DATA_OBJECT_FOOTER_SIZE && tail.ends_with(FRAME_END)).then(|| {
+        let at = tail.len() - FRAME_COMMON_FOOTER_SIZE;
+        u64::from_be_bytes(tail[at..at + 8].try_into().expect("8 bytes"))
+    })
+}
+
 /// The inline hash of the data-object frame that is all of `frame`, if it was written with one:
 /// it stands for the frame's descriptor, payload and masks, so equal hashes identify equal
 /// stored objects without reading a payload.

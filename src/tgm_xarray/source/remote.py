@@ -658,8 +658,10 @@ class RemoteHandle:
         by_ranges = self._payload_read(msg, obj, index, out, verify_hash)
         if by_ranges is not None:
             return drive(by_ranges, self._fetcher.fetch_many)
+        frame = self._fetcher.fetch(start, stop)
+        self.messages.check_frame(msg, obj, frame)  # the table's, or its index's, object
         context = f"{self.path}: message {msg}, object {obj}"
-        return _core.read_frame(self._fetcher.fetch(start, stop), index, out, verify_hash, context, threads)
+        return _core.read_frame(frame, index, out, verify_hash, context, threads)
 
     async def read_async(self, msg: int, obj: int, index=None, out: np.ndarray | None = None,
                          verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
@@ -675,5 +677,6 @@ class RemoteHandle:
         if by_ranges is not None:
             return await drive_async(by_ranges, self._fetcher)
         frame = await self._fetcher.fetch_async(start, stop)
+        self.messages.check_frame(msg, obj, frame)
         context = f"{self.path}: message {msg}, object {obj}"
         return _core.read_frame(frame, index, out, verify_hash, context, threads)
