@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 import tgm_xarray
@@ -119,3 +120,48 @@ def test_usage_errors_exit_2(capsys):
             main(["verify", *args])
         assert exit.value.code == 2
     assert "usage: tgm-xarray verify" in capsys.readouterr().err
+
+
+def _bitmask_and_bfloat16(path) -> None:
+    """A file of upstream tensogram's writing, with hashes: a float field, a bitmask (rle) and a
+    bfloat16 object, none of which numpy holds without ml_dtypes."""
+    import tensogram
+
+    def descriptor(dtype, shape, compression="none"):
+        return {"type": "ntensor", "shape": shape, "dtype": dtype, "byte_order": "little", "encoding": "none",
+                "filter": "none", "compression": compression}
+
+    bits = np.packbits(np.arange(4096) % 3 == 0)
+    halves = (np.arange(512, dtype=np.uint32) << 16).astype("<u4").view("<u2")[1::2].copy()  # bfloat16 bits
+    path.write_bytes(tensogram.encode({"base": [{"name": "t"}, {"name": "m"}, {"name": "b"}]},
+                                      [(descriptor("float64", [8]), np.linspace(250.0, 300.0, 8)),
+                                       (descriptor("bitmask", [4096], "rle"), bits),
+                                       (descriptor("bfloat16", [512]), halves.tobytes())], hash="xxh3"))
+
+
+def test_objects_without_an_array_form_have_their_hashes_checked_over_http(range_server, capsys):
+    pytest.importorskip("tensogram")
+    pytest.importorskip("aiohttp")
+    _bitmask_and_bfloat16(range_server.root / "bits.tgm")
+    assert verify(capsys, range_server.url("bits.tgm")) == (0, ["1 message, 3 objects checked, 0 problems"])
+
+
+def test_objects_without_an_array_form_have_their_hashes_checked(tmp_path, capsys):
+    """Bitmask and bfloat16 objects: their stored hashes are checked from their bytes (they were
+    read through numpy, so intact ones were reported damaged and their hashes never checked)."""
+    pytest.importorskip("tensogram")
+    path = tmp_path / "bits.tgm"
+    _bitmask_and_bfloat16(path)
+    assert verify(capsys, path) == (0, ["1 message, 3 objects checked, 0 problems"])
+    assert verify(capsys, "--require-hash", path) == (0, ["1 message, 3 objects checked, 0 problems"])
+    with tgm_xarray.open_file(path) as f:
+        frame_starts = f.table().frame_start  # one message: a row per object
+    for obj in (1, 2):
+        data = bytearray(path.read_bytes())
+        data[int(frame_starts[obj]) + 20] ^= 0x01  # in the payload, after the frame's 16-byte header
+        damaged = tmp_path / f"damaged-{obj}.tgm"
+        damaged.write_bytes(bytes(data))
+        code, lines = verify(capsys, damaged)
+        assert code == 1, lines
+        assert lines[0].startswith(f"{damaged}: message 0, object {obj}: hash check failed"), lines
+        assert lines[-1] == "1 message, 3 objects checked, 1 problem"

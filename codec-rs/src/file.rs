@@ -11,7 +11,7 @@ use tgm_core::source::mapped_file::MappedFile;
 use tgm_core::source::message::ParsedMessage;
 use crate::index::parse_index;
 use crate::read_into::{read_into_out, read_to_array};
-use tgm_core::read::object::Verify;
+use tgm_core::read::object::{check_hash, Verify};
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 use tgm_core::encoding::szip;
 use tgm_core::table::RESERVED_KEY;
@@ -144,6 +144,17 @@ impl FileHandle {
     fn object_layouts(&self, py: Python<'_>, msg: i64) -> PyResult<Vec<(Vec<u64>, String)>> {
         let parsed = self.message_attached(py, msg).raised()?;
         Ok(parsed.objects.iter().map(|o| (o.descriptor.shape.clone(), o.descriptor.dtype.to_string())).collect())
+    }
+
+    /// Checks object `obj`'s stored hash against its bytes without decoding it: `True` when it
+    /// holds, `False` when the object was written without one; `TgmHashMismatchError` else.
+    fn check_hash(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<bool> {
+        py.detach(|| -> CoreResult<bool> {
+            let (parsed, o) = self.file.object(msg, obj)?;
+            check_hash(self.file.message_bytes(msg as usize), &parsed.objects[o])
+                .map_err(|e| e.context(&format!("{}: message {msg}, object {o}", self.file.path())))
+        })
+        .raised()
     }
 
     /// An identity of the object's stored bytes: equal for objects stored identically.

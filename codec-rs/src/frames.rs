@@ -13,7 +13,7 @@ use crate::file::{descriptor_to_py, metadata_to_py};
 use tgm_core::source::message::{ObjectEntry, ParsedMessage};
 use crate::codec::check_holds;
 use crate::read_into::read_to_array;
-use tgm_core::read::object::Verify;
+use tgm_core::read::object::{check_hash, Verify};
 
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
 /// is `length` bytes long say: `(cbor_offset, inline hash or None)`
@@ -57,6 +57,15 @@ pub fn read_frame<'py>(
         check_holds([&entry.descriptor], shape, None).map_err(|e| e.context(context)).raised()?;
     }
     read_to_array(py, bytes, &entry, index, out, Verify::from_flag(verify_hash), threads, &|| context.to_owned())
+}
+
+/// `FileHandle.check_hash` of the object in the data-object frame `frame` (a remote file's,
+/// fetched): its stored hash checked against its bytes, nothing decoded.
+#[pyfunction]
+#[pyo3(signature = (frame, context = ""))]
+pub fn check_frame_hash(py: Python<'_>, frame: &Bound<'_, PyBytes>, context: &str) -> PyResult<bool> {
+    let bytes = frame.as_bytes();
+    py.detach(|| ObjectEntry::from_frame(bytes).and_then(|e| check_hash(bytes, &e))).map_err(|e| e.context(context)).raised()
 }
 
 /// The fingerprint `FileHandle.fingerprint` gives the object in the data-object frame `frame`.

@@ -53,6 +53,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(frames::parse_message, m)?,
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
+        wrap_pyfunction!(frames::check_frame_hash, m)?,
         wrap_pyfunction!(table::table_of_files, m)?,
         wrap_pyfunction!(arrays::py_numpy_dtype, m)?,
         wrap_pyfunction!(arrays::decoded_bytes, m)?,

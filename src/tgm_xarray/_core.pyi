@@ -11,7 +11,7 @@ __all__ = [
     "FileHandle",
     "PooledBuffer", "RemoteMessages", "RemoteScan", "RemoteDescription", "RemoteRead", "scan_remote", "empty",
     "buffer_pool", "encode_message", "decode_message_into", "frame_footer", "parse_message",
-    "read_frame", "frame_fingerprint", "table_of_files", "table_of_bytes", "decoded_elements",
+    "read_frame", "frame_fingerprint", "check_frame_hash", "table_of_files", "table_of_bytes", "decoded_elements",
     "take_max_concurrent_reads", "writable_szip_flags",
     "numpy_dtype", "decoded_bytes", "read_dtype", "outer_key", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
     "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
@@ -61,6 +61,9 @@ class FileHandle:
     def metadata(self, msg: int) -> dict[str, Any]: ...
     def descriptors(self, msg: int) -> list[dict[str, Any]]: ...
     def object_layouts(self, msg: int) -> list[tuple[list[int], str]]: ...
+    def check_hash(self, msg: int, obj: int) -> bool:
+        """The object's stored hash checked against its bytes, nothing decoded: ``True`` when it
+        holds, ``False`` without one; ``TgmHashMismatchError`` when it does not."""
     def fingerprint(self, msg: int, obj: int) -> str: ...
     def read(
         self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None, verify_hash: bool | None = None,
@@ -136,6 +139,10 @@ def read_frame(
     frame: bytes, index: Any = None, out: np.ndarray | None = None, verify_hash: bool | None = None, context: str = "",
     threads: int | None = None, expect_shape: tuple[int, ...] | list[int] | None = None,
 ) -> np.ndarray: ...
+def check_frame_hash(frame: bytes, context: str = "") -> bool:
+    """``FileHandle.check_hash`` of the object in data-object frame ``frame``: its stored hash
+    checked against its bytes, nothing decoded."""
+
 def frame_fingerprint(frame: bytes) -> str: ...
 
 # Remote files: sans-IO walks that `tgm_xarray.source.remote.drive` (or `drive_async`) runs: each asks

@@ -51,9 +51,10 @@ impl Verify {
     }
 }
 
-/// Checks the object's stored xxh3 hash against its frame, once per object; `Ok(false)` when
-/// the object was written without a hash.
-fn check_hash(msg: &[u8], entry: &ObjectEntry) -> CoreResult<bool> {
+/// Checks the object's stored xxh3 hash against its frame, once per object, decoding nothing
+/// (so whatever its dtype: bitmasks and bfloat16 too); `Ok(false)` when the object was written
+/// without a hash, an error of kind `Hash` when the bytes do not match it.
+pub fn check_hash(msg: &[u8], entry: &ObjectEntry) -> CoreResult<bool> {
     entry
         .hash_checked
         .get_or_init(|| {

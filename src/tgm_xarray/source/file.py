@@ -115,6 +115,12 @@ class TgmFile:
         else a hash of the payload (read, or fetched for a URL)."""
         return self._handle.fingerprint(msg, obj)
 
+    def check_hash(self, msg: int, obj: int) -> bool:
+        """Checks the object's stored hash against its bytes, decoding nothing (whatever its
+        dtype, bitmasks included): ``True`` when it holds, ``False`` when the object was written
+        without one; ``TgmHashMismatchError`` when it does not hold."""
+        return self._handle.check_hash(msg, obj)
+
     def locate(self, msg: int) -> tuple[str, int]:
         """``(path, msg)``: one file holds every message."""
         return self.path, msg

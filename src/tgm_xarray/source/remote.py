@@ -640,6 +640,12 @@ class RemoteHandle:
             return known
         return _core.frame_fingerprint(self._fetcher.fetch(*self.messages.frame_range(msg, obj)))
 
+    def check_hash(self, msg: int, obj: int) -> bool:
+        """``FileHandle.check_hash``: of the frame, fetched."""
+        frame = self._fetcher.fetch(*self.messages.frame_range(self._readable(msg), obj))
+        self.messages.check_frame(msg, obj, frame)
+        return _core.check_frame_hash(frame, f"{self.path}: message {msg}, object {obj}")
+
     def _payload_read(self, msg: int, obj: int, index, out: np.ndarray | None, verify_hash: bool | None):
         """The core's read of ``index`` from byte ranges of the object's payload, where it has one
         (``verify_hash=True`` hashes the whole frame: none then)."""
