@@ -25,12 +25,18 @@ import numpy as np
 
 from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY, VALUES_DTYPE_KEY
 
+#: A field's record of its variable's stacked dimensions, in the writer's order and names, and
+#: of those whose values run against the reader's sort (``hypercube.written``).
+STACKED_DIMS_KEY = "_stacked_dims_"
+REVERSED_DIMS_KEY = "_reversed_dims_"
 #: Metadata that shapes the Dataset instead of describing the data: never attributes, dimensions
 #: or names. The core's table keeps the first three out of its key columns (core-rs/src/table.rs):
 #: the encoder's ``_reserved_`` (tensor layout, encode time, UUID), the ``dim_names`` hints and
 #: ``_extra_``'s ``coordinate_attrs`` (``{"member": {"long_name": "ensemble member"}}``); the
-#: planner reads ``_values_dtype_`` (the dtype packed values were given in) from its column.
-STRUCTURAL_KEYS = frozenset({RESERVED_KEY, DIM_NAMES_KEY, COORDINATE_ATTRS_KEY, VALUES_DTYPE_KEY})
+#: planner reads ``_values_dtype_`` (the dtype packed values were given in) and the records of
+#: stacked dimensions from their columns.
+STRUCTURAL_KEYS = frozenset({RESERVED_KEY, DIM_NAMES_KEY, COORDINATE_ATTRS_KEY, VALUES_DTYPE_KEY,
+                             STACKED_DIMS_KEY, REVERSED_DIMS_KEY})
 #: CF attributes listed first, in this order; the rest follow sorted by name.
 CF_FIRST = ("units", "long_name", "standard_name")
 

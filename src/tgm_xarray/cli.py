@@ -53,7 +53,8 @@ GRIB_SUFFIXES = (".grib", ".grib1", ".grib2", ".grb", ".grb1", ".grb2")
 OTHER_FORMATS = {**dict.fromkeys(GRIB_SUFFIXES, "GRIB"), **dict.fromkeys((".h5", ".hdf5"), "HDF5")}
 #: Options of `convert` that only a .tgm OUTPUT takes (their flags, for the error).
 TGM_ONLY = {"bits_per_value": "--bits", "compression": "--compression", "option": "--option",
-            "layout": "--layout", "append": "--append", "threads": "--threads", "hash": "--no-hash"}
+            "layout": "--layout", "field_dims": "--field-dims", "append": "--append", "threads": "--threads",
+            "hash": "--no-hash"}
 #: A directory holding one of these is a Zarr store (v3, v2 group, v2 array); any other directory
 #: given to `convert` stands for the files in it.
 ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
@@ -191,6 +192,10 @@ def _parser() -> argparse.ArgumentParser:
                               "or DIM=N,... (default: no dask; fields are still read one by one)")
     convert.add_argument("--layout", choices=("field", "variable"),
                          help="one message per field (default) or per variable")
+    convert.add_argument("--field-dims", metavar="A,B",
+                         help="the dimensions each field keeps, every other one making a message "
+                              "per value (default: each variable's last two that are not "
+                              "number, time, step or a level)")
     convert.add_argument("--engine", help="xarray engine of the inputs (default: cfgrib for "
                          ".grib*, zarr for .zarr and Zarr stores, else xarray's guess; given, every "
                          "file of a directory INPUT is taken)")
@@ -363,6 +368,7 @@ class Planner:
     compression: str | None
     options: dict
     layout: str
+    field_dims: list[str] | None
     advice: str | None  # the pipeline's advice on --bits, given once in the command's words
 
     @classmethod
@@ -372,8 +378,9 @@ class Planner:
         said = bits_advice(args.bits_per_value, compression, spelling="--bits ")
         if said:
             warnings.warn(said, stacklevel=1)
+        field_dims = [d for d in args.field_dims.split(",") if d] if args.field_dims else None
         return cls(args.bits_per_value, args.compression, _options(args.option), args.layout or "field",
-                   advice)
+                   field_dims, advice)
 
     def plans(self, datasets: Sequence) -> Plans:
         """Plans of ``datasets`` (on the main thread: warning filters are process-wide)."""
@@ -383,7 +390,7 @@ class Planner:
             if self.advice:  # said once already, not for every variable
                 warnings.filterwarnings("ignore", message=re.escape(self.advice))
             return Plans([plan(ds, encoding=cli_encoding(ds, self.bits, self.compression, self.options),
-                               layout=self.layout) for ds in datasets])
+                               layout=self.layout, field_dims=self.field_dims) for ds in datasets])
 
 
 def names_a_directory(output: str) -> bool:
@@ -593,13 +600,15 @@ def _selected(args: argparse.Namespace, datasets: list) -> list:
 
 def check_selection(args: argparse.Namespace, datasets: list) -> None:
     """Refuse a ``--drop-variables`` or ``--variables`` name that none of ``datasets`` has
-    (a dropped variable counts as absent), and a ``--chunks`` dimension none of them has
-    (xarray ignores those, so ``time=1`` on an input with ``valid_time`` would chunk nothing)."""
-    if isinstance(args.chunks, dict):
-        dims = {str(d) for ds in datasets for d in ds.dims}
-        unknown = [d for d in args.chunks if d not in dims]
+    (a dropped variable counts as absent), and a ``--chunks`` or ``--field-dims`` dimension none
+    of them has (xarray ignores those, so ``time=1`` on an input with ``valid_time`` would chunk
+    nothing)."""
+    dims = {str(d) for ds in datasets for d in ds.dims}
+    for flag, names in (("--chunks", args.chunks if isinstance(args.chunks, dict) else ()),
+                        ("--field-dims", args.field_dims.split(",") if args.field_dims else ())):
+        unknown = [d for d in names if d and d not in dims]
         if unknown:
-            raise UsageError(f"--chunks: no input has the dimensions {unknown}; theirs are {sorted(dims)}")
+            raise UsageError(f"{flag}: no input has the dimensions {unknown}; theirs are {sorted(dims)}")
     dropped = [v for v in args.drop_variables.split(",") if v] if args.drop_variables else []
     missing = sorted(set(dropped) - {str(v) for ds in datasets for v in ds.variables})
     if missing:

@@ -46,7 +46,8 @@ import numpy as np
 import xarray as xr
 
 from tgm_xarray import cf, mars
-from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY, VALUES_DTYPE_KEY
+from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, VALUES_DTYPE_KEY
+from tgm_xarray.attrs import REVERSED_DIMS_KEY, STACKED_DIMS_KEY, STRUCTURAL_KEYS
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import Codec, reader_options, resolve
 
@@ -55,8 +56,8 @@ LAYOUTS = ("field", "variable")
 #: ``mars.find_axes`` reads): a dimension of one of these names is stacked only through its MARS
 #: rule, never under a plain key of its name (except ``time`` holding numbers, which the reader
 #: takes as a plain key).
-RESERVED_KEYS = frozenset({"name", "shortName", "mars", DIM_NAMES_KEY, cf.COORDINATES, RESERVED_KEY, "_extra_", VALUES_DTYPE_KEY,
-                           COORDINATE_ATTRS_KEY, *(k for keys in mars.AXIS_KEYS for k in keys if "." not in k)})
+RESERVED_KEYS = frozenset({"name", "shortName", "mars", cf.COORDINATES, "_extra_", *STRUCTURAL_KEYS,
+                           *(k for keys in mars.AXIS_KEYS for k in keys if "." not in k)})
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
         inner = tuple(d for d in _names(var.dims) if d not in keyed.stacked)
         encoded = cf.encode(name, var.transpose(*stacked, *inner))
         codec = _codec(name, encoded.dtype, encoding, var.encoding)
-        base = _base(name, encoded.attrs, inner)
+        base = {**_base(name, encoded.attrs, inner), **keyed.stacking(stacked)}
         if codec.dtype != encoded.dtype and encoded.dtype.kind == "f":
             base[VALUES_DTYPE_KEY] = encoded.dtype.name  # stored wider (packed): read back as given
         own = cf.attached_to(var.dims, attached)
@@ -319,7 +320,7 @@ def _put(tree: dict, parts: list[str], value: Any) -> bool:
 def _base(name: str, attrs: Mapping[str, Any], dims: Sequence[str]) -> dict:
     # The object's own `name` and `dim_names` win over attributes of those names.
     meta = unflatten({k: v for k, v in to_metadata(dict(attrs)).items()
-                      if k not in ("name", DIM_NAMES_KEY, RESERVED_KEY, VALUES_DTYPE_KEY)})
+                      if k != "name" and k not in STRUCTURAL_KEYS})
     return {"name": name, DIM_NAMES_KEY: list(dims), **meta}
 
 
@@ -378,7 +379,10 @@ class _KeyedCoordinates:
     ``levels``: the stacked dimensions and the scalar coordinates keyed as MARS levels (a field
     has one level: a variable with a level dimension takes no scalar level, a variable without
     one takes one scalar level, its own);
-    ``derived``: coordinates the reader rebuilds itself (``valid_time = time + step``).
+    ``derived``: coordinates the reader rebuilds itself (``valid_time = time + step``);
+    ``aliases``: stacked levels keyed as the MARS level of another name (``pressure_level`` as
+    ``isobaricInhPa``: ``mars.level_alias``); ``reversed``: stacked dimensions whose values run
+    against the reader's sort. Both are recorded in each field (:meth:`stacking`).
     """
 
     def __init__(self, ds: xr.Dataset | None, field_dims: Sequence[str] | None):
@@ -386,30 +390,43 @@ class _KeyedCoordinates:
         self.scalars: dict[str, mars.Keys] = {}
         self.levels: set[str] = set()
         self.derived: set[str] = set()
+        self.aliases: dict[str, str] = {}
+        self.reversed: set[str] = set()
         self._own_level: dict[str, str | None] = {}  # data variable -> its scalar level
         self._attrs: dict[str, dict] = {}
         if ds is None:
             return
         dims_of = {name: _names(ds[name].dims) for name in _names(ds.data_vars)}
-        fields = {name: _field_dims(dims, field_dims) for name, dims in dims_of.items()}
+        aliases = {dim: alias for dim in _names(ds.dims) if dim in ds.coords
+                   and (alias := mars.level_alias(dim, ds[dim].attrs, ds[dim].dtype)) is not None}
+        fields = {name: _field_dims(dims, field_dims, aliases) for name, dims in dims_of.items()}
         for dim in _data_dims(ds):
             if any(dim in f for f in fields.values()) or ds.sizes[dim] == 0:
                 continue
-            if ds.sizes[dim] == 1 and dim not in mars.DIMS:
+            if ds.sizes[dim] == 1 and aliases.get(dim, dim) not in mars.DIMS:
                 continue  # the reader would make a constant key an attribute: keep the dimension
             users = [name for name, dims in dims_of.items() if dim in dims]
             # A second level dimension of one variable is stacked under a plain key instead.
             level_free = not any(self.levels & set(dims_of[name]) for name in users)
+            as_dim = aliases[dim] if dim in aliases and level_free else dim  # the reader's name
             taken = set().union(*(ds[name].attrs for name in users), ds.attrs)
-            keys = _stack_keys(dim, ds[dim].values, level_free, taken) if dim in ds.coords \
+            keys = _stack_keys(as_dim, ds[dim].values, level_free, taken) if dim in ds.coords \
                 else "it has no coordinate"
             if isinstance(keys, str):
                 # Correct, but each message then holds every value along `dim`.
+                inside = [*fields[users[0]], dim]
                 warnings.warn(f"dimension {dim!r} stays inside each field (one message holds "
-                              f"all {ds.sizes[dim]} of its values): {keys}", stacklevel=4)
+                              f"all {ds.sizes[dim]} of its values): {keys}. To keep it there "
+                              f"without this warning, name the dimensions of a field: "
+                              f"field_dims={inside} (tgm-xarray convert --field-dims "
+                              f"{','.join(inside)})", stacklevel=4)
                 continue
             self.stacked[dim] = keys
-            if mars.is_level(dim) and level_free:
+            if as_dim != dim:
+                self.aliases[dim] = as_dim
+            if not mars.in_reader_order(as_dim, ds[dim].values):
+                self.reversed.add(dim)
+            if mars.is_level(as_dim) and level_free:
                 self.levels.add(dim)
         scalars = {name: mars.scalar_keys(name, ds[name].values[()]) for name in _names(ds.coords)
                    if ds[name].ndim == 0 and name not in ds.dims}
@@ -442,10 +459,25 @@ class _KeyedCoordinates:
                 if dim != mars.DEFAULT_LEVEL_DIM and all(list(k) == [dim] for k in keys)]
 
     def described(self) -> list[str]:
-        """The keyed coordinates whose attributes the reader would not give them itself."""
+        """The keyed coordinates whose attributes the reader would not give them itself (cfgrib's
+        for MARS ones, none for others): a NetCDF ``time`` without attributes keeps none."""
         generic = self.generic()
-        return [name for name in (*self.stacked, *self.scalars) if self._attrs[name] and (
-            name in generic or self._attrs[name] != cf.COORD_ATTRS.get(name))]
+        return [name for name in (*self.stacked, *self.scalars) if self._attrs[name] != (
+            {} if name in generic else cf.COORD_ATTRS.get(self.aliases.get(name, name), {}))]
+
+    def stacking(self, stacked: Sequence[str]) -> dict[str, list[str]]:
+        """The record of a variable's ``stacked`` dimensions that its fields carry, for the
+        reader to give them back as written (``hypercube.written``): their order and names
+        where the keys do not tell (an order other than the reader's, a level keyed under
+        another name), and those whose values it must reverse."""
+        record = {}
+        read = [self.aliases.get(dim, dim) for dim in stacked]  # as the reader names them
+        if read != list(stacked) or read != mars.stacking_order(read, self.generic()):
+            record[STACKED_DIMS_KEY] = list(stacked)
+        backwards = [dim for dim in stacked if dim in self.reversed]
+        if backwards:
+            record[REVERSED_DIMS_KEY] = backwards
+        return record
 
     def scalar_keys(self, variable: str) -> list[mars.Keys]:
         """The keys of the scalar coordinates of a data variable: its own level's, no other."""
@@ -460,10 +492,11 @@ def _data_dims(ds: xr.Dataset) -> list[str]:
     return list(seen)
 
 
-def _field_dims(dims: tuple[str, ...], field_dims: Sequence[str] | None) -> tuple[str, ...]:
+def _field_dims(dims: tuple[str, ...], field_dims: Sequence[str] | None,
+                aliases: Collection[str] = ()) -> tuple[str, ...]:
     if field_dims is not None:
         return tuple(d for d in dims if d in field_dims)
-    return tuple(d for d in dims if d not in mars.DIMS)[-2:]
+    return tuple(d for d in dims if d not in mars.DIMS and d not in aliases)[-2:]
 
 
 def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> tuple[mars.Keys, ...] | str:
@@ -472,9 +505,8 @@ def _stack_keys(dim: str, values: np.ndarray, level_free: bool, taken: set) -> t
     A MARS dimension of one value is stacked too, so that later appends extend it; read alone,
     it comes back as a scalar coordinate (cfgrib's squeeze).
     """
-    if not mars.in_reader_order(dim, values):
-        order = "descending" if dim in mars.DESCENDING else "ascending"
-        return f"the reader sorts its values {order}, and they are not unique and sorted so"
+    if not (mars.in_reader_order(dim, values) or mars.in_reader_order(dim, values[::-1])):
+        return "its values are not unique and sorted (ascending or descending)"
     to_keys = mars.key_maker(dim, values.dtype, level_free)
     if to_keys is not None:
         keys = tuple(k for k in map(to_keys, values) if k is not None)

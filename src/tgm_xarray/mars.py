@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -65,6 +65,9 @@ DIMS = frozenset({*AXIS_ORDER, *LEVEL_NAMES})
 # Level dimensions whose values sort from the top of the atmosphere down (largest first), as
 # pressure levels conventionally do; every other dimension sorts ascending.
 DESCENDING = frozenset({"isobaricInhPa"})
+
+#: Units of a pressure coordinate the writer keys as ``isobaricInhPa`` (:func:`level_alias`).
+PRESSURE_UNITS = frozenset({"hPa", "millibar", "millibars", "mbar"})
 
 # Value of the `surface` coordinate, as cfgrib gives it (a surface field has no `levelist`).
 SURFACE_VALUE = 0
@@ -200,6 +203,20 @@ def height_keys(height: Any) -> dict[str, Any]:
     return {"mars": {"levtype": "sfc"}, "grib": {"typeOfLevel": HEIGHT_DIM, "level": height}}
 
 
+def level_alias(name: str, attrs: Mapping[str, Any], dtype: np.dtype) -> str | None:
+    """The MARS level dimension that a coordinate named otherwise stands for: pressures in hPa
+    (``pressure_level``, as the CDS names ERA5's levels) are ``isobaricInhPa``; ``None`` for
+    any other coordinate, and for the dimensions this module names itself.
+
+    >>> hpa = np.dtype("float64")
+    >>> level_alias("pressure_level", {"units": "hPa"}, hpa), level_alias("plev", {"units": "Pa"}, hpa)
+    ('isobaricInhPa', None)
+    """
+    if name in DIMS or dtype.kind not in "iuf" or attrs.get("units") not in PRESSURE_UNITS:
+        return None
+    return LEVEL_DIMS["pl"] if attrs.get("standard_name", "air_pressure") == "air_pressure" else None
+
+
 def decode_axes(fields: Sequence[Mapping[str, Axis]], source: str = "") -> list[dict[str, Axis]]:
     """Decode the raw axes of a set of fields: ``time`` to datetime64, ``step`` to timedelta64.
 
@@ -256,6 +273,18 @@ def as_ns(value: _Time) -> _Time:
         kind = "datetime64[ns] holds" if value.dtype.kind == "M" else "timedelta64[ns] holds"
         raise BeyondNanoseconds(f"{value} is beyond what {kind}")
     return ns
+
+
+def stacking_order(dims: Iterable[str], generic: Collection[str] = ()) -> list[str]:
+    """The order the reader stacks a variable's fields along ``dims``: cfgrib's ``number``,
+    ``time``, ``step``, then the other dimensions of this module (levels) by name, then the
+    ``generic`` ones (plain metadata keys) by name.
+
+    >>> stacking_order(["valid_time", "isobaricInhPa", "number"], generic=["valid_time"])
+    ['number', 'isobaricInhPa', 'valid_time']
+    """
+    order = {d: i for i, d in enumerate(AXIS_ORDER)}
+    return sorted(dims, key=lambda d: (d in generic, order.get(d, len(order)), d))
 
 
 def is_level(dim: Any) -> bool:

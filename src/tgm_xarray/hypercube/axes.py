@@ -149,8 +149,7 @@ def axis_coords(variables: Mapping[str, Variable], axes: Axes, objects: Objects
     index_coords: IndexCoords = {}
     lookups: Lookups = {}
     stacked: dict[str, dict[str, np.ndarray]] = {name: {} for name in variables}  # dim -> ids
-    order = {d: i for i, d in enumerate(mars.AXIS_ORDER)}
-    for dim in sorted(axes.dims, key=lambda d: (order.get(d, len(order)), d)):
+    for dim in mars.stacking_order(axes.dims):
         ids, values = axes.dims[dim]
         coord, lookups[dim] = coordinate_values(dim, values, np.unique(ids[ids >= 0]))
         attrs = dict(cf.COORD_ATTRS.get(dim, {}))

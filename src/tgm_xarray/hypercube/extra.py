@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -172,7 +172,7 @@ def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_co
     return variables, coords, lookups
 
 
-def with_stored_axis_attrs(index_coords: IndexCoords, axes: Mapping[str, Any], objects: Objects,
+def with_stored_axis_attrs(index_coords: IndexCoords, axes: Iterable[str], objects: Objects,
                            messages: np.ndarray) -> IndexCoords:
     """``index_coords`` where the attributes a writer stored for a MARS coordinate (``time``,
     ``step``, a level) in ``_extra_["coordinate_attrs"]``, where every message agrees, replace

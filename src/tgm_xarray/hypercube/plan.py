@@ -26,6 +26,7 @@ from tgm_xarray.hypercube.objects import Objects, Selection
 from tgm_xarray.hypercube.options import VALUES_DTYPES
 from tgm_xarray.hypercube.variables import Variable
 from tgm_xarray.hypercube.variables import variables as group_variables
+from tgm_xarray.hypercube.written import as_written
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,9 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
                  for name, var in variables.items()}
     variables, generic, generic_lookups = generic_coords(variables, objects, index_coords)
     index_coords, lookups = {**index_coords, **generic}, {**lookups, **generic_lookups}
-    index_coords = with_valid_time(with_stored_axis_attrs(index_coords, axes.dims, objects, selection.messages),
-                                   objects.source)
+    variables, index_coords, lookups, renamed = as_written(variables, index_coords, lookups, axes, objects)
+    index_coords = with_valid_time(with_stored_axis_attrs(
+        index_coords, [renamed.get(d, d) for d in axes.dims], objects, selection.messages), objects.source)
     variables, coords = resolve_inner_dims(variables, coords, index_coords, objects)
 
     common_extra = {}
