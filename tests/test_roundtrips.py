@@ -130,3 +130,132 @@ def test_field_dims_option_for_fields_the_rules_cannot_tell(tmp_path, capsys):
         main(["convert", str(tmp_path / "gg.nc"), str(tmp_path / "x.tgm"), "--field-dims", "value"])
     assert exit_.value.code == 2 and not (tmp_path / "x.tgm").exists()
     assert "--field-dims: no input has the dimensions ['value']" in capsys.readouterr().err
+
+
+def netcdf(path, **kw) -> xr.Dataset:
+    with xr.open_dataset(path, **kw) as ds:
+        return ds.load()
+
+
+def test_cds_era5_netcdf_to_tgm_to_netcdf_is_exact(tmp_path):
+    era5_cds().to_netcdf(tmp_path / "era5.nc")
+    convert(tmp_path / "era5.nc", tmp_path / "era5.tgm")
+    convert(tmp_path / "era5.tgm", tmp_path / "back.nc")
+    for raw in (False, True):
+        xr.testing.assert_identical(netcdf(tmp_path / "back.nc", mask_and_scale=not raw),
+                                    netcdf(tmp_path / "era5.nc", mask_and_scale=not raw))
+
+
+# --------------------------------------------------------------------------------------------
+# CF packing kept: NetCDF -> .tgm -> NetCDF
+
+
+def cf_packed(tmp_path, dtype, scale, offset, fill) -> xr.Dataset:
+    """3 fields of 20 x 30 temperatures packed as CF packs them, with missing points."""
+    rng = np.random.default_rng(3)
+    top = offset + scale * (np.iinfo(dtype).max - 1)
+    values = np.clip(offset + rng.normal(0.0, 200.0 * scale, (3, 20, 30)), offset - 100 * scale, top)
+    values[0, :2, :3] = np.nan
+    ds = xr.Dataset({"t": (("time", "latitude", "longitude"), values, {"units": "K"})},
+                    coords={"time": pd.date_range("2024-01-01", periods=3, freq="D"),
+                            "latitude": LATITUDES, "longitude": LONGITUDES})
+    ds.to_netcdf(tmp_path / "cf.nc", encoding={"t": {"dtype": dtype, "scale_factor": scale,
+                                                      "add_offset": offset, "_FillValue": fill}})
+    return netcdf(tmp_path / "cf.nc")
+
+
+@pytest.mark.parametrize("dtype, scale, offset, fill, bits", [
+    ("int16", 0.01, 273.15, -32768, 16),                       # scale_factor = 10**-2: its grid
+    ("uint8", 0.5, 250.0, 255, 8),                             # = 2**-1
+    ("int16", np.float32(0.01), np.float32(273.15), -32767, 24),  # float32(0.01): no packing step
+    ("int16", 0.0017593, 270.2, -32767, 24),                   # ERA5's kind of scale_factor
+], ids=["int16-0.01", "uint8-0.5", "int16-float32", "int16-era5"])
+def test_cf_packing_is_kept(tmp_path, dtype, scale, offset, fill, bits):
+    source = cf_packed(tmp_path, dtype, scale, offset, fill)
+    convert(tmp_path / "cf.nc", tmp_path / "cf.tgm")
+    handle = _core.FileHandle(os.fspath(tmp_path / "cf.tgm"))
+    params = [handle.descriptors(i)[0]["params"] for i in range(len(handle)) if handle.metadata(i)["base"][0]["name"] == "t"]
+    assert {p["sp_bits_per_value"] for p in params} == {bits}
+    tgm = open_tgm(tmp_path / "cf.tgm")
+    assert tgm.t.dtype == source.t.dtype
+    if bits == 16:  # on the CF grid itself: one reference and step 10**-2 for every field
+        assert len({(p["sp_reference_value"], p["sp_binary_scale_factor"], p["sp_decimal_scale_factor"])
+                    for p in params}) == 1
+    np.testing.assert_allclose(tgm.t, source.t, rtol=0, atol=1e-12 if bits < 24 else float(scale) / 200)
+    for key in ("dtype", "scale_factor", "add_offset", "_FillValue"):
+        assert tgm.t.encoding[key] == source.t.encoding[key]
+        assert type(tgm.t.encoding[key]) is type(source.t.encoding[key])
+    convert(tmp_path / "cf.tgm", tmp_path / "back.nc")
+    for raw in (False, True):  # the integers and CF attributes; the values decoded from them
+        xr.testing.assert_identical(netcdf(tmp_path / "back.nc", mask_and_scale=not raw),
+                                    netcdf(tmp_path / "cf.nc", mask_and_scale=not raw))
+
+
+# --------------------------------------------------------------------------------------------
+# Packing exported exactly: .tgm -> NetCDF or Zarr -> .tgm
+
+
+def packed_tgm(path, dtype="float64", bits=16, fields=1) -> xr.Dataset:
+    """A 20 x 30 temperature field (or several) with missing points, packed to ``bits``."""
+    rng = np.random.default_rng(4)
+    values = (250.0 + 60.0 * rng.random((fields, 20, 30))).astype(dtype)
+    values[0, :2, :3] = np.nan
+    ds = xr.Dataset({"t": (("step", "latitude", "longitude"), values, {"units": "K"})},
+                    coords={"step": pd.to_timedelta(np.arange(fields) * 6, unit="h"),
+                            "latitude": LATITUDES, "longitude": LONGITUDES})
+    from tgm_xarray import to_tgm
+
+    to_tgm(ds, path, encoding={"t": {"bits": bits}})
+    return open_tgm(path)
+
+
+def open_output(path, **kw) -> xr.Dataset:
+    if str(path).endswith(".zarr"):
+        kw |= {"engine": "zarr", "consolidated": False}
+    return netcdf(path, **kw)
+
+
+@pytest.mark.parametrize("dtype, bits, stored", [
+    ("float64", 16, "uint16"), ("float32", 16, "uint16"), ("float64", 8, "uint8"), ("float64", 24, "uint32")])
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_packing_exports_as_its_own_integers(tmp_path, dtype, bits, stored, suffix):
+    """The packed integers under the packing's own scale and offset: CF decoding gives the
+    .tgm's values bit for bit (Zarr, whose attributes are JSON numbers, decodes float32 packing
+    into float64: the packed values, of which the .tgm's float32 are the rounding)."""
+    tgm = packed_tgm(tmp_path / "p.tgm", dtype, bits)
+    params = tgm.t.encoding["tensogram_params"]
+    out = tmp_path / f"p{suffix}"
+    convert(tmp_path / "p.tgm", out)
+    raw, back = open_output(out, mask_and_scale=False), open_output(out)
+    assert raw.t.dtype == stored and raw.t.attrs["_FillValue"] == np.iinfo(stored).max
+    assert raw.t.attrs["add_offset"] == params["sp_reference_value"]
+    assert raw.t.attrs["scale_factor"] == 2.0 ** params["sp_binary_scale_factor"]
+    narrow = suffix == ".nc" and stored != "uint32"
+    assert back.t.dtype == (tgm.t.dtype if narrow else np.float64)
+    np.testing.assert_array_equal(back.t.values.astype(tgm.t.dtype), tgm.t.values)
+    # and back into a .tgm: the same packing (to the integers' width: CF says no other), the same values
+    convert(out, tmp_path / "again.tgm")
+    again = open_tgm(tmp_path / "again.tgm")
+    assert again.t.encoding["tensogram_params"] == {**params, "sp_bits_per_value": np.iinfo(stored).bits}
+    np.testing.assert_array_equal(again.t.values.astype(tgm.t.dtype), tgm.t.values)
+    if narrow:
+        xr.testing.assert_identical(again.drop_encoding(), tgm.drop_encoding())
+
+
+def test_fields_with_parameters_of_their_own_export_as_float32_where_exact(tmp_path, capsys):
+    """No one scale and offset holds the integers of fields packed each over its own range:
+    float32 where it holds the values (float32 ones), else, to 16 bits, CF packing over the
+    variable's range as before; wider packing stays floating point, with a warning."""
+    for dtype, bits, stored in [("float32", 16, np.float32), ("float64", 16, np.int16), ("float64", 24, np.float64)]:
+        tgm = packed_tgm(tmp_path / "p.tgm", dtype, bits, fields=2)
+        assert "sp_reference_value" not in tgm.t.encoding["tensogram_params"]
+        convert(tmp_path / "p.tgm", tmp_path / "p.nc", "--force")
+        raw, back = netcdf(tmp_path / "p.nc", mask_and_scale=False), netcdf(tmp_path / "p.nc")
+        assert raw.t.dtype == stored, (dtype, bits)
+        if stored == np.int16:
+            step = float(np.nanmax(tgm.t) - np.nanmin(tgm.t)) / (2 * 32767)
+            np.testing.assert_allclose(back.t, tgm.t, rtol=0, atol=step / 2 * (1 + 1e-9))
+        else:
+            np.testing.assert_array_equal(back.t.values, tgm.t.values)
+        warned = "t (24 bits): fields packed to more than 16 bits with parameters of their own" in capsys.readouterr().err
+        assert warned == (bits == 24)

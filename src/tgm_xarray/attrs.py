@@ -29,14 +29,18 @@ from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY, 
 #: of those whose values run against the reader's sort (``hypercube.written``).
 STACKED_DIMS_KEY = "_stacked_dims_"
 REVERSED_DIMS_KEY = "_reversed_dims_"
+#: A field's record of the CF packing its values had in the file they were read from
+#: (``{"dtype": "int16", "scale_factor": 0.01, ...}``: ``cf.packing``), which the reader gives
+#: back in the variable's ``encoding``.
+CF_PACKING_KEY = "_cf_packing_"
 #: Metadata that shapes the Dataset instead of describing the data: never attributes, dimensions
 #: or names. The core's table keeps the first three out of its key columns (core-rs/src/table.rs):
 #: the encoder's ``_reserved_`` (tensor layout, encode time, UUID), the ``dim_names`` hints and
 #: ``_extra_``'s ``coordinate_attrs`` (``{"member": {"long_name": "ensemble member"}}``); the
-#: planner reads ``_values_dtype_`` (the dtype packed values were given in) and the records of
-#: stacked dimensions from their columns.
+#: planner reads ``_values_dtype_`` (the dtype packed values were given in) and the writer's
+#: records from their columns (a map's entries are flattened: :func:`structural`).
 STRUCTURAL_KEYS = frozenset({RESERVED_KEY, DIM_NAMES_KEY, COORDINATE_ATTRS_KEY, VALUES_DTYPE_KEY,
-                             STACKED_DIMS_KEY, REVERSED_DIMS_KEY})
+                             STACKED_DIMS_KEY, REVERSED_DIMS_KEY, CF_PACKING_KEY})
 #: CF attributes listed first, in this order; the rest follow sorted by name.
 CF_FIRST = ("units", "long_name", "standard_name")
 
@@ -46,6 +50,15 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _PLAIN_SCALARS = (str, int, float, bool)
 _EXACT_SCALARS = frozenset(_PLAIN_SCALARS)
 _EXACT_CONTAINERS = frozenset((dict, list, tuple))
+
+
+def structural(key: str) -> bool:
+    """Whether a flattened metadata key is one of :data:`STRUCTURAL_KEYS` or inside one.
+
+    >>> structural("_cf_packing_.scale_factor"), structural("mars.param")
+    (True, False)
+    """
+    return key.split(".", 1)[0] in STRUCTURAL_KEYS
 
 
 def flatten(meta: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:

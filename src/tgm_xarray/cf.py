@@ -74,6 +74,55 @@ RAW_TIME_ATTRS = {"units": "seconds since 1970-01-01T00:00:00", "calendar": "pro
 RAW_TIMEDELTA_ATTRS = {"units": "hours"}
 
 
+#: The entries of a variable's ``encoding`` that say how a file CF-packed it, as xarray's NetCDF
+#: and Zarr backends keep them (and ``to_netcdf``/``to_zarr`` pack with them again).
+PACKING = ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value")
+
+
+def packing(encoding: Mapping[str, Any]) -> dict | None:
+    """The CF packing of a variable, from its ``encoding``: ``scale_factor``/``add_offset`` on an
+    integer ``dtype``, as plain values (what the writer records); ``None`` where it had none.
+
+    >>> packing({"dtype": np.dtype("int16"), "scale_factor": np.float32(0.5), "_FillValue": np.int16(-1),
+    ...          "zlib": True})
+    {'dtype': 'int16', 'scale_factor': 0.5, '_FillValue': -1}
+    >>> packing({"dtype": np.dtype("float32"), "_FillValue": np.float32("nan")}) is None
+    True
+    """
+    if "scale_factor" not in encoding and "add_offset" not in encoding:
+        return None
+    try:
+        stored = np.dtype(encoding["dtype"])
+    except (KeyError, TypeError):
+        return None
+    if stored.kind not in "iu":
+        return None
+    record: dict[str, Any] = {"dtype": stored.name}
+    for key in PACKING[1:]:
+        value = encoding.get(key)
+        if value is not None and np.ndim(value) == 0 and np.asarray(value).dtype.kind in "iuf":
+            record[key] = np.asarray(value).item()
+    return record
+
+
+def packing_encoding(record: Mapping[str, Any], dtype: np.dtype) -> dict:
+    """The ``encoding`` entries of a recorded CF packing, for values read as ``dtype``: the
+    integer dtype, and ``scale_factor``/``add_offset`` of the values' type (CF's rule, by which
+    xarray decodes into that type again).
+
+    >>> packing_encoding({"dtype": "int16", "scale_factor": 0.5, "_FillValue": -1}, np.dtype("float32"))
+    {'dtype': dtype('int16'), 'scale_factor': np.float32(0.5), '_FillValue': np.int16(-1)}
+    """
+    integers = np.dtype(record["dtype"])
+    encoding: dict[str, Any] = {"dtype": integers}
+    for key, value in record.items():
+        if key in ("scale_factor", "add_offset"):
+            encoding[key] = dtype.type(value) if dtype.kind == "f" else value
+        elif key in ("_FillValue", "missing_value"):
+            encoding[key] = integers.type(value)
+    return encoding
+
+
 def named_coordinates(attrs: Mapping[str, Any], encoding: Mapping[str, Any] | None = None) -> set[str] | None:
     """The coordinates a variable names in CF's ``coordinates`` (kept in its ``encoding`` by
     xarray's decoding, or still an attribute), ``None`` where it names none."""

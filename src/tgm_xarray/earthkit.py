@@ -45,7 +45,7 @@ from earthkit.data.sources import Source
 from earthkit.data.utils.summary import DataDescriber
 
 from tgm_xarray import mars
-from tgm_xarray.attrs import STRUCTURAL_KEYS
+from tgm_xarray.attrs import structural
 from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.hypercube.objects import HORIZONTAL_NAMES, Objects, Row
 from tgm_xarray.hypercube.variables import variable_name
@@ -144,7 +144,7 @@ def _field(file: TgmFile, row: Row, keys: dict[str, Any], axes: Mapping[str, mar
         geography=GeographyFieldComponentHandler.from_any(geography, dict_kwargs={"shape_hint": row.shape}),
         vertical=_vertical(axes),
         ensemble=EnsembleFieldComponentHandler.from_any({"member": axes["number"].value}) if "number" in axes else None,
-        labels=SimpleLabels({k: v for k, v in keys.items() if k.split(".", 1)[0] not in STRUCTURAL_KEYS}),
+        labels=SimpleLabels({k: v for k, v in keys.items() if not structural(k)}),
     )
 
 

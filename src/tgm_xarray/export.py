@@ -2,9 +2,12 @@
 
 Each variable's Tensogram encoding becomes its nearest equivalent there (docs/cli.md):
 
-- simple packing of at most 16 bits -> CF packing: int8 (<= 8 bits) or int16 with
-  ``scale_factor``/``add_offset`` over the variable's range and a ``_FillValue`` for NaN; wider
-  packing stays floating point (no integer type of NetCDF/Zarr's CF packing holds it better);
+- the CF packing a variable had before it was written to the ``.tgm`` (recorded there) -> that
+  packing again: the same dtype, ``scale_factor``, ``add_offset`` and ``_FillValue``;
+- simple packing whose parameters every field shares -> its own integers as CF packing
+  (:func:`integer_packing`): uint8, uint16 or uint32, exactly the values the ``.tgm`` gives;
+- other simple packing -> float32 where that holds the values, else for at most 16 bits CF
+  packing over the variable's range (int8 or int16, :func:`packing`), else floats as decoded;
 - any compression -> zlib (NetCDF), zarr's default compressors (Zarr); none -> none; Zarr
   chunks are the stored fields (``preferred_chunks``);
 - everything else (filters, lossy zfp/sz3 values) is written as the floats it decodes to.
@@ -17,14 +20,17 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
-from typing import Literal
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 
+from tgm_xarray import cf
 from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.attrs import json_text
+from tgm_xarray.pipeline import packing_step
 from tgm_xarray.versions import install_hint
 
 #: Output file name endings and the format written there.
@@ -63,17 +69,11 @@ def packing(values: np.ndarray, bits: int) -> dict | None:
 def encodings(ds: xr.Dataset, fmt: str, warn: Callable[[str], None]) -> dict[str, dict]:
     """The ``encoding=`` of ``to_netcdf``/``to_zarr`` that stands for each variable's Tensogram
     encoding (``warn`` names the packed variables kept as floats)."""
-    out, wide = {}, []
+    out: dict[str, dict] = {}
+    wide: list[str] = []
     for name, var in ds.variables.items():
         source = var.encoding
-        encoding: dict = {}
-        bits = source.get("bits_per_value")
-        if source.get("tensogram_encoding") == "simple_packing" and bits is not None and var.dtype.kind == "f":
-            packed = packing(np.asarray(var.values), int(bits)) if bits <= MAX_PACKED_BITS else None
-            if packed:
-                encoding.update(packed)
-            elif bits > MAX_PACKED_BITS:
-                wide.append(f"{name} ({bits} bits)")
+        encoding = _packed(str(name), var, fmt, wide.append) if var.dtype.kind == "f" else {}
         compressed = source.get("tensogram_compression", "none") != "none"
         if fmt == "netcdf":
             encoding.update({"zlib": True, "complevel": 4} if compressed else {"zlib": False})
@@ -85,11 +85,85 @@ def encodings(ds: xr.Dataset, fmt: str, warn: Callable[[str], None]) -> dict[str
                 encoding["chunks"] = tuple(chunks[d] for d in var.dims)
         out[str(name)] = encoding
     if wide:
-        warn(f"{', '.join(wide)}: simple packing wider than {MAX_PACKED_BITS} bits has no "
-             f"CF packing equivalent; written as floating point")
+        warn(f"{', '.join(wide)}: fields packed to more than {MAX_PACKED_BITS} bits with "
+             f"parameters of their own have no CF packing equivalent; written as floating point")
     return out
 
 
+def _packed(name: str, var: xr.Variable, fmt: str, wide: Callable[[str], None]) -> dict:
+    """The encoding of one floating-point variable: the CF packing its values had before they
+    were written to the ``.tgm`` (recorded there), else the packed integers of its simple
+    packing (:func:`integer_packing`), else float32 where that holds the values, else CF
+    packing over their range for packing of up to 16 bits, else floats as decoded."""
+    recorded = cf.packing(var.encoding)
+    if recorded is not None:
+        return cf.packing_encoding(recorded, var.dtype)
+    bits = var.encoding.get("bits_per_value")
+    if var.encoding.get("tensogram_encoding") != "simple_packing" or bits is None:
+        return {}
+    values = np.asarray(var.values)
+    exact = integer_packing(values, int(bits), var.encoding.get("tensogram_params") or {},
+                            typed_attrs=fmt == "netcdf")
+    if exact is not None:
+        return exact
+    if values.dtype == np.float32 or _float32_holds(values):
+        return {"dtype": "float32"}
+    if bits <= MAX_PACKED_BITS:
+        return packing(values, int(bits)) or {}
+    wide(f"{name} ({bits} bits)")
+    return {}
+
+
+def integer_packing(values: np.ndarray, bits: int, params: Mapping[str, Any], *,
+                    typed_attrs: bool = True) -> dict | None:
+    """CF packing that stores simple packing's own integers: ``scale_factor`` its step
+    ``2**E * 10**-D`` and ``add_offset`` its reference, so that CF decoding (``packed *
+    scale_factor + add_offset``) gives the values the ``.tgm`` packed: the bits its reader gives.
+    The smallest unsigned type holding ``bits``, its greatest value the ``_FillValue`` where there
+    are NaN (a wider type where a value takes it). ``scale_factor`` and ``add_offset`` are of the
+    values' type where ``typed_attrs`` (NetCDF's; Zarr's attributes are JSON numbers) and CF
+    decoding in it gives the same bits, so that xarray decodes into it (CF's rule; but 32-bit
+    integers it decodes into float64, whose values the ``.tgm``'s float32 are then the rounding
+    of). ``None`` where it does not hold: fields packed with different parameters (``params``
+    has those every field shares), infinities, more than 32 bits.
+
+    >>> step = 2.0 ** -4
+    >>> integer_packing(np.array([1.0, 1.0 + 5 * step, np.nan]), 8, {"sp_reference_value": 1.0,
+    ...     "sp_binary_scale_factor": -4, "sp_decimal_scale_factor": 0})  # doctest: +NORMALIZE_WHITESPACE
+    {'dtype': 'uint8', 'scale_factor': np.float64(0.0625), 'add_offset': np.float64(1.0),
+     '_FillValue': np.uint8(255)}
+    """
+    try:
+        reference = float(params["sp_reference_value"])
+        step = packing_step(int(params["sp_binary_scale_factor"]), int(params["sp_decimal_scale_factor"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    finite = np.isfinite(values)
+    if bits > 32 or np.isinf(values).any():
+        return None
+    known = values[finite]
+    packed = np.round((known.astype(np.float64) - reference) / step)
+    if known.size and (packed.min() < 0 or packed.max() > 2 ** bits - 1):
+        return None
+    top = int(packed.max()) if known.size else 0
+    for dtype in (np.dtype("uint8"), np.dtype("uint16"), np.dtype("uint32")):
+        greatest = int(np.iinfo(dtype).max)
+        if 2 ** bits - 1 <= greatest and (finite.all() or top < greatest):
+            break
+    else:
+        return None
+    narrow = typed_attrs and values.dtype == np.float32 and dtype.itemsize <= 2
+    for kind in (np.float32, np.float64) if narrow else (np.float64,):
+        decoded = packed.astype(kind) * kind(step) + kind(reference)
+        if np.array_equal(decoded.astype(values.dtype), known):
+            return {"dtype": dtype.name, "scale_factor": kind(step), "add_offset": kind(reference),
+                    "_FillValue": None if finite.all() else dtype.type(greatest)}
+    return None
+
+
+def _float32_holds(values: np.ndarray) -> bool:
+    """Whether float32 holds every one of ``values`` exactly."""
+    return bool(np.array_equal(values.astype(np.float32), values, equal_nan=True))
 def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None], *, durable: bool = False) -> None:
     """Writes ``ds`` to ``output`` (NetCDF or Zarr) atomically (:mod:`tgm_xarray.atomic`): into
     a temporary name beside it, renamed over ``output`` once complete (an existing ``output`` is
@@ -99,7 +173,9 @@ def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None], *
     ds = ds.copy()
     for var in ds.variables.values():
         var.encoding = {k: v for k, v in var.encoding.items() if k in _KEPT_ENCODING}
-    with AtomicFile(output.rstrip("/"), by_name=True, durable=durable) as out:
+    with AtomicFile(output.rstrip("/"), by_name=True, durable=durable) as out, warnings.catch_warnings():
+        # packed integers without a _FillValue are those of variables without NaN
+        warnings.filterwarnings("ignore", "saving variable .* without any _FillValue", xr.SerializationWarning)
         if fmt == "netcdf":
             ds.attrs = _netcdf_attrs(ds.attrs)
             for var in ds.variables.values():

@@ -47,9 +47,9 @@ import xarray as xr
 
 from tgm_xarray import cf, mars
 from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, VALUES_DTYPE_KEY
-from tgm_xarray.attrs import REVERSED_DIMS_KEY, STACKED_DIMS_KEY, STRUCTURAL_KEYS
+from tgm_xarray.attrs import CF_PACKING_KEY, REVERSED_DIMS_KEY, STACKED_DIMS_KEY, STRUCTURAL_KEYS, structural
 from tgm_xarray.errors import TgmCodecError
-from tgm_xarray.pipeline import Codec, reader_options, resolve
+from tgm_xarray.pipeline import Codec, cf_packed, reader_options, resolve
 
 LAYOUTS = ("field", "variable")
 #: Metadata keys the reader gives a meaning of their own (names, structure, and the plain keys
@@ -190,6 +190,9 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
         encoded = cf.encode(name, var.transpose(*stacked, *inner))
         codec = _codec(name, encoded.dtype, encoding, var.encoding)
         base = {**_base(name, encoded.attrs, inner), **keyed.stacking(stacked)}
+        packed = cf.packing(var.encoding)
+        if packed is not None and encoded.dtype.kind == "f":
+            base[CF_PACKING_KEY] = packed  # the reader gives it back in `encoding`
         if codec.dtype != encoded.dtype and encoded.dtype.kind == "f":
             base[VALUES_DTYPE_KEY] = encoded.dtype.name  # stored wider (packed): read back as given
         own = cf.attached_to(var.dims, attached)
@@ -320,7 +323,7 @@ def _put(tree: dict, parts: list[str], value: Any) -> bool:
 def _base(name: str, attrs: Mapping[str, Any], dims: Sequence[str]) -> dict:
     # The object's own `name` and `dim_names` win over attributes of those names.
     meta = unflatten({k: v for k, v in to_metadata(dict(attrs)).items()
-                      if k != "name" and k not in STRUCTURAL_KEYS})
+                      if k != "name" and not structural(k)})
     return {"name": name, DIM_NAMES_KEY: list(dims), **meta}
 
 
@@ -334,37 +337,27 @@ def _object(ds: xr.Dataset, name: str, encoding: Mapping) -> ObjectSpec:
 def _codec(name: str, dtype: np.dtype, encoding: Mapping, source: Mapping, *,
            coordinate: bool = False) -> Codec:
     """The user's encoding of ``name``; else the pipeline of the file it was read from (a
-    ``.tgm`` re-written keeps its codecs), when this writer accepts it; else the defaults."""
-    packed = _netcdf_packed_bits(source)
+    ``.tgm`` re-written keeps its codecs), when this writer accepts it, keeping a CF-packed
+    input's precision (``pipeline.cf_packed``); else the defaults."""
+    packed = cf.packing(source)
     if name not in encoding:
         reused = reader_options(source)
-        if reused is None and packed is not None:
-            reused = {"bits": packed}  # the input's precision, in simple packing
-        if reused is not None:
-            try:
+        try:
+            if packed is not None and dtype.kind == "f":
+                return cf_packed(name, dtype, packed, reused, coordinate=coordinate)
+            if reused is not None:
                 return resolve(name, dtype, reused, coordinate=coordinate)
-            except TgmCodecError:
-                pass  # e.g. szip on a packed width upstream decodes wrong: use the defaults
+        except TgmCodecError:
+            pass  # e.g. szip on a packed width upstream decodes wrong: use the defaults
     codec = resolve(name, dtype, encoding.get(name), coordinate=coordinate)
     if packed is not None and codec.pipeline.bits_per_value is None:
-        warnings.warn(f"variable {name!r} was packed in {packed} bits (scale_factor/add_offset) "
+        width = np.dtype(packed["dtype"]).itemsize * 8
+        warnings.warn(f"variable {name!r} was packed in {width} bits (scale_factor/add_offset) "
                       f"and is written as {codec.dtype.itemsize * 8}-bit values: about "
-                      f"{codec.dtype.itemsize * 8 / packed:g} times larger before compression; "
-                      f"encoding={{{name!r}: {{'bits': {packed}}}}} keeps its size",
+                      f"{codec.dtype.itemsize * 8 / width:g} times larger before compression; "
+                      f"encoding={{{name!r}: {{'bits': {width}}}}} keeps its size",
                       stacklevel=4)
     return codec
-
-
-def _netcdf_packed_bits(source: Mapping) -> int | None:
-    """The width of CF scale/offset packing (``scale_factor``/``add_offset`` on an integer
-    ``dtype``, as xarray's netCDF backends record it in ``encoding``), else ``None``."""
-    if "scale_factor" not in source and "add_offset" not in source:
-        return None
-    try:
-        stored = np.dtype(source["dtype"])
-    except (KeyError, TypeError):
-        return None
-    return stored.itemsize * 8 if stored.kind in "iu" else None
 
 
 # --------------------------------------------------------------------------------------------

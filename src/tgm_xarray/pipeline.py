@@ -25,7 +25,7 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -310,17 +310,85 @@ def _compression_params(compression: str, given: dict[str, Any]) -> dict[str, An
 
 @dataclass(frozen=True)
 class Codec:
-    """How one variable of the writer is stored: its pipeline, its values' stored dtype, and the
-    dtype its values go to the encode in (:meth:`Pipeline.input_dtype`)."""
+    """How one variable of the writer is stored: its pipeline, its values' stored dtype, the
+    dtype its values go to the encode in (:meth:`Pipeline.input_dtype`), and ``packing``, simple
+    packing's reference value and binary scale factor for every field (a grid of its own, such
+    as a CF packing's: :func:`cf_packed`), else found in each field."""
 
     pipeline: Pipeline
     dtype: np.dtype
     input_dtype: np.dtype
+    packing: tuple[float, int] | None = None
 
     def prepare(self, values: np.ndarray) -> tuple[dict, np.ndarray]:
-        """:meth:`Pipeline.prepare` of one field of the variable."""
+        """:meth:`Pipeline.prepare` of one field of the variable: with :attr:`packing` where
+        the field's values lie on its grid's range (else, values changed since they were read,
+        their own parameters)."""
         array = np.asarray(values, dtype=self.input_dtype, order="C")  # native dtypes: no check
-        return self.pipeline.descriptor(array.shape, self.dtype), array
+        descriptor = self.pipeline.descriptor(array.shape, self.dtype)
+        bits, decimal = self.pipeline.bits_per_value, self.pipeline.decimal_scale_factor
+        if self.packing is not None and bits is not None and decimal is not None:
+            reference, binary = self.packing
+            step = packing_step(binary, decimal)
+            finite = array[np.isfinite(array)]
+            if not finite.size or (finite.min() >= reference - step / 2
+                                   and finite.max() <= reference + step * ((1 << bits) - 0.5)):
+                descriptor |= {"sp_reference_value": float(reference), "sp_binary_scale_factor": binary}
+        return descriptor, array
+
+
+def packing_step(binary: int, decimal: int) -> float:
+    """Simple packing's step ``2**E * 10**-D``, as the core decodes with it (``reference + step
+    * packed``: Rust's ``powi``, exact for ``|D| <= 22``), so that CF decoding with it as
+    ``scale_factor`` gives the same bits.
+
+    >>> packing_step(0, 2), packing_step(-3, -1)
+    (0.01, 1.25)
+    """
+    tens = float(10 ** abs(decimal))
+    return 2.0 ** binary * (1.0 / tens if decimal >= 0 else tens)
+
+
+def exact_packing(scale: float) -> tuple[int, int] | None:
+    """The binary and decimal scale factors ``(E, D)`` whose :func:`packing_step` is ``scale``
+    exactly (the fewest decimal digits first), ``None`` where there are none.
+
+    >>> exact_packing(0.01), exact_packing(0.5), exact_packing(0.001759), exact_packing(-1.0)
+    ((0, 2), (-1, 0), None, None)
+    """
+    if not (isinstance(scale, float | int) and math.isfinite(scale) and scale > 0):
+        return None
+    for decimal in sorted(range(-22, 23), key=abs):
+        binary = round(math.log2(scale * 10.0 ** decimal))
+        if abs(binary) <= 1000 and packing_step(binary, decimal) == scale:
+            return binary, decimal
+    return None
+
+
+def cf_packed(name: str, dtype: np.dtype, record: Mapping[str, Any], options: Mapping[str, Any] | None = None,
+              *, coordinate: bool = False) -> Codec:
+    """The codec that keeps a CF-packed variable (``record``: :func:`tgm_xarray.cf.packing`) as
+    precise as it was, so that packing it again with the record gives the integers it had.
+    Where ``scale_factor`` is a packing step (0.01, 0.5, 2**-7: :func:`exact_packing`), simple
+    packing of the integers' width on the CF grid itself (the integer type's least value at
+    the reference); else packing 8 bits wider than the integers, whose error is below
+    ``scale_factor / 200``. ``options`` (a ``.tgm``'s own pipeline) give the compression.
+
+    >>> c = cf_packed("t", np.dtype("float32"), {"dtype": "int16", "scale_factor": 0.01, "add_offset": 273.15})
+    >>> c.pipeline.bits_per_value, c.pipeline.decimal_scale_factor, c.packing
+    (16, 2, (-54.53000000000003, 0))
+    """
+    integers = np.dtype(record["dtype"])
+    scale, offset = float(record.get("scale_factor", 1.0)), float(record.get("add_offset", 0.0))
+    kept = {k: v for k, v in (options or {}).items() if k in ("filter", "compression") or
+            NAMES[canonical(k)].stage in COMPRESSIONS}
+    width = integers.itemsize * 8
+    grid = exact_packing(scale)
+    if grid is None:
+        return resolve(name, dtype, {**kept, "bits": width + 8}, coordinate=coordinate)
+    binary, decimal = grid
+    codec = resolve(name, dtype, {**kept, "bits": width, "decimal_scale_factor": decimal}, coordinate=coordinate)
+    return replace(codec, packing=(offset + scale * int(np.iinfo(integers).min), binary))
 
 
 def resolve(name: str, dtype: np.dtype, options: Mapping[str, Any] | None, *,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray.attrs import flatten, freeze, to_attrs
+from tgm_xarray.attrs import flatten, freeze, structural, to_attrs
 from tgm_xarray.errors import TgmConflictError
 from tgm_xarray.hypercube.axes import IndexCoords, Lookups, coordinate_values
 from tgm_xarray.hypercube.columns import common, count_distinct, factorize
@@ -54,7 +54,7 @@ def extra_dims(var: Variable, objects: Objects, consumed: set[str]) -> list[str]
     candidates: dict[str, np.ndarray] = {}
     seen: set[bytes] = set()
     for key in objects.keys.in_every(rows):  # a candidate is scalar in every field
-        if key in consumed:
+        if key in consumed or structural(key):
             continue
         column = objects.keys.column(key)
         if not column.scalar[rows].all():

@@ -15,7 +15,7 @@ import numpy as np
 
 from tgm_xarray import cf, mars
 from tgm_xarray._core import VALUES_DTYPE_KEY
-from tgm_xarray.attrs import STRUCTURAL_KEYS, to_attrs
+from tgm_xarray.attrs import CF_PACKING_KEY, structural, to_attrs
 from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
 from tgm_xarray.hypercube.axes import Axes, IndexCoords, axis_coords, with_valid_time
 from tgm_xarray.hypercube.columns import KeyColumn, common_values, factorize
@@ -171,20 +171,34 @@ def _variable_plan(var: Variable, objects: Objects, axes: Axes, index_coords, lo
     return VariablePlan(
         name=var.name, dims=dims, shape=shape, dtype=dtype, fields=grid, refs=refs,
         attrs=_with_scalar_levels(_variable_attrs(var, objects, axes, common_extra), var, axes, index_coords),
-        encoding=_encoding(objects, kept, dims, shape, len(outer_shape)),
+        encoding={**_encoding(objects, kept, dims, shape, len(outer_shape)), **_cf_packing(objects, kept, dtype)},
     )
+
+
+def _cf_packing(objects: Objects, rows: np.ndarray, dtype: np.dtype) -> dict:
+    """The CF packing every field records (``attrs.CF_PACKING_KEY``), as xarray's NetCDF backends
+    give it in ``encoding`` (``to_netcdf`` packs with it again); none where fields differ."""
+    record = {}
+    for entry in cf.PACKING:
+        key = f"{CF_PACKING_KEY}.{entry}"
+        column = objects.keys.column(key) if key in objects.keys else None
+        if column is not None and (column.codes[rows] >= 0).any():
+            agreed, value = common_values(column, rows)
+            if not agreed:
+                return {}
+            record[entry] = value
+    return cf.packing_encoding(record, dtype) if "dtype" in record and dtype.kind == "f" else {}
 
 
 def _variable_attrs(var: Variable, objects: Objects, axes: Axes, common_extra) -> dict:
     """The metadata every field of the variable agrees on (its own keys, and the ``_extra_``
     entries that are not the Dataset's), minus what became coordinates and the key that named
     it. An attribute of its own stays even when a Dataset attribute has the same value."""
-    dropped = axes.consumed(var.at) | set(var.generic) | STRUCTURAL_KEYS | \
-        {k for k in set(var.name_keys.tolist()) if k}
+    dropped = axes.consumed(var.at) | set(var.generic) | {k for k in set(var.name_keys.tolist()) if k}
     rows = var.rows
     attrs = {}
     for key in objects.keys.in_every(rows):  # agreeing needs every field to have it
-        if key in dropped:
+        if key in dropped or structural(key):
             continue
         if key in common_extra:  # a Dataset attribute, unless every field has it as its own
             own = objects.table.own.get(key)
