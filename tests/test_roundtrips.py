@@ -52,6 +52,7 @@ def era5_cds(levels=(1000.0, 850.0, 500.0)) -> xr.Dataset:
                 "stored_direction": "decreasing", "standard_name": "air_pressure"}),
             "latitude": ("latitude", LATITUDES, {"units": "degrees_north", "standard_name": "latitude"}),
             "longitude": ("longitude", LONGITUDES, {"units": "degrees_east", "standard_name": "longitude"}),
+            "expver": ("valid_time", np.array(["0001", "0005"], dtype=object), {"long_name": "experiment version"}),
         },
         attrs={"GRIB_centre": "ecmf", "Conventions": "CF-1.7",
                "institution": "European Centre for Medium-Range Weather Forecasts"})
@@ -64,18 +65,21 @@ def messages(path) -> list[dict]:
 
 @pytest.mark.parametrize("levels", [(1000.0, 850.0, 500.0), (500.0, 850.0, 1000.0)],
                          ids=["descending", "ascending"])
-def test_cds_era5_is_one_message_per_field_and_reads_back_as_it_was(tmp_path, levels):
+def test_cds_era5_is_one_message_per_field_and_reads_back_as_it_was(tmp_path, capsys, levels):
     source = era5_cds(levels)
     source.to_netcdf(tmp_path / "era5.nc")
     convert(tmp_path / "era5.nc", tmp_path / "era5.tgm")
+    assert "warning" not in capsys.readouterr().err
     fields = [m for m in messages(tmp_path / "era5.tgm") if m["name"] == "t"]
     assert len(fields) == 2 * 2 * 3  # valid_time x number x pressure_level
     assert {(m["mars"]["levtype"], m["mars"]["levelist"]) for m in fields} == {("pl", v) for v in levels}
+    assert {m["expver"] for m in fields} == {"0001", "0005"}  # the text coordinate, as keys
     with xr.open_dataset(tmp_path / "era5.nc") as expected:
         back = open_tgm(tmp_path / "era5.tgm")
         xr.testing.assert_identical(back, expected.load())
     assert back.t.dims == source.t.dims
     assert back.pressure_level.values.tolist() == list(levels)
+    assert back.expver.dims == ("valid_time",) and back.expver.values.tolist() == ["0001", "0005"]
 
 
 def test_a_single_pressure_level_stays_a_dimension(tmp_path):

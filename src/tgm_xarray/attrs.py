@@ -29,6 +29,9 @@ from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, RESERVED_KEY, 
 #: of those whose values run against the reader's sort (``hypercube.written``).
 STACKED_DIMS_KEY = "_stacked_dims_"
 REVERSED_DIMS_KEY = "_reversed_dims_"
+#: A field's record of the text coordinates along its variable's stacked dimensions that are its
+#: keys (``[["expver", "valid_time"]]``: each coordinate's name and dimension).
+LABELS_KEY = "_labels_"
 #: A field's record of the CF packing its values had in the file they were read from
 #: (``{"dtype": "int16", "scale_factor": 0.01, ...}``: ``cf.packing``), which the reader gives
 #: back in the variable's ``encoding``.
@@ -40,7 +43,7 @@ CF_PACKING_KEY = "_cf_packing_"
 #: planner reads ``_values_dtype_`` (the dtype packed values were given in) and the writer's
 #: records from their columns (a map's entries are flattened: :func:`structural`).
 STRUCTURAL_KEYS = frozenset({RESERVED_KEY, DIM_NAMES_KEY, COORDINATE_ATTRS_KEY, VALUES_DTYPE_KEY,
-                             STACKED_DIMS_KEY, REVERSED_DIMS_KEY, CF_PACKING_KEY})
+                             STACKED_DIMS_KEY, REVERSED_DIMS_KEY, LABELS_KEY, CF_PACKING_KEY})
 #: CF attributes listed first, in this order; the rest follow sorted by name.
 CF_FIRST = ("units", "long_name", "standard_name")
 

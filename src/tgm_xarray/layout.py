@@ -47,7 +47,14 @@ import xarray as xr
 
 from tgm_xarray import cf, mars
 from tgm_xarray._core import COORDINATE_ATTRS_KEY, DIM_NAMES_KEY, VALUES_DTYPE_KEY
-from tgm_xarray.attrs import CF_PACKING_KEY, REVERSED_DIMS_KEY, STACKED_DIMS_KEY, STRUCTURAL_KEYS, structural
+from tgm_xarray.attrs import (
+    CF_PACKING_KEY,
+    LABELS_KEY,
+    REVERSED_DIMS_KEY,
+    STACKED_DIMS_KEY,
+    STRUCTURAL_KEYS,
+    structural,
+)
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.pipeline import Codec, cf_packed, reader_options, resolve
 
@@ -174,7 +181,7 @@ def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
 
     ds = _without_text(ds, list(ds.data_vars))
     keyed = _KeyedCoordinates(ds, field_dims) if layout == "field" else _KeyedCoordinates.none()
-    skip = set(keyed.stacked) | set(keyed.scalars) | keyed.derived
+    skip = set(keyed.stacked) | set(keyed.scalars) | keyed.derived | set(keyed.labels)
     # Text labels of stacked dimensions are keys; other text coordinates cannot be stored.
     ds = _without_text(ds, [c for c in ds.coords if c not in skip])
     inner_coords = {d for name in ds.data_vars for d in ds[name].dims if d not in keyed.stacked}
@@ -375,7 +382,9 @@ class _KeyedCoordinates:
     ``derived``: coordinates the reader rebuilds itself (``valid_time = time + step``);
     ``aliases``: stacked levels keyed as the MARS level of another name (``pressure_level`` as
     ``isobaricInhPa``: ``mars.level_alias``); ``reversed``: stacked dimensions whose values run
-    against the reader's sort. Both are recorded in each field (:meth:`stacking`).
+    against the reader's sort; ``labels``: text coordinates along a stacked dimension (the CDS's
+    ``expver`` along ``valid_time``), keys of their own -> that dimension. All three are
+    recorded in each field (:meth:`stacking`).
     """
 
     def __init__(self, ds: xr.Dataset | None, field_dims: Sequence[str] | None):
@@ -385,6 +394,7 @@ class _KeyedCoordinates:
         self.derived: set[str] = set()
         self.aliases: dict[str, str] = {}
         self.reversed: set[str] = set()
+        self.labels: dict[str, str] = {}
         self._own_level: dict[str, str | None] = {}  # data variable -> its scalar level
         self._attrs: dict[str, dict] = {}
         if ds is None:
@@ -437,10 +447,21 @@ class _KeyedCoordinates:
             if level in self._own_level.values():
                 self.scalars[level] = level_keys
         self.levels.update(level for level in self._own_level.values() if level is not None)
+        for name in _names(ds.coords):  # text along a stacked dimension: keys of its own
+            coord = ds[name]
+            along = str(coord.dims[0]) if coord.ndim == 1 else ""
+            if along not in self.stacked or name in ds.dims or not _is_text(coord.variable):
+                continue
+            values = coord.values.tolist()
+            clash = set().union(*(ds[v].attrs for v, dims in dims_of.items() if along in dims), ds.attrs)
+            if name in RESERVED_KEYS or "." in name or name in clash or not all(isinstance(v, str) for v in values):
+                continue  # (left out with the other text coordinates)
+            self.stacked[along] = tuple({**keys, name: value} for keys, value in zip(self.stacked[along], values))
+            self.labels[name] = along
         keyed = set(self.stacked) | set(self.scalars)
         if {"time", "step"} <= keyed and "valid_time" in ds.coords:
             self.derived.add("valid_time")
-        self._attrs = {name: dict(ds[name].attrs) for name in keyed}
+        self._attrs = {name: dict(ds[name].attrs) for name in keyed | set(self.labels)}
 
     @classmethod
     def none(cls) -> _KeyedCoordinates:
@@ -448,28 +469,32 @@ class _KeyedCoordinates:
 
     def generic(self) -> list[str]:
         """The stacked dimensions keyed under a plain key of their name (not a MARS rule)."""
-        return [dim for dim, keys in self.stacked.items()
-                if dim != mars.DEFAULT_LEVEL_DIM and all(list(k) == [dim] for k in keys)]
+        return [dim for dim, keys in self.stacked.items() if dim != mars.DEFAULT_LEVEL_DIM
+                and all([key for key in k if key not in self.labels] == [dim] for k in keys)]
 
     def described(self) -> list[str]:
         """The keyed coordinates whose attributes the reader would not give them itself (cfgrib's
         for MARS ones, none for others): a NetCDF ``time`` without attributes keeps none."""
         generic = self.generic()
-        return [name for name in (*self.stacked, *self.scalars) if self._attrs[name] != (
-            {} if name in generic else cf.COORD_ATTRS.get(self.aliases.get(name, name), {}))]
+        return [name for name in (*self.stacked, *self.scalars, *self.labels) if self._attrs[name] != (
+            {} if name in generic or name in self.labels else cf.COORD_ATTRS.get(self.aliases.get(name, name), {}))]
 
-    def stacking(self, stacked: Sequence[str]) -> dict[str, list[str]]:
+    def stacking(self, stacked: Sequence[str]) -> dict[str, list]:
         """The record of a variable's ``stacked`` dimensions that its fields carry, for the
         reader to give them back as written (``hypercube.written``): their order and names
         where the keys do not tell (an order other than the reader's, a level keyed under
-        another name), and those whose values it must reverse."""
-        record = {}
+        another name), those whose values it must reverse, and the text coordinates along them
+        that are keys."""
+        record: dict[str, list] = {}
         read = [self.aliases.get(dim, dim) for dim in stacked]  # as the reader names them
         if read != list(stacked) or read != mars.stacking_order(read, self.generic()):
             record[STACKED_DIMS_KEY] = list(stacked)
         backwards = [dim for dim in stacked if dim in self.reversed]
         if backwards:
             record[REVERSED_DIMS_KEY] = backwards
+        labels = [[name, dim] for name, dim in self.labels.items() if dim in stacked]
+        if labels:
+            record[LABELS_KEY] = labels
         return record
 
     def scalar_keys(self, variable: str) -> list[mars.Keys]:

@@ -138,7 +138,6 @@ def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_co
     for var in variables.values():
         for key in var.generic:
             users.setdefault(key, []).append(var)
-    t = objects.table
     coords: IndexCoords = {}
     lookups: Lookups = {}
     stacked: dict[str, dict[str, np.ndarray]] = {name: {} for name in variables}  # key -> ids
@@ -161,15 +160,21 @@ def generic_coords(variables: Mapping[str, Variable], objects: Objects, index_co
                 if remap[u] == len(values):
                     values.append(v)
             stacked[var.name][key] = remap[ids]
-            attrs_codes = t.coordinate_attrs.codes[t.msg[var.rows]]
-            for code in attrs_codes[factorize(attrs_codes)[1]].tolist():
-                raw = t.coordinate_attrs.values[code] if code >= 0 else None
-                described.append(_coordinate_attrs(raw).get(key, {}))
+            described.extend(stored_attrs(key, objects, var.rows))
         coord, lookups[key] = coordinate_values(key, values, np.arange(len(values)))
         coords[key] = ((key,), coord, to_attrs(common(described)))
     variables = {name: replace(var, outer=var.outer + var.generic, ids={**var.ids, **stacked[name]})
                  for name, var in variables.items()}
     return variables, coords, lookups
+
+
+def stored_attrs(key: str, objects: Objects, rows: np.ndarray) -> list[dict]:
+    """The attributes the messages of ``rows`` store for coordinate ``key`` in
+    ``_extra_["coordinate_attrs"]``, one map per distinct entry (empty where one has none)."""
+    t = objects.table
+    codes = t.coordinate_attrs.codes[t.msg[rows]]
+    return [_coordinate_attrs(t.coordinate_attrs.values[code] if code >= 0 else None).get(key, {})
+            for code in codes[factorize(codes)[1]].tolist()]
 
 
 def with_stored_axis_attrs(index_coords: IndexCoords, axes: Iterable[str], objects: Objects,

@@ -26,7 +26,7 @@ from tgm_xarray.hypercube.objects import Objects, Selection
 from tgm_xarray.hypercube.options import VALUES_DTYPES
 from tgm_xarray.hypercube.variables import Variable
 from tgm_xarray.hypercube.variables import variables as group_variables
-from tgm_xarray.hypercube.written import as_written
+from tgm_xarray.hypercube.written import as_written, labelled
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> 
     # Each pass returns what it found: the variables as far as they are known, the coordinates
     # built from metadata, and per stacked dim, each value number's position along it.
     variables, index_coords, lookups = axis_coords(variables, axes, objects)
-    variables = {name: with_extra_dims(var, objects, axes.consumed(var.at), fingerprints)
+    variables = {name: with_extra_dims(var, objects, axes.consumed(var.at) | labelled(var, objects), fingerprints)
                  for name, var in variables.items()}
     variables, generic, generic_lookups = generic_coords(variables, objects, index_coords)
     index_coords, lookups = {**index_coords, **generic}, {**lookups, **generic_lookups}
@@ -194,7 +194,7 @@ def _variable_attrs(var: Variable, objects: Objects, axes: Axes, common_extra) -
     """The metadata every field of the variable agrees on (its own keys, and the ``_extra_``
     entries that are not the Dataset's), minus what became coordinates and the key that named
     it. An attribute of its own stays even when a Dataset attribute has the same value."""
-    dropped = axes.consumed(var.at) | set(var.generic) | {k for k in set(var.name_keys.tolist()) if k}
+    dropped = axes.consumed(var.at) | set(var.generic) | set(var.labels) | {k for k in set(var.name_keys.tolist()) if k}
     rows = var.rows
     attrs = {}
     for key in objects.keys.in_every(rows):  # agreeing needs every field to have it

@@ -35,6 +35,7 @@ class Variable:
     generic: tuple[str, ...] = ()  # stacked dims named by metadata keys
     inner: tuple[tuple[str, bool], ...] = ()  # (own dim, is generic fallback)
     by_message: bool = False  # stacked along `message` (see `extra.stack_indistinct_fields`)
+    labels: tuple[str, ...] = ()  # keys that are coordinates along its stacked dims (`written`)
     ids: Mapping[str, np.ndarray] = field(default_factory=dict)  # outer dim -> value number per field
 
 
