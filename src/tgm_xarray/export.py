@@ -106,7 +106,9 @@ def _packed(name: str, var: xr.Variable, fmt: str, wide: Callable[[str], None]) 
                             typed_attrs=fmt == "netcdf")
     if exact is not None:
         return exact
-    if values.dtype == np.float32 or _float32_holds(values):
+    if values.dtype.itemsize <= 4:
+        return {}  # the values as the .tgm gives them (float32 of cfgrib's fields, say)
+    if _float32_holds(values):
         return {"dtype": "float32"}
     if bits <= MAX_PACKED_BITS:
         return packing(values, int(bits)) or {}
