@@ -178,8 +178,8 @@ def test_convert_append(tmp_path):
 
 @pytest.mark.parametrize("args, message, status", [
     (["--bits", "12", "--compression", "szip"], r"^tgm-xarray: error: bits_per_value must be one of \(8, 16, 24, 32\)", 1),
-    (["--variables", "nope"], r"^tgm-xarray: error: .*no input has \['nope'\]", 1),
     # usage errors: argparse's status and wording, after the command's usage
+    (["--variables", "nope"], r"tgm-xarray convert: error: --variables: no input has \['nope'\]; theirs are", 2),
     (["--option", "zstd_level"], "tgm-xarray convert: error: .*expected KEY=VALUE", 2),
     (["--option", "level=3"], "tgm-xarray convert: error: .*unknown encoding option 'level'", 2),
     (["--chunks", "time"], "tgm-xarray convert: error: argument --chunks: expected", 2),

@@ -17,6 +17,7 @@ import xarray as xr
 import tgm_xarray
 from test_cli import REPO, run_cli
 from tgm_xarray import versions
+from tgm_xarray.cli import main
 from tgm_xarray.errors import TgmCodecError
 
 
@@ -153,3 +154,19 @@ def test_index_beside_in_a_read_only_directory_fails(written):
         os.chmod(written.parent, 0o755)
     assert result.returncode == 1 and "indexed in" not in result.stdout, result
     assert f"{written}.tgmidx: the index could not be written" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    # before: status 1, and no word of what the inputs have
+    (["--variables", "t2m,nope"], "--variables: no input has ['nope']; theirs are ['t2m']"),
+    (["--drop-variables", "nope"],
+     "--drop-variables: no input has ['nope']; theirs are ['latitude', 'longitude', 't2m', 'valid_time']"),
+])
+@pytest.mark.parametrize("output", ["out.tgm", "out.nc"])
+def test_a_variable_no_input_has_is_a_usage_error(written, tmp_path, capsys, args, message, output):
+    with pytest.raises(SystemExit) as exited:
+        main(["convert", str(written), str(tmp_path / output), *args])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: tgm-xarray convert ") and err.endswith(f"tgm-xarray convert: error: {message}\n")
+    assert sorted(os.listdir(tmp_path)) == ["era5.tgm"]  # nothing written, no temporary left

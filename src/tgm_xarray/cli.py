@@ -599,25 +599,24 @@ def _selected(args: argparse.Namespace, datasets: list) -> list:
 
 
 def check_selection(args: argparse.Namespace, datasets: list) -> None:
-    """Refuse a ``--drop-variables`` or ``--variables`` name that none of ``datasets`` has
-    (a dropped variable counts as absent), and a ``--chunks`` or ``--field-dims`` dimension none
-    of them has (xarray ignores those, so ``time=1`` on an input with ``valid_time`` would chunk
-    nothing)."""
+    """Refuse, as usage errors naming what the inputs have, a ``--drop-variables`` or
+    ``--variables`` name that none of ``datasets`` has (a dropped variable counts as absent),
+    and a ``--chunks`` or ``--field-dims`` dimension none of them has (xarray ignores those, so
+    ``time=1`` on an input with ``valid_time`` would chunk nothing)."""
     dims = {str(d) for ds in datasets for d in ds.dims}
-    for flag, names in (("--chunks", args.chunks if isinstance(args.chunks, dict) else ()),
-                        ("--field-dims", args.field_dims.split(",") if args.field_dims else ())):
-        unknown = [d for d in names if d and d not in dims]
-        if unknown:
-            raise UsageError(f"{flag}: no input has the dimensions {unknown}; theirs are {sorted(dims)}")
+    for flag, names in (("--chunks", list(args.chunks) if isinstance(args.chunks, dict) else []),
+                        ("--field-dims", args.field_dims.split(",") if args.field_dims else [])):
+        _refuse_unknown(flag, "the dimensions ", [d for d in names if d], dims)
     dropped = [v for v in args.drop_variables.split(",") if v] if args.drop_variables else []
-    missing = sorted(set(dropped) - {str(v) for ds in datasets for v in ds.variables})
-    if missing:
-        raise ValueError(f"--drop-variables: no input has {missing}")
+    _refuse_unknown("--drop-variables", "", dropped, {str(v) for ds in datasets for v in ds.variables})
     wanted = [v for v in args.variables.split(",") if v] if args.variables else []
-    kept = {str(v) for ds in datasets for v in ds.data_vars} - set(dropped)
-    missing = sorted(set(wanted) - kept)
-    if missing:
-        raise ValueError(f"--variables: no input has {missing}")
+    _refuse_unknown("--variables", "", wanted, {str(v) for ds in datasets for v in ds.data_vars} - set(dropped))
+
+
+def _refuse_unknown(option: str, what: str, given: list[str], there: set[str]) -> None:
+    unknown = [name for name in given if name not in there]
+    if unknown:
+        raise UsageError(f"{option}: no input has {what}{unknown}; theirs are {sorted(there)}")
 
 
 def _select(args: argparse.Namespace, datasets: list) -> list:
