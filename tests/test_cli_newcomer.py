@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from importlib.metadata import PackageNotFoundError
 
 import numpy as np
@@ -170,3 +171,13 @@ def test_a_variable_no_input_has_is_a_usage_error(written, tmp_path, capsys, arg
     err = capsys.readouterr().err
     assert err.startswith("usage: tgm-xarray convert ") and err.endswith(f"tgm-xarray convert: error: {message}\n")
     assert sorted(os.listdir(tmp_path)) == ["era5.tgm"]  # nothing written, no temporary left
+
+
+def test_version_imports_no_xarray():
+    """``tgm-xarray --version`` took 1.1 s, most of it importing xarray for the accessor."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "tgm_xarray.cli", "--version"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith(f"tgm-xarray {tgm_xarray.__version__} ")
+    imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert "tgm_xarray" in imported  # the list is of this process's imports
+    assert not {name for name in imported if name.split(".")[0] in ("xarray", "pandas")}

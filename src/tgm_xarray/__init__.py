@@ -15,7 +15,7 @@ certain to mean this one.
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
-from tgm_xarray import accessor  # noqa: F401  (registers ``ds.tgm``)
+from tgm_xarray import accessor
 from tgm_xarray.errors import (
     TgmCodecError,
     TgmConflictError,
@@ -27,6 +27,8 @@ from tgm_xarray.errors import (
     TgmStaleFileError,
 )
 from tgm_xarray.source import TgmFile, open_file
+
+accessor.register()  # ``ds.tgm``, once xarray is imported: `import tgm_xarray` does not import it
 
 try:
     __version__ = version("tgm-xarray")
