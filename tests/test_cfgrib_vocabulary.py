@@ -4,9 +4,11 @@ as filters, its ``backend_kwargs``, and its level coordinate for height levels."
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
+import tgm_xarray
 from conftest import ENGINE, FIXTURES, require_shared
 from tgm_xarray import vocabulary
 
@@ -52,10 +54,10 @@ def test_cfgrib_backend_kwargs_as_cfgrib_users_write_them(ifs_file):
 # --------------------------------------------------------------------------------------------
 
 
-def _cfgrib(grib: str) -> xr.Dataset:
+def _cfgrib(grib: str, **backend_kwargs) -> xr.Dataset:
     pytest.importorskip("cfgrib")  # no free-threaded wheel of eccodes
     path = require_shared(FIXTURES / "upstream" / "grib" / grib)
-    with xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": ""}) as ds:
+    with xr.open_dataset(path, engine="cfgrib", backend_kwargs={"indexpath": "", **backend_kwargs}) as ds:
         return ds.load()
 
 
@@ -122,3 +124,83 @@ def test_each_variable_names_its_own_level(ifs_file):
         named = {name: set(ds[name].encoding["coordinates"].split()) & {"heightAboveGround", "surface"}
                  for name in ds.data_vars}
     assert named == {"2t": {"heightAboveGround"}, "lsm": {"surface"}, "q": set(), "t": set()}
+
+
+# --------------------------------------------------------------------------------------------
+# cfgrib's time_dims (once accepted, warned about and ignored)
+# --------------------------------------------------------------------------------------------
+
+
+def test_time_dims_valid_time_is_cfgribs(ifs_file):
+    """The IFS file's 2t on cfgrib's ``valid_time`` alone, as cfgrib reads the GRIB 2 field the
+    file was made from: no ``time`` or ``step`` coordinate."""
+    theirs = _cfgrib("2t.grib2", time_dims=("valid_time",))
+    with xr.open_dataset(require_shared(ifs_file), engine=ENGINE, filter_by_keys={"shortName": "2t"},
+                         backend_kwargs={"time_dims": ["valid_time"]}) as ours:
+        assert sorted(ours.coords) == sorted(theirs.coords)
+        assert ours.valid_time.dims == () and ours.valid_time.values == theirs.valid_time.values
+        assert ours.valid_time.attrs == theirs.valid_time.attrs
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """Runs at 00 and 12 UTC of steps 0, 6 and 12 h, by our writer: the 00 UTC run at 12 h and
+    the 12 UTC run at 0 h are valid at the same time."""
+    ds = xr.Dataset({"t2m": (("time", "step", "latitude", "longitude"), np.arange(36.0, dtype="f4").reshape(2, 3, 2, 3))},
+                    coords={"time": pd.date_range("2026-01-01", periods=2, freq="12h"),
+                            "step": pd.to_timedelta([0, 6, 12], "h"), "latitude": [1.0, 0.0], "longitude": [0.0, 1.0, 2.0]})
+    path = tmp_path / "runs.tgm"
+    tgm_xarray.to_tgm(ds, path)
+    return path, ds
+
+
+def test_time_dims_valid_time_of_one_run(two_runs):
+    path, ds = two_runs
+    with xr.open_dataset(path, engine=ENGINE, time_dims=("valid_time",), filter_by_keys={"time": "0000"}) as one:
+        assert one.t2m.dims == ("valid_time", "latitude", "longitude") and "step" not in one.coords
+        np.testing.assert_array_equal(one.valid_time.values, (ds.time[0] + ds.step).values)
+        np.testing.assert_array_equal(one.t2m.values, ds.t2m.isel(time=0).values)
+        assert one.t2m.attrs["mars.date"] == "20260101"  # the run's keys stay metadata
+        assert one.valid_time.attrs == {"standard_name": "time", "long_name": "time"}
+
+
+def test_time_dims_valid_time_of_runs_that_overlap_keeps_every_field(two_runs):
+    """Nothing but the run tells the two fields valid at 12 UTC apart: its key is a dimension."""
+    path, ds = two_runs
+    with xr.open_dataset(path, engine=ENGINE, time_dims=["valid_time"]) as runs:
+        assert runs.t2m.dims == ("valid_time", "mars.time", "latitude", "longitude")
+        assert runs.valid_time.size == 5 and runs.t2m.count() == ds.t2m.size
+        for run, hhmm in enumerate(["0000", "1200"]):
+            for step in ds.step.values:
+                np.testing.assert_array_equal(
+                    runs.t2m.sel(valid_time=ds.time.values[run] + step, **{"mars.time": hhmm}).values,
+                    ds.t2m.sel(step=step).isel(time=run).values)
+
+
+def test_time_dims_in_their_order(two_runs):
+    path, ds = two_runs
+    with xr.open_dataset(path, engine=ENGINE, time_dims=("step", "time")) as swapped:
+        assert swapped.t2m.dims == ("step", "time", "latitude", "longitude")
+        np.testing.assert_array_equal(swapped.t2m.values, ds.t2m.transpose("step", "time", ...).values)
+        assert swapped.valid_time.dims == ("time", "step")  # time + step, as by default
+    with xr.open_dataset(path, engine=ENGINE, time_dims=("time", "valid_time")) as both:
+        assert both.t2m.dims == ("time", "valid_time", "latitude", "longitude") and both.valid_time.size == 5
+        assert int(both.t2m.count()) == ds.t2m.size  # holes where a run has no such valid time
+    tree = xr.open_datatree(path, engine=ENGINE, time_dims=("valid_time",), filter_by_keys={"time": "1200"})
+    assert [node.ds.t2m.dims for node in tree.subtree if "t2m" in node.ds] == [("valid_time", "latitude", "longitude")]
+
+
+@pytest.mark.parametrize("time_dims, error, message", [
+    (("forecastMonth",), ValueError, r"cfgrib computes 'forecastMonth' from ecCodes' forecastMonth"),
+    (("time", "indexing_time"), ValueError, r"'indexing_time' from ecCodes' indexingDate"),
+    (("valid_time", "nope"), ValueError, r"'nope' is not one of \('time', 'step', 'valid_time'\)"),
+    ((), ValueError, r"time_dims=\(\): name at least one of"),
+    (("time", "time"), ValueError, r"names a dimension twice"),
+    ("valid_time", TypeError, r"time_dims must be a sequence of names such as \('valid_time',\)"),
+])
+def test_time_dims_the_planner_cannot_build_are_refused(two_runs, time_dims, error, message):
+    path, _ = two_runs
+    with pytest.raises(error, match=message) as err:
+        xr.open_dataset(path, engine=ENGINE, time_dims=time_dims)
+    assert str(path) in str(err.value)
+

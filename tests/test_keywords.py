@@ -111,9 +111,9 @@ def test_plan_options_are_one_frozen_value():
     """A sequence of names is kept as a tuple and numpy's integers as ints, so that equal
     options are equal values (and one plan in an index); ``as_dict`` rebuilds them."""
     options = PlanOptions(variable_key="mars.param", dim_names=["y", "x"], filter_by_keys={"levtype": "pl"},
-                          message_index=np.int64(2), squeeze=False)
+                          message_index=np.int64(2), squeeze=False, time_dims=["valid_time"])
     assert options == PlanOptions(variable_key="mars.param", dim_names=("y", "x"), filter_by_keys={"levtype": "pl"},
-                                  message_index=2, squeeze=False)
+                                  message_index=2, squeeze=False, time_dims=("valid_time",))
     assert type(options.message_index) is int
     assert PlanOptions(**options.as_dict()) == options
     assert PlanOptions().as_dict() == {} == PlanOptions(duplicates="error", squeeze=True).as_dict()

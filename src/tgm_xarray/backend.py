@@ -192,7 +192,7 @@ class TensogramDataStore(AbstractDataStore):
 #: engine does what that default asks (``None``: no value of it means anything here).
 CFGRIB_KEYWORDS: dict[str, Any] = {
     "indexpath": None, "read_keys": None, "ignore_keys": (), "encode_cf": ("parameter", "time", "geography", "vertical"),
-    "time_dims": ("time", "step"), "errors": None, "extra_coords": {},
+    "errors": None, "extra_coords": {},
     "coords_as_attributes": {}, "cache_geo_coords": True,
 }
 
@@ -243,7 +243,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
         "filter_by_keys", "duplicates", "merge_objects", "message_index", "range_threshold",
-        "verify_hash", "storage_options", "threads", "index", "squeeze", "values_dtype", *CFGRIB_KEYWORDS,
+        "verify_hash", "storage_options", "threads", "index", "squeeze", "values_dtype", "time_dims", *CFGRIB_KEYWORDS,
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -273,11 +273,11 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         threads: int | None = None,
         index: str | bool = "auto",
         squeeze: bool = True,
+        time_dims: Iterable[str] = ("time", "step"),
         indexpath: str | None = None,
         read_keys: Iterable[str] | None = None,
         ignore_keys: Iterable[str] | None = None,
         encode_cf: Iterable[str] | None = None,
-        time_dims: Iterable[str] | None = None,
         errors: str | None = None,
         extra_coords: Mapping | None = None,
         coords_as_attributes: Mapping | None = None,
@@ -347,18 +347,26 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
             dimension with a single value a scalar coordinate; ``False`` keeps it a dimension
             of length 1, so that files of one step each combine with
             ``xr.open_mfdataset(paths, engine="tgm", combine="by_coords", squeeze=False)``.
+        time_dims
+            cfgrib's keyword: the time dimensions, in order: ``("time", "step")`` (default,
+            cfgrib's), ``("valid_time",)`` (``time + step``, the one time dimension, as cfgrib
+            gives it), or any of ``time``, ``step`` and ``valid_time`` in any order. The keys of a
+            time or step that is no dimension stay metadata: attributes where the fields agree,
+            a dimension of their own where nothing else tells the fields apart (several runs on
+            one ``valid_time``). cfgrib's ``indexing_time``, ``verifying_time`` and
+            ``forecastMonth`` are a ``ValueError``: it computes them from ecCodes keys that MARS
+            metadata does not carry.
         values_dtype
             cfgrib's keyword: ``np.float32`` or ``np.float64``, the dtype floating-point data
             variables are read as. Default ``None``: the dtype they were written in (a float32
             variable packed by this package's writer, which packing stores as float64, reads as
             float32; files without that record, upstream's, as stored).
-        indexpath, read_keys, ignore_keys, encode_cf, time_dims, errors, extra_coords, coords_as_attributes, cache_geo_coords
+        indexpath, read_keys, ignore_keys, encode_cf, errors, extra_coords, coords_as_attributes, cache_geo_coords
             cfgrib's keywords, accepted so that cfgrib's ``backend_kwargs`` work unchanged (default
             ``None``: not given). Honoured where they mean something here: ``indexpath=""``
             (cfgrib: no index file) is ``index=False``; ``read_keys`` (every metadata key is read
-            anyway); cfgrib's own defaults of ``time_dims``, ``encode_cf`` and
-            ``cache_geo_coords`` (what this engine does). Any other value is ignored with a
-            ``UserWarning`` naming the keywords.
+            anyway); cfgrib's own defaults of ``encode_cf`` and ``cache_geo_coords`` (what this
+            engine does). Any other value is ignored with a ``UserWarning`` naming the keywords.
 
         Returns
         -------
@@ -372,13 +380,14 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         source = filename_or_obj if isinstance(filename_or_obj, (str, os.PathLike, list, tuple)) else "<file object>"
         index = _cfgrib_keywords(source, index, indexpath=indexpath, read_keys=read_keys,
                                  ignore_keys=ignore_keys, encode_cf=encode_cf,
-                                 time_dims=time_dims, errors=errors, extra_coords=extra_coords,
+                                 errors=errors, extra_coords=extra_coords,
                                  coords_as_attributes=coords_as_attributes,
                                  cache_geo_coords=cache_geo_coords)
         paths = paths_of(filename_or_obj)
         options = PlanOptions(variable_key=variable_key, dim_names=dim_names, filter_by_keys=filter_by_keys,
                               duplicates=duplicates, merge_objects=merge_objects, message_index=message_index,
-                              squeeze=squeeze, values_dtype=values_dtype, source=str(paths))
+                              squeeze=squeeze, values_dtype=values_dtype, time_dims=time_dims,
+                              source=str(paths))
         store = TensogramDataStore.open(paths, lock=lock, verify_hash=verify_hash, storage_options=storage_options,
                                         threads=threads, index=index, options=options)
         return _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords,

@@ -57,10 +57,17 @@ AXIS_KEYS = (("mars.number", "number"), ("mars.date", "date", "mars.time", "time
              LEVEL_KEYS)
 #: Every level dimension :func:`find_axes` names.
 LEVEL_NAMES = frozenset({*LEVEL_DIMS.values(), DEFAULT_LEVEL_DIM, HEIGHT_DIM})
-#: Dimensions in the order cfgrib stacks them; the level dimension comes last.
+#: Dimensions in the order cfgrib stacks them by default; the level dimension comes last.
 AXIS_ORDER = ("number", "time", "step")
 #: Every dimension :func:`find_axes` names: never a field dimension by default, for the writer.
 DIMS = frozenset({*AXIS_ORDER, *LEVEL_NAMES})
+#: What cfgrib's ``time_dims`` may name here, and its default: the time dimensions, in order.
+TIME_DIMS = ("time", "step", "valid_time")
+DEFAULT_TIME_DIMS = ("time", "step")
+#: cfgrib's other ``time_dims``: it computes them from ecCodes keys of monthly and seasonal
+#: products that MARS metadata does not carry.
+ECCODES_TIME_DIMS = {"indexing_time": "indexingDate/indexingTime", "verifying_time": "verifyingMonth",
+                     "forecastMonth": "forecastMonth"}
 
 # Level dimensions whose values sort from the top of the atmosphere down (largest first), as
 # pressure levels conventionally do; every other dimension sorts ascending.
@@ -275,15 +282,17 @@ def as_ns(value: _Time) -> _Time:
     return ns
 
 
-def stacking_order(dims: Iterable[str], generic: Collection[str] = ()) -> list[str]:
-    """The order the reader stacks a variable's fields along ``dims``: cfgrib's ``number``,
-    ``time``, ``step``, then the other dimensions of this module (levels) by name, then the
-    ``generic`` ones (plain metadata keys) by name.
+def stacking_order(dims: Iterable[str], generic: Collection[str] = (), first: Sequence[str] = AXIS_ORDER) -> list[str]:
+    """The order the reader stacks a variable's fields along ``dims``: ``first`` (cfgrib's
+    ``number``, then its ``time_dims``: ``time``, ``step`` by default), then the other dimensions
+    of this module (levels) by name, then the ``generic`` ones (plain metadata keys) by name.
 
     >>> stacking_order(["valid_time", "isobaricInhPa", "number"], generic=["valid_time"])
     ['number', 'isobaricInhPa', 'valid_time']
+    >>> stacking_order(["step", "valid_time", "number"], first=("number", "valid_time", "step"))
+    ['number', 'valid_time', 'step']
     """
-    order = {d: i for i, d in enumerate(AXIS_ORDER)}
+    order = {d: i for i, d in enumerate(first)}
     return sorted(dims, key=lambda d: (d in generic, order.get(d, len(order)), d))
 
 
@@ -329,6 +338,28 @@ def in_reader_order(dim: str, values: np.ndarray) -> bool:
     except TypeError:
         return False
     return ordered == items
+
+
+def valid_time_axis(time: Axis | None, step: Axis | None) -> Axis | None:
+    """A field's place along cfgrib's ``valid_time`` dimension (``time_dims=("valid_time",)``):
+    ``time + step``, the time alone where there is no step (an analysis); of raw axes (not
+    decoded) the pair, which tells fields apart as well. It takes no keys of its own: a sum
+    cannot be undone, so the keys of the time and the step stay metadata (attributes where the
+    fields agree, a dimension where nothing else tells them apart, as of several runs).
+
+    >>> axes = decode_axes([find_axes({"mars.date": "20260404", "mars.time": "1200", "mars.step": 6})])[0]
+    >>> axis = valid_time_axis(axes["time"], axes["step"])
+    >>> axis.keys, str(axis.value)
+    ((), '2026-04-04T18:00:00.000000000')
+    """
+    if time is None:
+        return None
+    if step is None:
+        return Axis((), time.value)
+    if not (isinstance(time.value, np.datetime64) and isinstance(step.value, np.timedelta64)):
+        return Axis((), (time.value, step.value))
+    _, value = valid_time(np.asarray(time.value), (), np.asarray(step.value), ())
+    return Axis((), value[()])
 
 
 def valid_time(time: np.ndarray, time_dims: tuple[str, ...], step: np.ndarray,

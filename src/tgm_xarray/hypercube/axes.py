@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,23 +32,29 @@ IndexCoords = dict[str, tuple[tuple[str, ...], np.ndarray, dict]]
 Lookups = dict[str, np.ndarray]
 
 
+#: Per row, its combination of one group's keys, and per combination its ``(dim, Axis)`` or None.
+Group = tuple[np.ndarray, list[tuple[str, mars.Axis] | None]]
+
+
 class Axes:
-    """The cfgrib dimensions of ``rows`` (data objects), decoded unless ``decode=False``.
+    """The cfgrib dimensions of ``rows`` (data objects), decoded unless ``decode=False``, with
+    cfgrib's ``time_dims`` as the time dimensions, in that order (``mars.TIME_DIMS``).
 
     Arrays are over the positions of ``rows``.
     """
 
-    def __init__(self, keys: Keys, rows: np.ndarray, decode: bool = True, source: str = ""):
+    def __init__(self, keys: Keys, rows: np.ndarray, decode: bool = True,
+                 time_dims: Iterable[str] = mars.DEFAULT_TIME_DIMS, source: str = ""):
         self.n = len(rows)
-        # per key group: each row's combination, and per combination its (dim, Axis) or None
-        self._groups: list[tuple[np.ndarray, list[tuple[str, mars.Axis] | None]]] = []
-        for group in mars.AXIS_KEYS:
-            present = [k for k in group if k in keys]
-            inverse, maps, _ = keys.dicts(present, rows)
-            found = [mars.find_axes(m) for m in maps]
-            if decode:
-                found = mars.decode_axes(found, source)
-            self._groups.append((inverse, [next(iter(f.items()), None) for f in found]))
+        time_dims = tuple(time_dims)
+        number, time, step, level = (_group(keys, rows, group, decode, source) for group in mars.AXIS_KEYS)
+        times = {"time": time, "step": step}
+        if "valid_time" in time_dims:
+            times["valid_time"] = _valid_times(time, step, source)
+        # A time or step not in time_dims is no dimension: its keys are metadata like any other.
+        self._groups: list[Group] = [number, *(times[d] for d in time_dims), level]
+        #: the dimensions in the order cfgrib stacks them, the levels after them
+        self.order = ("number", *time_dims)
         self.dims = self._dims()
         #: each row's structure number: ``structures[i] = (sorted dimensions, level type)``
         self.structure, self.structures = self._structure()
@@ -124,6 +130,36 @@ class Axes:
         return dim in self.dims and self.dims[dim][0][position] >= 0
 
 
+def _group(keys: Keys, rows: np.ndarray, group: tuple[str, ...], decode: bool, source: str) -> Group:
+    """The dimension the keys of ``group`` give each row (``mars.AXIS_KEYS``), found once per
+    distinct combination of them."""
+    present = [k for k in group if k in keys]
+    inverse, maps, _ = keys.dicts(present, rows)
+    found = [mars.find_axes(m) for m in maps]
+    if decode:
+        found = mars.decode_axes(found, source)
+    return inverse, [next(iter(f.items()), None) for f in found]
+
+
+def _valid_times(time: Group, step: Group, source: str) -> Group:
+    """Each row's ``valid_time`` (``mars.valid_time_axis``), once per pair of combinations; none,
+    with a warning naming ``source``, where a sum is past datetime64[ns] (as ``decode_axes``
+    drops a dimension that is)."""
+    (time_of, times), (step_of, steps) = time, step
+    inverse, first = factorize(time_of, step_of)
+    found: list[tuple[str, mars.Axis] | None] = []
+    try:
+        for row in first.tolist():
+            t, s = times[time_of[row]], steps[step_of[row]]
+            axis = mars.valid_time_axis(t[1] if t else None, s[1] if s else None)
+            found.append(("valid_time", axis) if axis else None)
+    except mars.BeyondNanoseconds as err:
+        warnings.warn(f"{source}: {err}: the 'valid_time' dimension is read as its metadata keys",
+                      UserWarning, stacklevel=3)
+        found = [None] * len(first)
+    return inverse, found
+
+
 def axis_coords(variables: Mapping[str, Variable], axes: Axes, objects: Objects
                 ) -> tuple[dict[str, Variable], IndexCoords, Lookups]:
     """cfgrib dimensions: one coordinate per dimension over all variables (the union of their
@@ -149,7 +185,7 @@ def axis_coords(variables: Mapping[str, Variable], axes: Axes, objects: Objects
     index_coords: IndexCoords = {}
     lookups: Lookups = {}
     stacked: dict[str, dict[str, np.ndarray]] = {name: {} for name in variables}  # dim -> ids
-    for dim in mars.stacking_order(axes.dims):
+    for dim in mars.stacking_order(axes.dims, first=axes.order):
         ids, values = axes.dims[dim]
         coord, lookups[dim] = coordinate_values(dim, values, np.unique(ids[ids >= 0]))
         attrs = dict(cf.COORD_ATTRS.get(dim, {}))

@@ -80,7 +80,7 @@ def _group_keys(objects: Objects, rows: np.ndarray) -> tuple[np.ndarray, list[tu
     t = objects.table
     if not len(rows):
         return np.zeros(0, dtype=np.int64), []
-    axes = Axes(objects.keys, rows, decode=False)
+    axes = Axes(objects.keys, rows, decode=False, time_dims=objects.options.time_dims)
     present = [k for k in mars.lookup_keys("levtype") if k in objects.keys]
     levtype_of, levtypes, _ = objects.keys.dicts(present, rows)
     combination, first = factorize(levtype_of, t.shape[rows], objects.family[rows],

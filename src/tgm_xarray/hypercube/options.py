@@ -2,7 +2,7 @@
 
 :class:`PlanOptions` holds the keywords that change a plan (``variable_key``, ``dim_names``,
 ``filter_by_keys``, ``duplicates``, ``merge_objects``, ``message_index``, ``squeeze``,
-``values_dtype``), each with
+``values_dtype``, ``time_dims``), each with
 its default and the rule that says what a bad value is. Two opens with equal options plan the
 same Dataset from the same file, which is why the index keys its stored plans by
 :meth:`PlanOptions.as_dict`.
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tgm_xarray import mars
 from tgm_xarray.errors import TgmIndexError
 
 #: What ``duplicates`` may be: raise, or keep the first or the last field (by message order).
@@ -60,6 +61,12 @@ class PlanOptions:
         ``True`` (cfgrib's default): a ``number``/``time``/``step``/level dimension with a
         single value becomes a scalar coordinate. ``False``: it stays a dimension of length 1
         of every variable that has it (so that files of one step each combine by coordinates).
+    time_dims
+        cfgrib's keyword: the time dimensions, in order, among ``mars.TIME_DIMS``: ``("time",
+        "step")`` (the default), ``("valid_time",)`` (``time + step``), or any of them in any
+        order; a sequence is kept as a tuple. The keys of a time or step that is no dimension are
+        metadata like any other. cfgrib's ``indexing_time``, ``verifying_time`` and
+        ``forecastMonth`` are refused (computed from ecCodes keys that MARS metadata lacks).
 
     >>> PlanOptions(dim_names=["y", "x"], duplicates="first").as_dict()
     {'dim_names': ('y', 'x'), 'duplicates': 'first'}
@@ -79,6 +86,7 @@ class PlanOptions:
     #: cfgrib's keyword: the dtype name (``"float32"``, ``"float64"``) floating-point data
     #: variables are read as; ``None``: the dtype their values were written in.
     values_dtype: str | None = None
+    time_dims: Iterable[str] = mars.DEFAULT_TIME_DIMS  # kept as a tuple
     source: InitVar[str | None] = None
 
     def __post_init__(self, source: str | None) -> None:
@@ -95,6 +103,7 @@ class PlanOptions:
                 raise TypeError(f"{at}{name} must be True or False, not {getattr(self, name)!r}")
         object.__setattr__(self, "message_index", _message_index(self.message_index, at))
         object.__setattr__(self, "values_dtype", _values_dtype(self.values_dtype, at))
+        object.__setattr__(self, "time_dims", _time_dims(self.time_dims, at))
 
     @classmethod
     def of_keywords(cls, keywords: Mapping[str, Any], taker: str, source: str | None = None) -> PlanOptions:
@@ -161,6 +170,30 @@ def _values_dtype(values_dtype, at: str) -> str | None:
         raise ValueError(f"{at}values_dtype must be one of {VALUES_DTYPES} (or None: as written), "
                          f"got {values_dtype!r}")
     return name
+
+
+def _time_dims(time_dims, at: str) -> tuple[str, ...]:
+    """cfgrib's ``time_dims`` as a tuple of distinct names of :data:`mars.TIME_DIMS`.
+
+    >>> _time_dims(["valid_time"], "")
+    ('valid_time',)
+    """
+    if isinstance(time_dims, str) or not isinstance(time_dims, Iterable):
+        raise TypeError(f"{at}time_dims must be a sequence of names such as ('valid_time',), not {time_dims!r}")
+    names = tuple(time_dims)
+    for name in names:
+        if name in mars.ECCODES_TIME_DIMS:
+            raise ValueError(f"{at}time_dims={names!r}: cfgrib computes {name!r} from ecCodes' "
+                             f"{mars.ECCODES_TIME_DIMS[name]}, which MARS metadata does not carry; "
+                             f"engine='tgm' builds {mars.TIME_DIMS}")
+        if name not in mars.TIME_DIMS:
+            raise ValueError(f"{at}time_dims={names!r}: {name!r} is not one of {mars.TIME_DIMS}")
+    if not names:
+        raise ValueError(f"{at}time_dims=(): name at least one of {mars.TIME_DIMS} "
+                         f"(fields of different times are told apart along them)")
+    if len(set(names)) < len(names):
+        raise ValueError(f"{at}time_dims={names!r} names a dimension twice")
+    return names
 
 
 def _message_index(message_index, at: str) -> int | None:

@@ -93,7 +93,7 @@ class HypercubePlan:
 
 def plan(objects: Objects, selection: Selection, fingerprints: Fingerprints) -> HypercubePlan:
     coords = coordinates(objects, selection.coords, fingerprints)
-    axes = Axes(objects.keys, selection.data, source=objects.source)
+    axes = Axes(objects.keys, selection.data, time_dims=objects.options.time_dims, source=objects.source)
     variables = group_variables(objects, selection.data, axes)
 
     # Each pass returns what it found: the variables as far as they are known, the coordinates
