@@ -188,11 +188,13 @@ class TensogramDataStore(AbstractDataStore):
         self.ref.close()
 
 
-#: cfgrib's ``open_dataset`` keywords that are not ours, each with cfgrib's default where this
-#: engine does what that default asks (``None``: no value of it means anything here).
+#: cfgrib's ``open_dataset`` keywords that are not ours, each with the value of it this engine
+#: does (``None``: no value of it means anything here): cfgrib's default, but ``errors="raise"``
+#: (a file cut short or a conflict between variables raises; cfgrib's default "warn" leaves out
+#: what it cannot read, which needs the core to open a file's complete messages alone).
 CFGRIB_KEYWORDS: dict[str, Any] = {
     "indexpath": None, "read_keys": None, "ignore_keys": (), "encode_cf": ("parameter", "time", "geography", "vertical"),
-    "errors": None, "extra_coords": {},
+    "errors": "raise", "extra_coords": {},
     "coords_as_attributes": {}, "cache_geo_coords": True,
 }
 
@@ -366,7 +368,10 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
             ``None``: not given). Honoured where they mean something here: ``indexpath=""``
             (cfgrib: no index file) is ``index=False``; ``read_keys`` (every metadata key is read
             anyway); cfgrib's own defaults of ``encode_cf`` and ``cache_geo_coords`` (what this
-            engine does). Any other value is ignored with a ``UserWarning`` naming the keywords.
+            engine does); ``errors="raise"`` (a truncated file, or variables that conflict, raise
+            an error naming the file). Any other value (``errors="warn"`` too: a file cut short
+            is not read up to its last complete message) is ignored with a ``UserWarning``
+            naming the keywords.
 
         Returns
         -------
