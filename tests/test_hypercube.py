@@ -297,9 +297,9 @@ def test_ifs_single_level_becomes_scalar_coordinate():
 @needs
 def test_ifs_split_groups():
     groups = _groups(IFS)
-    # 2t (heightAboveGround) and lsm (surface), both MARS `sfc`, have other cfgrib dimensions
-    assert list(groups) == ["sfc_721x1440", "sfc_721x1440_2", "pl_721x1440"]
-    height, sfc, pl = groups["sfc_721x1440"], groups["sfc_721x1440_2"], groups["pl_721x1440"]
+    # 2t and lsm, both MARS `sfc`, have other cfgrib dimensions: groups named as cfgrib's levels
+    assert list(groups) == ["heightAboveGround", "surface", "isobaricInhPa"]
+    height, sfc, pl = groups["heightAboveGround"], groups["surface"], groups["isobaricInhPa"]
     assert [n for n in height.variables if n not in height.coord_names] == ["2t"]
     assert [n for n in sfc.variables if n not in sfc.coord_names] == ["lsm"]
     assert [n for n in pl.variables if n not in pl.coord_names] == ["q", "t"]
@@ -601,8 +601,8 @@ def test_ensemble_control_and_members_split(tmp_path):
     pf = _plan(path, filter_by_keys={"type": "pf"})
     assert pf.variables["2t"].dims == ("number", "dim_0", "dim_1")
     groups = _groups(path)
-    assert list(groups) == ["sfc_3x4", "sfc_3x4_2"]
-    assert groups["sfc_3x4_2"].index_coords["number"][1].tolist() == [1, 2]
+    assert list(groups) == ["surface", "surface_2"]
+    assert groups["surface_2"].index_coords["number"][1].tolist() == [1, 2]
 
 
 def test_level_types_sharing_the_generic_level_dimension(tmp_path):
@@ -612,9 +612,19 @@ def test_level_types_sharing_the_generic_level_dimension(tmp_path):
     ])
     with pytest.raises(TgmConflictError, match="would share the level dimension 'level'"):
         _plan(path)
-    assert list(_groups(path)) == ["dp_3x4", "o2d_3x4"]
+    assert list(_groups(path)) == ["dp", "o2d"]  # level types that name no level of their own
     plan = _plan(path, filter_by_keys={"levtype": "dp"})
     assert plan.index_coords["level"][1] == 1
+
+
+def test_groups_of_one_level_on_several_grids_name_the_grid(tmp_path):
+    path = _write(tmp_path / "grids.tgm", [
+        _message(({"name": "t", "mars": {"levtype": "pl", "levelist": 500}}, _field())),
+        _message(({"name": "t", "mars": {"levtype": "pl", "levelist": 500}}, _field(shape=(2, 2)))),
+        _message(({"name": "2t", "mars": {"levtype": "sfc", "param": "2t"}}, _field())),
+        _message(({"name": "ml", "mars": {"levtype": "ml", "levelist": 1}}, _field())),
+    ])
+    assert list(_groups(path)) == ["isobaricInhPa_3x4", "isobaricInhPa_2x2", "heightAboveGround", "hybrid"]
 
 
 def test_differing_coordinates_conflict(tmp_path):

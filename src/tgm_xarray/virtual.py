@@ -68,8 +68,9 @@ class TensogramParser:
     Keywords are the engine's (``xr.open_dataset(path, engine="tgm", ...)``):
     ``variable_key``, ``dim_names``, ``filter_by_keys``, ``duplicates``, ``merge_objects``,
     ``message_index``, ``squeeze``, ``values_dtype``, ``time_dims`` (``PlanOptions``); ``group``
-    picks one group of ``xr.open_datatree(path, engine="tgm")`` (``"pl_721x1440"``), and ``groups=True`` gives all of them, one subgroup
-    each, for ``virtualizarr.open_virtual_datatree``. ``hash=False`` skips the check of each
+    picks one group of ``xr.open_datatree(path, engine="tgm")`` (``"isobaricInhPa"``), and
+    ``groups=True`` gives all of them, one subgroup each, for
+    ``virtualizarr.open_virtual_datatree``. ``hash=False`` skips the check of each
     frame's stored hash when a chunk is read (on by default: wrong bytes then fail instead of
     decoding).
     """

@@ -109,8 +109,10 @@ def split_groups(table: MetadataTable, options: PlanOptions = PlanOptions(),
                  **origin: Unpack[TableOrigin]) -> dict[str, HypercubePlan]:
     """Split a heterogeneous file into groups that each form one Dataset (for ``open_datatree``).
 
-    Data objects are grouped by level type and grid shape, named ``"<levtype>_<shape>"``
-    (``"pl_721x1440"``; just ``"<shape>"`` without a level type, ``"scalar"`` for 0-d objects).
+    Data objects are grouped by level type and grid shape, named after their level as cfgrib
+    names it (``"isobaricInhPa"``, ``"heightAboveGround"``, ``"surface"``), else their level
+    type, else their grid (``"721x1440"``, ``"scalar"`` for 0-d objects); a level on several
+    grids has the grid after it (``"isobaricInhPa_721x1440"``).
     Objects that would still conflict inside a group (another dtype kind, other dimension
     hints, other cfgrib dimensions present, different coordinate values) get a group of their
     own, named with a suffix ``_2``, ``_3``, ... in file order. Coordinates go with the groups

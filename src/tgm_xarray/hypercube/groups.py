@@ -28,6 +28,7 @@ def groups(objects: Objects, selection: Selection, fingerprints: Fingerprints
     data, coords = selection.data, selection.coords
     parts = []
     key_of, keys = _group_keys(objects, data)
+    names = _group_names(keys)
     prints = _coordinate_prints(objects, data, coords, fingerprints)
     order = np.argsort(key_of, kind="stable")
     for at in np.split(order, np.flatnonzero(np.diff(key_of[order])) + 1):
@@ -40,7 +41,7 @@ def groups(objects: Objects, selection: Selection, fingerprints: Fingerprints
                    if len(np.unique(seen[:, j][seen[:, j] >= 0])) > 1]
         part, _ = factorize(*(seen[:, j] for j in varying)) if varying else \
             (np.zeros(len(rows), dtype=np.int64), None)
-        name = _group_name(keys[key_of[at[0]]])
+        name = names[key_of[at[0]]]
         part_order = np.argsort(part, kind="stable")
         for p in np.split(part_order, np.flatnonzero(np.diff(part[part_order])) + 1):
             parts.append((name, rows[p]))
@@ -130,8 +131,22 @@ def _borrowed(objects: Objects, candidates: np.ndarray, own: set, sizes: set,
     return np.concatenate(borrowed) if borrowed else candidates[:0]
 
 
-def _group_name(key: tuple[Any, ...]) -> str:
-    levtype, shape = key[0], key[1]
-    grid = "x".join(str(n) for n in shape) if shape else "scalar"
-    name = f"{levtype}_{grid}" if levtype else grid
-    return name.replace("/", "_")  # a DataTree path separator
+def _group_names(keys: list[tuple[Any, ...]]) -> list[str]:
+    """The name of each group key: its level as cfgrib names it (``isobaricInhPa``,
+    ``heightAboveGround``, ``surface``: the level dimension), else its level type (one that names
+    no dimension of its own, ``dp``), else its grid (``721x1440``, ``scalar``); a level of groups
+    on several grids has the grid after it (``isobaricInhPa_721x1440``)."""
+    levels = [_level(key) for key in keys]
+    grids = ["x".join(str(n) for n in key[1]) if key[1] else "scalar" for key in keys]
+    grids_of: dict[str | None, set[str]] = {}
+    for level, grid in zip(levels, grids):
+        grids_of.setdefault(level, set()).add(grid)
+    names = [grid if level is None else f"{level}_{grid}" if len(grids_of[level]) > 1 else level
+             for level, grid in zip(levels, grids)]
+    return [name.replace("/", "_") for name in names]  # "/" separates a DataTree's groups
+
+
+def _level(key: tuple[Any, ...]) -> str | None:
+    levtype, dims = key[0], key[5]
+    level = next((d for d in dims if mars.is_level(d) and d != mars.DEFAULT_LEVEL_DIM), None)
+    return level or levtype

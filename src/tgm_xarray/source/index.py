@@ -57,7 +57,8 @@ from tgm_xarray.source.remote import is_url, unreachable
 FORMAT = "tgm-xarray-index"
 #: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that
 #: no index keeps a plan this version would not make, or their keys would (5: ``PlanOptions``,
-#: ``dim_names`` as a tuple; 6: the writer's records of stacked dimensions and CF packing).
+#: ``dim_names`` as a tuple; 6: the writer's records of stacked dimensions and CF packing, and
+#: groups named after cfgrib's levels).
 VERSION = 6
 #: What an index beside its data file is called: ``<file name><SUFFIX>``.
 SUFFIX = ".tgmidx"
