@@ -193,6 +193,25 @@ def test_time_dims_in_their_order(two_runs):
     assert [node.ds.t2m.dims for node in tree.subtree if "t2m" in node.ds] == [("valid_time", "latitude", "longitude")]
 
 
+def test_time_dims_valid_time_past_nanoseconds_is_its_keys_with_a_warning(tmp_path):
+    """2026-04-04 + 2562047 h is past datetime64[ns] (numpy would wrap it to 1733): no
+    ``valid_time``, the fields told apart by their step key, as any dimension that does not
+    decode."""
+    tensogram = pytest.importorskip("tensogram")
+    desc = {"type": "ntensor", "shape": [2], "dtype": "float64", "byte_order": "little",
+            "encoding": "none", "filter": "none", "compression": "none"}
+    path = tmp_path / "late.tgm"
+    with open(path, "wb") as f:
+        for step in (0, 2562047):
+            meta = {"base": [{"mars": {"param": "t", "date": "20260404", "time": "0000", "step": step}}]}
+            f.write(tensogram.encode(meta, [(desc, np.full(2, float(step)))]))
+    with pytest.warns(UserWarning, match=rf"{path}: valid_time = 2026-04-04.* is beyond what datetime64\[ns\]"):
+        late = xr.open_dataset(path, engine=ENGINE, index=False, time_dims=("valid_time",))
+    with late:
+        assert late.t.dims == ("mars.step", "dim_0") and "valid_time" not in late.coords
+        assert late.t.values[:, 0].tolist() == [0.0, 2562047.0]
+
+
 @pytest.mark.parametrize("time_dims, error, message", [
     (("forecastMonth",), ValueError, r"cfgrib computes 'forecastMonth' from ecCodes' forecastMonth"),
     (("time", "indexing_time"), ValueError, r"'indexing_time' from ecCodes' indexingDate"),
