@@ -171,6 +171,19 @@ def test_our_writer_reads_back_identical(tmp_path, ifs_file):
     assert_parity(out)
 
 
+@pytest.mark.parametrize("compression", ["blosc2", "szip"])
+def test_packed_float32_reads_back_float32_as_the_engine_does(tmp_path, compression):
+    """A float32 variable packed to 16 bits is a float32 array of references, read straight into
+    float32 (the frame codec's decode), the values the engine gives."""
+    values = (250 + 30 * np.random.default_rng(5).random((3, 20, 30))).astype(np.float32)
+    ds = xr.Dataset({"t": (("step", "y", "x"), values)}, coords={"step": np.array([0, 6, 12], "m8[h]")})
+    out = tmp_path / "f32.tgm"
+    tgm_xarray.to_tgm(ds, out, encoding={"t": {"bits": 16, "compression": compression}})
+    with xr.open_zarr(parse(out), consolidated=False, zarr_format=3, chunks=None) as actual:
+        assert actual["t"].dtype == np.float32
+    assert_parity(out)
+
+
 @pytest.mark.parametrize("options", [{"filter_by_keys": {"param": "2t"}}, {"message_index": 2},
                                      {"variable_key": "mars.param"}])
 def test_engine_options_apply_to_the_references(ifs_file, options):

@@ -283,6 +283,7 @@ class TensogramFrameCodec(_ChunkCodec):
     #: Threads that decode one chunk, as for ``TensogramCodec``. A runtime setting: not stored.
     threads: int | None
     _object_shape: tuple[int, ...] = field(init=False, compare=False)  # the descriptor's
+    _stored_dtype: np.dtype | None = field(init=False, compare=False)  # the descriptor's, if it names one
 
     def __init__(self, *, descriptor: dict[str, JSON], hash: bool = True, threads: int | None = None) -> None:
         threads = check_threads(threads)
@@ -298,6 +299,8 @@ class TensogramFrameCodec(_ChunkCodec):
         object.__setattr__(self, "hash", hash)
         object.__setattr__(self, "threads", threads)
         object.__setattr__(self, "_object_shape", tuple(shape))
+        stored = descriptor.get("dtype")
+        object.__setattr__(self, "_stored_dtype", _core.numpy_dtype(stored) if isinstance(stored, str) else None)
 
     @classmethod
     def from_dict(cls, data: dict[str, JSON]) -> Self:
@@ -325,8 +328,12 @@ class TensogramFrameCodec(_ChunkCodec):
         # The frame's shape is checked before it decodes (a stale reference: the file was
         # rewritten), and its inline hash, where it has one, as every read checks it (unless
         # `hash` is false).
+        # Straight into the array's dtype where a read fills it (float32 for float64 packing).
+        dtype = chunk_spec.dtype.to_native_dtype().newbyteorder("=")
+        direct = self._stored_dtype is not None and _core.read_dtype(self._stored_dtype, dtype) == dtype
+        out = _core.empty(decoded_shape[lead:], dtype) if direct else None
         values = _core.read_frame(_whole_bytes(chunk_bytes.as_numpy_array()),
-                                  None if core_selection is None else core_selection[lead:], None,
+                                  None if core_selection is None else core_selection[lead:], out,
                                   None if self.hash else False, "the referenced data-object frame",
                                   threads=self.threads, expect_shape=list(shape))
         return values.reshape(decoded_shape)
