@@ -219,34 +219,27 @@ class FetchedFields:
         self._pending = dict(blocks)  # each block's delayed values, until fetched
         self._futures = dict(zip(self._pending, client.compute(list(self._pending.values())))) \
             if client is not None else None
-        self._held: dict[Block, tuple[np.ndarray, int]] = {}  # values, fields not yet taken
+        self._held: dict[Block, _Fetched] = {}  # blocks some of whose fields are not taken yet
 
     def message(self, key: FieldKey) -> Any:
         """The message of field ``key``, encoded on the caller's thread."""
         return self._encode(self._specs[key], self._values(key))
 
     def _values(self, key: FieldKey) -> np.ndarray:
-        """The values of field ``key`` (computing or fetching its block first)."""
+        """The values of field ``key`` (fetching or computing its block first: once, outside the
+        lock of the others, so that the writer's threads fetch different blocks at once)."""
         block = self._blocks[key]
         with self._lock:
-            if block not in self._held:
-                self._held[block] = (self._fetch(block), int(np.prod(block.counts)))
-            values, left = self._held[block]
-            if left == 1:
-                del self._held[block]
-            else:
-                self._held[block] = (values, left - 1)
+            fetched = self._held.get(block)
+            if fetched is None:
+                future = self._futures.pop(block) if self._futures is not None else None
+                fetched = _Fetched(self._pending.pop(block), future, int(np.prod(block.counts)))
+                self._held[block] = fetched
+            fetched.left -= 1
+            if not fetched.left:
+                del self._held[block]  # dropped with the last field's values
         local = tuple(p - s for p, s in zip(key[1], block.starts))
-        return values[local]
-
-    def _fetch(self, block: Block) -> np.ndarray:
-        delayed = self._pending.pop(block)
-        if self._futures is None:
-            return np.asarray(delayed.compute())
-        future = self._futures.pop(block)
-        values = future.result()
-        future.release()
-        return np.asarray(values)
+        return fetched.values()[local]
 
     def close(self) -> None:
         """Cancel the blocks no field was taken from yet."""
@@ -254,6 +247,27 @@ class FetchedFields:
             for future in self._futures.values():
                 future.cancel()
         self._held.clear()
+
+
+class _Fetched:
+    """One block's values, fetched (or computed) by the first thread that asks for them, the
+    others waiting for that fetch only; ``left``: its fields not taken yet."""
+
+    def __init__(self, delayed: Any, future: Any | None, left: int):
+        self._delayed, self._future, self.left = delayed, future, left
+        self._lock = threading.Lock()
+        self._values: np.ndarray | None = None
+
+    def values(self) -> np.ndarray:
+        with self._lock:
+            if self._values is None:
+                if self._future is None:
+                    self._values = np.asarray(self._delayed.compute())
+                else:
+                    self._values = np.asarray(self._future.result())
+                    self._future.release()
+                self._delayed = self._future = None
+            return self._values
 
 
 def scheduler_of(threads: int | None) -> tuple[str, Any]:
