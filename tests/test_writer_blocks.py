@@ -192,6 +192,27 @@ def test_on_a_cluster_each_block_is_computed_once_on_the_workers(tmp_path, dask_
     assert_same_messages(tmp_path / "cluster.tgm", tmp_path / "memory.tgm")
 
 
+def _threads_by_another_name(dsk, keys, **kwargs):
+    """A scheduler the writer does not know (as "processes" would be): dask's threads."""
+    import dask.threaded
+
+    return dask.threaded.get(dsk, keys, **kwargs)
+
+
+def test_another_scheduler_computes_each_block_by_itself_once(tmp_path):
+    """A scheduler the writer does not know: each block computed when the file first needs it,
+    once, fetched by one of the writer's threads while the others encode; the bytes of the write
+    in memory."""
+    counter = BlockCounter()
+    chunks = CHUNKINGS["8 fields per block"]
+    x = dataset(counter, chunks)
+    with dask.config.set(scheduler=_threads_by_another_name):
+        tgm_xarray.to_tgm(x, tmp_path / "other.tgm", threads=2)
+    assert counter.calls == blocks_of(chunks)
+    tgm_xarray.to_tgm(x.compute(scheduler="threads"), tmp_path / "memory.tgm")
+    assert_same_messages(tmp_path / "other.tgm", tmp_path / "memory.tgm")
+
+
 @pytest.mark.parametrize("in_memory", [0, 1])
 def test_messages_encoded_before_their_turn_wait_in_a_spill_file_past_the_bound(tmp_path, in_memory):
     """With no message (or one) allowed to wait in memory, the others go through the spill file
