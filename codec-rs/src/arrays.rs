@@ -164,30 +164,32 @@ fn parse_dtype(name: &str) -> CoreResult<Dtype> {
 /// bfloat16 without ml_dtypes, and names Tensogram does not define).
 #[pyfunction(name = "numpy_dtype")]
 pub fn py_numpy_dtype<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArrayDescr>> {
-    parse_dtype(name).and_then(|d| numpy_dtype(py, d)).raised()
+    crate::guard::guarded("numpy_dtype", || {
+        parse_dtype(name).and_then(|d| numpy_dtype(py, d)).raised()
+    })
 }
 
 /// The dtype a read of `stored` objects fills to give `wanted` values: `wanted` where a read
 /// fills it straight (the object's own dtype; float32 for float64 objects, see
 /// [`unpacked_for`]), else `stored`, which the caller then converts.
 #[pyfunction]
-pub fn read_dtype<'py>(stored: Bound<'py, PyArrayDescr>, wanted: Bound<'py, PyArrayDescr>) -> Bound<'py, PyArrayDescr> {
-    let py = stored.py();
-    let is = |d: &Bound<'py, PyArrayDescr>, t: Dtype| builtin_dtype(py, t).is_some_and(|b| d.is_equiv_to(b));
-    if stored.is_equiv_to(&wanted) || (is(&stored, Dtype::Float64) && is(&wanted, Dtype::Float32)) {
-        wanted
-    } else {
-        stored
-    }
+pub fn read_dtype<'py>(stored: Bound<'py, PyArrayDescr>, wanted: Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyArrayDescr>> {
+    crate::guard::guarded("read_dtype", || {
+        let py = stored.py();
+        let is = |d: &Bound<'py, PyArrayDescr>, t: Dtype| builtin_dtype(py, t).is_some_and(|b| d.is_equiv_to(b));
+        Ok(if stored.is_equiv_to(&wanted) || (is(&stored, Dtype::Float64) && is(&wanted, Dtype::Float32)) { wanted } else { stored })
+    })
 }
 
 /// Bytes `count` elements of dtype `name` take decoded (bitmasks: whole bytes of bits).
 #[pyfunction]
 pub fn decoded_bytes(name: &str, count: u64) -> PyResult<u64> {
-    let dtype = parse_dtype(name).raised()?;
-    dtypes::decoded_bytes(dtype, count)
-        .ok_or_else(|| CoreError::new(Kind::Value, format!("{count} {name} elements overflow 64-bit sizes")))
-        .raised()
+    crate::guard::guarded("decoded_bytes", || {
+        let dtype = parse_dtype(name).raised()?;
+        dtypes::decoded_bytes(dtype, count)
+            .ok_or_else(|| CoreError::new(Kind::Value, format!("{count} {name} elements overflow 64-bit sizes")))
+            .raised()
+    })
 }
 
 /// What a read of a `dtype` object into `out` unpacks into: float32 where the object is float64

@@ -384,24 +384,28 @@ pub fn empty<'py>(py: Python<'py>, shape: &[usize], dtype: Bound<'py, PyArrayDes
 /// `numpy.empty(shape, dtype)`, with the memory of big arrays recycled (see the module's docs).
 #[pyfunction(name = "empty")]
 pub fn py_empty<'py>(py: Python<'py>, shape: Vec<usize>, dtype: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let dtype = match dtype.cast_into::<PyArrayDescr>() {
-        Ok(d) => d,
-        Err(e) => {
-            let dtype = e.into_inner();
-            py.import("numpy")?.call_method1("dtype", (dtype,))?.cast_into::<PyArrayDescr>()?
-        }
-    };
-    empty(py, &shape, dtype)
+    crate::guard::guarded("empty", || {
+        let dtype = match dtype.cast_into::<PyArrayDescr>() {
+            Ok(d) => d,
+            Err(e) => {
+                let dtype = e.into_inner();
+                py.import("numpy")?.call_method1("dtype", (dtype,))?.cast_into::<PyArrayDescr>()?
+            }
+        };
+        empty(py, &shape, dtype)
+    })
 }
 
 /// `(free buffers, their bytes, the limit in bytes)`; with `limit`, sets the limit first and
 /// frees what no longer fits.
 #[pyfunction]
 #[pyo3(signature = (limit=None))]
-pub fn buffer_pool(limit: Option<usize>) -> (usize, usize, usize) {
-    if let Some(limit) = limit {
-        set_limit(limit);
-    }
-    let pool = pool();
-    (pool.count, pool.bytes, pool.limit)
+pub fn buffer_pool(limit: Option<usize>) -> PyResult<(usize, usize, usize)> {
+    crate::guard::guarded("buffer_pool", || {
+        if let Some(limit) = limit {
+            set_limit(limit);
+        }
+        let pool = pool();
+        Ok((pool.count, pool.bytes, pool.limit))
+    })
 }

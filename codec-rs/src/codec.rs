@@ -121,7 +121,9 @@ pub(crate) fn descriptor(dict: &Bound<'_, PyAny>, what: &str) -> CoreResult<Data
 #[pyfunction]
 #[pyo3(signature = (flags, bits = None))]
 pub fn writable_szip_flags(flags: i64, bits: Option<u32>) -> PyResult<u32> {
-    tgm_core::encoding::szip::writable_flags(flags, bits).raised()
+    crate::guard::guarded("writable_szip_flags", || {
+        tgm_core::encoding::szip::writable_flags(flags, bits).raised()
+    })
 }
 
 /// Encodes one message from upstream's dict forms; runs detached. A large packed szip field is
@@ -141,55 +143,57 @@ pub fn encode_message<'py>(
     threads: Option<usize>,
     copy: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let global = global_metadata(metadata, objects.len()).raised()?;
-    let mut descriptors = Vec::with_capacity(objects.len());
-    let mut inputs = Vec::with_capacity(objects.len());
-    for (i, item) in objects.iter().enumerate() {
-        let what = format!("objects[{i}]");
-        let (desc, array): (Bound<'py, PyAny>, Bound<'py, PyUntypedArray>) = item
-            .extract()
-            .map_err(|_| type_err(format!("{what} must be a (descriptor dict, numpy array) pair"))).raised()?;
-        let desc = descriptor(&desc, &what).raised()?;
-        let input = InBuffer::new(&array, &what).raised()?;
-        // float32 values of a float64 packed object are packed from float32 (`encode::Values`).
-        let float32 = desc.encoding == "simple_packing" && desc.dtype == Dtype::Float64 && is_native_float32(&array)?;
-        let itemsize = if float32 { 4 } else { desc.dtype.byte_width() as u64 };
-        let expected = desc.shape.iter().product::<u64>() * itemsize;
-        if input.len as u64 != expected {
-            return Err(CoreError::new(
-                Kind::Value,
-                format!("{what}: the array has {} bytes, shape {:?} of {} needs {expected}", input.len, desc.shape, desc.dtype),
-            )
-            .raised());
-        }
-        descriptors.push(desc);
-        inputs.push((input, float32));
-    }
-    let options = EncodeOptions { hashing: hash, threads: 1, allow_nan, allow_inf, ..Default::default() };
-    let encoded = py.detach(|| {
-        // SAFETY: each input holds its array (so another thread emptying `objects` frees none),
-        // and an encoder's input is not written while it is encoded.
-        let pairs: Vec<(&DataObjectDescriptor, encode::Values)> = descriptors
-            .iter()
-            .zip(&inputs)
-            .map(|(d, (b, float32))| {
-                let bytes = unsafe { b.as_slice() };
-                (d, if *float32 { encode::Values::Float32(bytes) } else { encode::Values::Stored(bytes) })
-            })
-            .collect();
-        match encode::encode(&global, &pairs, &options, threads) {
-            // The encode's reservation failed: once more without the pool's free blocks.
-            Err(e) if e.kind == Kind::Memory => {
-                crate::buffers::drain();
-                encode::encode(&global, &pairs, &options, threads)
+    crate::guard::guarded("encode_message", || {
+        let global = global_metadata(metadata, objects.len()).raised()?;
+        let mut descriptors = Vec::with_capacity(objects.len());
+        let mut inputs = Vec::with_capacity(objects.len());
+        for (i, item) in objects.iter().enumerate() {
+            let what = format!("objects[{i}]");
+            let (desc, array): (Bound<'py, PyAny>, Bound<'py, PyUntypedArray>) = item
+                .extract()
+                .map_err(|_| type_err(format!("{what} must be a (descriptor dict, numpy array) pair"))).raised()?;
+            let desc = descriptor(&desc, &what).raised()?;
+            let input = InBuffer::new(&array, &what).raised()?;
+            // float32 values of a float64 packed object are packed from float32 (`encode::Values`).
+            let float32 = desc.encoding == "simple_packing" && desc.dtype == Dtype::Float64 && is_native_float32(&array)?;
+            let itemsize = if float32 { 4 } else { desc.dtype.byte_width() as u64 };
+            let expected = desc.shape.iter().product::<u64>() * itemsize;
+            if input.len as u64 != expected {
+                return Err(CoreError::new(
+                    Kind::Value,
+                    format!("{what}: the array has {} bytes, shape {:?} of {} needs {expected}", input.len, desc.shape, desc.dtype),
+                )
+                .raised());
             }
-            done => done,
+            descriptors.push(desc);
+            inputs.push((input, float32));
         }
-    }).raised()?;
-    if !copy {
-        return Ok(PyMemoryView::from(PyArray1::from_vec(py, encoded).as_any())?.into_any());
-    }
-    Ok(bytes_detached(py, &encoded)?.into_any())
+        let options = EncodeOptions { hashing: hash, threads: 1, allow_nan, allow_inf, ..Default::default() };
+        let encoded = py.detach(|| {
+            // SAFETY: each input holds its array (so another thread emptying `objects` frees none),
+            // and an encoder's input is not written while it is encoded.
+            let pairs: Vec<(&DataObjectDescriptor, encode::Values)> = descriptors
+                .iter()
+                .zip(&inputs)
+                .map(|(d, (b, float32))| {
+                    let bytes = unsafe { b.as_slice() };
+                    (d, if *float32 { encode::Values::Float32(bytes) } else { encode::Values::Stored(bytes) })
+                })
+                .collect();
+            match encode::encode(&global, &pairs, &options, threads) {
+                // The encode's reservation failed: once more without the pool's free blocks.
+                Err(e) if e.kind == Kind::Memory => {
+                    crate::buffers::drain();
+                    encode::encode(&global, &pairs, &options, threads)
+                }
+                done => done,
+            }
+        }).raised()?;
+        if !copy {
+            return Ok(PyMemoryView::from(PyArray1::from_vec(py, encoded).as_any())?.into_any());
+        }
+        Ok(bytes_detached(py, &encoded)?.into_any())
+    })
 }
 
 /// Whether `array` holds native-order float32 values.
@@ -256,24 +260,26 @@ pub fn decode_message_into(
     threads: Option<usize>,
     expect: Option<(Vec<u64>, String)>,
 ) -> PyResult<()> {
-    let view = PyBuffer::<u8>::get(buf)?;
-    if !view.is_c_contiguous() {
-        return Err(CoreError::new(Kind::Value, "buf must be a C-contiguous buffer").raised());
-    }
-    // SAFETY: `view` holds the buffer (and its exporter) for the whole call; only read.
-    let bytes: &[u8] = if view.len_bytes() == 0 {
-        &[]
-    } else {
-        unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) }
-    };
-    let parsed = py.detach(|| ParsedMessage::parse_single(bytes)).raised()?;
-    if let Some((shape, dtype)) = &expect {
-        check_holds(parsed.objects.iter().map(|o| &o.descriptor), shape, Some(dtype)).raised()?;
-    }
-    let entry = parsed.objects.get(obj).ok_or_else(|| {
-        CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
-    }).raised()?;
-    let index = parse_index(selection, &entry.descriptor.shape).raised()?;
-    read_into_out(py, bytes, entry, index, out, Verify::from_flag(verify_hash), threads).raised()?;
-    Ok(())
+    crate::guard::guarded("decode_message_into", || {
+        let view = PyBuffer::<u8>::get(buf)?;
+        if !view.is_c_contiguous() {
+            return Err(CoreError::new(Kind::Value, "buf must be a C-contiguous buffer").raised());
+        }
+        // SAFETY: `view` holds the buffer (and its exporter) for the whole call; only read.
+        let bytes: &[u8] = if view.len_bytes() == 0 {
+            &[]
+        } else {
+            unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) }
+        };
+        let parsed = py.detach(|| ParsedMessage::parse_single(bytes)).raised()?;
+        if let Some((shape, dtype)) = &expect {
+            check_holds(parsed.objects.iter().map(|o| &o.descriptor), shape, Some(dtype)).raised()?;
+        }
+        let entry = parsed.objects.get(obj).ok_or_else(|| {
+            CoreError::new(Kind::Index, format!("object {obj} is out of range ({} objects)", parsed.objects.len()))
+        }).raised()?;
+        let index = parse_index(selection, &entry.descriptor.shape).raised()?;
+        read_into_out(py, bytes, entry, index, out, Verify::from_flag(verify_hash), threads).raised()?;
+        Ok(())
+    })
 }

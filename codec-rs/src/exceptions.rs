@@ -105,6 +105,7 @@ impl Raised for CoreError {
             Kind::Codec => class(|c| &c.codec, self.message),
             Kind::Hash => class(|c| &c.hash, self.message),
             Kind::Stale => class(|c| &c.stale, self.message),
+            Kind::Internal => class(|c| &c.error, self.message),
             Kind::Index => class(|c| &c.index, self.message),
             Kind::Value => PyValueError::new_err(self.message),
             Kind::Type => PyTypeError::new_err(self.message),

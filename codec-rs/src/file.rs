@@ -92,7 +92,9 @@ pub(crate) fn metadata_to_py<'py>(py: Python<'py>, meta: &GlobalMetadata) -> PyR
 impl FileHandle {
     #[new]
     fn py_new(py: Python<'_>, path: &str) -> PyResult<FileHandle> {
-        py.detach(|| MappedFile::open(path)).raised().map(|file| FileHandle { file })
+        crate::guard::guarded("FileHandle.__new__", || {
+            py.detach(|| MappedFile::open(path)).raised().map(|file| FileHandle { file })
+        })
     }
 
     #[getter]
@@ -115,55 +117,69 @@ impl FileHandle {
 
     /// `(offset, length)` of message `msg` in the file.
     fn message_span(&self, msg: i64) -> PyResult<(usize, usize)> {
-        Ok(self.file.spans()[self.file.check_message(msg).raised()?])
+        crate::guard::guarded("FileHandle.message_span", || {
+            Ok(self.file.spans()[self.file.check_message(msg).raised()?])
+        })
     }
 
     /// Parses every message's frames (detached); later metadata calls cost no parsing.
     fn parse_all(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| (0..self.file.message_count() as i64).try_for_each(|i| self.file.message(i).map(|_| ()))).raised()?;
-        Ok(())
+        crate::guard::guarded("FileHandle.parse_all", || {
+            py.detach(|| (0..self.file.message_count() as i64).try_for_each(|i| self.file.message(i).map(|_| ()))).raised()?;
+            Ok(())
+        })
     }
 
     /// The message's metadata: `{"base": [...], "_extra_": {...}, "_reserved_": {...}}`.
     fn metadata<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyDict>> {
-        let parsed = self.message_attached(py, msg).raised()?;
-        metadata_to_py(py, &parsed.metadata)
+        crate::guard::guarded("FileHandle.metadata", || {
+            let parsed = self.message_attached(py, msg).raised()?;
+            metadata_to_py(py, &parsed.metadata)
+        })
     }
 
     /// The descriptors of the message's objects, as dicts.
     fn descriptors<'py>(&self, py: Python<'py>, msg: i64) -> PyResult<Bound<'py, PyList>> {
-        let parsed = self.message_attached(py, msg).raised()?;
-        let list = PyList::empty(py);
-        for entry in &parsed.objects {
-            list.append(descriptor_to_py(py, &entry.descriptor)?)?;
-        }
-        Ok(list)
+        crate::guard::guarded("FileHandle.descriptors", || {
+            let parsed = self.message_attached(py, msg).raised()?;
+            let list = PyList::empty(py);
+            for entry in &parsed.objects {
+                list.append(descriptor_to_py(py, &entry.descriptor)?)?;
+            }
+            Ok(list)
+        })
     }
 
     /// `(shape, dtype)` of each of the message's objects.
     fn object_layouts(&self, py: Python<'_>, msg: i64) -> PyResult<Vec<(Vec<u64>, String)>> {
-        let parsed = self.message_attached(py, msg).raised()?;
-        Ok(parsed.objects.iter().map(|o| (o.descriptor.shape.clone(), o.descriptor.dtype.to_string())).collect())
+        crate::guard::guarded("FileHandle.object_layouts", || {
+            let parsed = self.message_attached(py, msg).raised()?;
+            Ok(parsed.objects.iter().map(|o| (o.descriptor.shape.clone(), o.descriptor.dtype.to_string())).collect())
+        })
     }
 
     /// Checks object `obj`'s stored hash against its bytes without decoding it: `True` when it
     /// holds, `False` when the object was written without one; `TgmHashMismatchError` else.
     fn check_hash(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<bool> {
-        py.detach(|| -> CoreResult<bool> {
-            let (parsed, o) = self.file.object(msg, obj)?;
-            check_hash(self.file.message_bytes(msg as usize), &parsed.objects[o])
-                .map_err(|e| e.context(&format!("{}: message {msg}, object {o}", self.file.path())))
+        crate::guard::guarded("FileHandle.check_hash", || {
+            py.detach(|| -> CoreResult<bool> {
+                let (parsed, o) = self.file.object(msg, obj)?;
+                check_hash(self.file.message_bytes(msg as usize), &parsed.objects[o])
+                    .map_err(|e| e.context(&format!("{}: message {msg}, object {o}", self.file.path())))
+            })
+            .raised()
         })
-        .raised()
     }
 
     /// An identity of the object's stored bytes: equal for objects stored identically.
     fn fingerprint(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<String> {
-        py.detach(|| -> CoreResult<String> {
-            let (parsed, obj) = self.file.object(msg, obj)?;
-            Ok(parsed.objects[obj].fingerprint(self.file.message_bytes(msg as usize)))
+        crate::guard::guarded("FileHandle.fingerprint", || {
+            py.detach(|| -> CoreResult<String> {
+                let (parsed, obj) = self.file.object(msg, obj)?;
+                Ok(parsed.objects[obj].fingerprint(self.file.message_bytes(msg as usize)))
+            })
+            .raised()
         })
-        .raised()
     }
 
     /// Reads `index` of object `obj` of message `msg` (numpy outer indexing: slices, ints, 1-D
@@ -184,9 +200,11 @@ impl FileHandle {
         verify_hash: Option<bool>,
         threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
-        let (parsed, obj) = self.object_attached(py, msg, obj).raised()?;
-        let where_ = || format!("{}: message {msg}, object {obj}", self.file.path());
-        read_to_array(py, self.file.message_bytes(msg as usize), &parsed.objects[obj], index, out, Verify::from_flag(verify_hash), threads, &where_)
+        crate::guard::guarded("FileHandle.read", || {
+            let (parsed, obj) = self.object_attached(py, msg, obj).raised()?;
+            let where_ = || format!("{}: message {msg}, object {obj}", self.file.path());
+            read_to_array(py, self.file.message_bytes(msg as usize), &parsed.objects[obj], index, out, Verify::from_flag(verify_hash), threads, &where_)
+        })
     }
 
     /// Reads `selection` of object `obj` of message `msg` into `out` (see docs/architecture.md).
@@ -202,12 +220,14 @@ impl FileHandle {
         verify_hash: Option<bool>,
         threads: Option<usize>,
     ) -> PyResult<()> {
-        let (parsed, obj) = self.object_attached(py, msg, obj).raised()?;
-        let entry = &parsed.objects[obj];
-        let where_ = || format!("{}: message {msg}, object {obj}", self.file.path());
-        let bytes = self.file.message_bytes(msg as usize);
-        parse_index(selection, &entry.descriptor.shape)
-            .and_then(|index| read_into_out(py, bytes, entry, index, out, Verify::from_flag(verify_hash), threads))
-            .map_err(|e| e.context(&where_()).raised())
+        crate::guard::guarded("FileHandle.read_into", || {
+            let (parsed, obj) = self.object_attached(py, msg, obj).raised()?;
+            let entry = &parsed.objects[obj];
+            let where_ = || format!("{}: message {msg}, object {obj}", self.file.path());
+            let bytes = self.file.message_bytes(msg as usize);
+            parse_index(selection, &entry.descriptor.shape)
+                .and_then(|index| read_into_out(py, bytes, entry, index, out, Verify::from_flag(verify_hash), threads))
+                .map_err(|e| e.context(&where_()).raised())
+        })
     }
 }

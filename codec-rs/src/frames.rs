@@ -20,19 +20,23 @@ use tgm_core::read::object::{check_hash, Verify};
 /// (`tgm_core::source::remote_walk`'s rule, for the zarr codec and the tests' hostile files).
 #[pyfunction]
 pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> PyResult<(u64, Option<u64>)> {
-    let (cbor_offset, _, hash) = remote_walk::frame_footer(head, tail, length).raised()?;
-    Ok((cbor_offset, hash))
+    crate::guard::guarded("frame_footer", || {
+        let (cbor_offset, _, hash) = remote_walk::frame_footer(head, tail, length).raised()?;
+        Ok((cbor_offset, hash))
+    })
 }
 
 /// The message that is all of `buf`: `(metadata, [(descriptor, frame_offset, frame_length), ...])`.
 #[pyfunction]
 pub fn parse_message<'py>(py: Python<'py>, buf: &[u8]) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
-    let parsed = py.detach(|| ParsedMessage::parse_single(buf)).raised()?;
-    let objects = PyList::empty(py);
-    for entry in &parsed.objects {
-        objects.append((descriptor_to_py(py, &entry.descriptor)?, entry.frame.start, entry.frame.len()))?;
-    }
-    Ok((metadata_to_py(py, &parsed.metadata)?, objects))
+    crate::guard::guarded("parse_message", || {
+        let parsed = py.detach(|| ParsedMessage::parse_single(buf)).raised()?;
+        let objects = PyList::empty(py);
+        for entry in &parsed.objects {
+            objects.append((descriptor_to_py(py, &entry.descriptor)?, entry.frame.start, entry.frame.len()))?;
+        }
+        Ok((metadata_to_py(py, &parsed.metadata)?, objects))
+    })
 }
 
 /// `FileHandle.read` for the object in the data-object frame `frame` (a remote read fetches
@@ -51,12 +55,14 @@ pub fn read_frame<'py>(
     threads: Option<usize>,
     expect_shape: Option<Vec<u64>>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let bytes = frame.as_bytes();
-    let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context)).raised()?;
-    if let Some(shape) = &expect_shape {
-        check_holds([&entry.descriptor], shape, None).map_err(|e| e.context(context)).raised()?;
-    }
-    read_to_array(py, bytes, &entry, index, out, Verify::from_flag(verify_hash), threads, &|| context.to_owned())
+    crate::guard::guarded("read_frame", || {
+        let bytes = frame.as_bytes();
+        let entry = py.detach(|| ObjectEntry::from_frame(bytes)).map_err(|e| e.context(context)).raised()?;
+        if let Some(shape) = &expect_shape {
+            check_holds([&entry.descriptor], shape, None).map_err(|e| e.context(context)).raised()?;
+        }
+        read_to_array(py, bytes, &entry, index, out, Verify::from_flag(verify_hash), threads, &|| context.to_owned())
+    })
 }
 
 /// `FileHandle.check_hash` of the object in the data-object frame `frame` (a remote file's,
@@ -64,13 +70,17 @@ pub fn read_frame<'py>(
 #[pyfunction]
 #[pyo3(signature = (frame, context = ""))]
 pub fn check_frame_hash(py: Python<'_>, frame: &Bound<'_, PyBytes>, context: &str) -> PyResult<bool> {
-    let bytes = frame.as_bytes();
-    py.detach(|| ObjectEntry::from_frame(bytes).and_then(|e| check_hash(bytes, &e))).map_err(|e| e.context(context)).raised()
+    crate::guard::guarded("check_frame_hash", || {
+        let bytes = frame.as_bytes();
+        py.detach(|| ObjectEntry::from_frame(bytes).and_then(|e| check_hash(bytes, &e))).map_err(|e| e.context(context)).raised()
+    })
 }
 
 /// The fingerprint `FileHandle.fingerprint` gives the object in the data-object frame `frame`.
 #[pyfunction]
 pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult<String> {
-    let bytes = frame.as_bytes();
-    py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes))).raised()
+    crate::guard::guarded("frame_fingerprint", || {
+        let bytes = frame.as_bytes();
+        py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes))).raised()
+    })
 }

@@ -150,18 +150,20 @@ pub fn outer_key<'py>(
     key: Option<&Bound<'py, PyAny>>,
     shape: Vec<u64>,
 ) -> PyResult<(Bound<'py, PyTuple>, Vec<usize>, Vec<usize>)> {
-    let index = parse_index(key, &shape).raised()?;
-    let decoded_shape = index.axes.iter().map(Axis::len).collect();
-    let result_shape = index.shape.clone();
-    let items = index.selection().raised()?.into_iter().map(|sel| match sel {
-        AxisSel::Range { start, step, len } if step >= 1 || len <= 1 => {
-            let step = step.max(1) as u64;
-            let stop = if len == 0 { start } else { start + step * (len - 1) + 1 };
-            PySlice::new(py, start as isize, stop as isize, step as isize).into_any()
-        }
-        points => PyArray1::from_iter(py, (0..points.len()).map(|i| points.get(i) as i64)).into_any(),
-    });
-    Ok((PyTuple::new(py, items)?, decoded_shape, result_shape))
+    crate::guard::guarded("outer_key", || {
+        let index = parse_index(key, &shape).raised()?;
+        let decoded_shape = index.axes.iter().map(Axis::len).collect();
+        let result_shape = index.shape.clone();
+        let items = index.selection().raised()?.into_iter().map(|sel| match sel {
+            AxisSel::Range { start, step, len } if step >= 1 || len <= 1 => {
+                let step = step.max(1) as u64;
+                let stop = if len == 0 { start } else { start + step * (len - 1) + 1 };
+                PySlice::new(py, start as isize, stop as isize, step as isize).into_any()
+            }
+            points => PyArray1::from_iter(py, (0..points.len()).map(|i| points.get(i) as i64)).into_any(),
+        });
+        Ok((PyTuple::new(py, items)?, decoded_shape, result_shape))
+    })
 }
 
 /// One axis's item: its selection, its length, and whether it was an int (the axis is

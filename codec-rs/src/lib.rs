@@ -10,6 +10,7 @@ mod codec;
 mod exceptions;
 mod file;
 mod frames;
+mod guard;
 mod index;
 mod read_into;
 mod remote;
@@ -24,19 +25,20 @@ static ALLOCATOR: buffers::Recycling = buffers::Recycling;
 
 /// Elements produced by the decoders in this process so far.
 #[pyfunction]
-fn decoded_elements() -> u64 {
-    counters::decoded()
+fn decoded_elements() -> PyResult<u64> {
+    guard::guarded("decoded_elements", || Ok(counters::decoded()))
 }
 
 /// The most reads that have run at once since the last call, which resets the count (the first
 /// call starts the counting and returns 0).
 #[pyfunction]
-fn take_max_concurrent_reads() -> usize {
-    counters::take_max_in_flight()
+fn take_max_concurrent_reads() -> PyResult<usize> {
+    guard::guarded("take_max_concurrent_reads", || Ok(counters::take_max_in_flight()))
 }
 
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    guard::init();
     exceptions::add_to(m)?;
     m.add_class::<file::FileHandle>()?;
     m.add_class::<buffers::PooledBuffer>()?;

@@ -45,20 +45,26 @@ pub struct RemoteScan {
 impl RemoteScan {
     /// The ranges to fetch next, `None` when the scan is complete.
     fn wanted(&mut self) -> PyResult<Option<Ranges>> {
-        live(&mut self.scan)?.wanted().raised()
+        crate::guard::guarded("RemoteScan.wanted", || {
+            live(&mut self.scan)?.wanted().raised()
+        })
     }
 
     /// The bytes of the ranges `wanted` gave, in its order.
     fn feed(&mut self, fed: Vec<Bound<'_, PyBytes>>) -> PyResult<()> {
-        live(&mut self.scan)?.feed(pieces(fed)).raised()
+        crate::guard::guarded("RemoteScan.feed", || {
+            live(&mut self.scan)?.feed(pieces(fed)).raised()
+        })
     }
 
     /// The file's messages, once `wanted` gives `None`.
     fn finish(&mut self, py: Python<'_>) -> PyResult<RemoteMessages> {
-        let scan = self.scan.take().ok_or_else(spent)?;
-        let (source, tail_guess) = (self.source.as_str(), self.tail_guess);
-        let file = py.detach(|| RemoteFile::from_scan(source, scan.finish(), tail_guess));
-        Ok(RemoteMessages { file })
+        crate::guard::guarded("RemoteScan.finish", || {
+            let scan = self.scan.take().ok_or_else(spent)?;
+            let (source, tail_guess) = (self.source.as_str(), self.tail_guess);
+            let file = py.detach(|| RemoteFile::from_scan(source, scan.finish(), tail_guess));
+            Ok(RemoteMessages { file })
+        })
     }
 }
 
@@ -66,10 +72,12 @@ impl RemoteScan {
 /// `(first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess)`,
 /// `tgm_xarray.remote`'s.
 #[pyfunction]
-pub fn scan_remote(source: &str, size: u64, settings: (u64, u64, u64, u64, u64, u64)) -> RemoteScan {
-    let (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess) = settings;
-    let settings = Settings { first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess };
-    RemoteScan { source: source.to_owned(), tail_guess, scan: Some(remote_file::scan(source, size, settings)) }
+pub fn scan_remote(source: &str, size: u64, settings: (u64, u64, u64, u64, u64, u64)) -> PyResult<RemoteScan> {
+    crate::guard::guarded("scan_remote", || {
+        let (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess) = settings;
+        let settings = Settings { first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess };
+        Ok(RemoteScan { source: source.to_owned(), tail_guess, scan: Some(remote_file::scan(source, size, settings)) })
+    })
 }
 
 /// Every message of a remote file: the state of a `RemoteHandle` (`tgm_core::source::remote_file`).
@@ -95,26 +103,28 @@ impl RemoteMessages {
     /// it (a `MetadataTable`; its layout columns are read): nothing is fetched.
     #[staticmethod]
     fn from_index(source: &str, size: u64, table: &Bound<'_, PyAny>, tail_guess: u64) -> PyResult<RemoteMessages> {
-        let descriptors = table.getattr("descriptors")?;
-        let descriptors = descriptors
-            .try_iter()?
-            .enumerate()
-            .map(|(i, d)| descriptor(&d?, &format!("{source}: the index's descriptor {i}")).raised())
-            .collect::<PyResult<_>>()?;
-        let layout = Table {
-            n_messages: table.getattr("n_messages")?.extract()?,
-            msg: column(table, "msg")?,
-            frame_start: column(table, "frame_start")?,
-            frame_end: column(table, "frame_end")?,
-            descriptor: column(table, "descriptor")?,
-            descriptors,
-            frame_hash: column(table, "frame_hash")?,
-            has_frame_hash: column(table, "has_frame_hash")?,
-            message_offset: column(table, "message_offset")?,
-            message_length: column(table, "message_length")?,
-            ..Table::default()
-        };
-        Ok(RemoteMessages { file: RemoteFile::from_index(source, size, layout, tail_guess).raised()? })
+        crate::guard::guarded("RemoteMessages.from_index", || {
+            let descriptors = table.getattr("descriptors")?;
+            let descriptors = descriptors
+                .try_iter()?
+                .enumerate()
+                .map(|(i, d)| descriptor(&d?, &format!("{source}: the index's descriptor {i}")).raised())
+                .collect::<PyResult<_>>()?;
+            let layout = Table {
+                n_messages: table.getattr("n_messages")?.extract()?,
+                msg: column(table, "msg")?,
+                frame_start: column(table, "frame_start")?,
+                frame_end: column(table, "frame_end")?,
+                descriptor: column(table, "descriptor")?,
+                descriptors,
+                frame_hash: column(table, "frame_hash")?,
+                has_frame_hash: column(table, "has_frame_hash")?,
+                message_offset: column(table, "message_offset")?,
+                message_length: column(table, "message_length")?,
+                ..Table::default()
+            };
+            Ok(RemoteMessages { file: RemoteFile::from_index(source, size, layout, tail_guess).raised()? })
+        })
     }
 
     fn __len__(&self) -> usize {
@@ -123,75 +133,99 @@ impl RemoteMessages {
 
     /// `(offset, length)` of message `msg`.
     fn span(&self, msg: usize) -> PyResult<(u64, u64)> {
-        self.file.span(msg).raised()
+        crate::guard::guarded("RemoteMessages.span", || {
+            self.file.span(msg).raised()
+        })
     }
 
     /// Whether message `msg`'s metadata and descriptors are at hand (or it is known corrupt).
     fn is_described(&self, msg: usize) -> PyResult<bool> {
-        self.file.is_described(msg).raised()
+        crate::guard::guarded("RemoteMessages.is_described", || {
+            self.file.is_described(msg).raised()
+        })
     }
 
     /// Whether reads of message `msg` need it described first: it was read by its header or
     /// footer, and its objects' payloads are found from their descriptors.
     fn reads_need_description(&self, msg: usize) -> PyResult<bool> {
-        self.file.reads_need_description(msg).raised()
+        crate::guard::guarded("RemoteMessages.reads_need_description", || {
+            self.file.reads_need_description(msg).raised()
+        })
     }
 
     /// `(start, stop)` in the file of object `obj`'s data-object frame.
     fn frame_range(&self, msg: usize, obj: usize) -> PyResult<(u64, u64)> {
-        self.file.frame_range(msg, obj).raised()
+        crate::guard::guarded("RemoteMessages.frame_range", || {
+            self.file.frame_range(msg, obj).raised()
+        })
     }
 
     /// Checks object `obj`'s frame as fetched against the hash the table (or its index) records
     /// of it: `TgmStaleFileError` for a file republished since (`RemoteFile::check_frame`).
     fn check_frame(&self, msg: usize, obj: usize, frame: &Bound<'_, PyBytes>) -> PyResult<()> {
-        self.file
-            .check_frame(msg, obj, frame.as_bytes())
-            .map_err(|e| e.context(&format!("{}: message {msg}, object {obj}", self.file.source())))
-            .raised()
+        crate::guard::guarded("RemoteMessages.check_frame", || {
+            self.file
+                .check_frame(msg, obj, frame.as_bytes())
+                .map_err(|e| e.context(&format!("{}: message {msg}, object {obj}", self.file.source())))
+                .raised()
+        })
     }
 
     /// `(file offset, length)` of every data-object frame of message `msg`.
     fn frame_spans(&self, msg: usize) -> PyResult<Vec<(u64, u64)>> {
-        Ok(self.file.frames(msg).raised()?.to_vec())
+        crate::guard::guarded("RemoteMessages.frame_spans", || {
+            Ok(self.file.frames(msg).raised()?.to_vec())
+        })
     }
 
     /// The walk that fetches what describes the messages `wanted` not described yet, all in
     /// the same requests (`RemoteDescription`).
     fn describe(slf: &Bound<'_, Self>, wanted: Vec<usize>) -> PyResult<RemoteDescription> {
-        let walk = slf.get().file.describe(&wanted).raised()?;
-        Ok(RemoteDescription { file: slf.clone().unbind(), walk: Some(walk) })
+        crate::guard::guarded("RemoteMessages.describe", || {
+            let walk = slf.get().file.describe(&wanted).raised()?;
+            Ok(RemoteDescription { file: slf.clone().unbind(), walk: Some(walk) })
+        })
     }
 
     /// Message `msg`'s metadata (described first).
     fn metadata<'py>(&self, py: Python<'py>, msg: usize) -> PyResult<Bound<'py, PyDict>> {
-        metadata_to_py(py, self.file.metadata(msg).raised()?)
+        crate::guard::guarded("RemoteMessages.metadata", || {
+            metadata_to_py(py, self.file.metadata(msg).raised()?)
+        })
     }
 
     /// Message `msg`'s descriptors (described first).
     fn descriptors<'py>(&self, py: Python<'py>, msg: usize) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        for descriptor in self.file.descriptors(msg).raised()? {
-            list.append(descriptor_to_py(py, descriptor)?)?;
-        }
-        Ok(list)
+        crate::guard::guarded("RemoteMessages.descriptors", || {
+            let list = PyList::empty(py);
+            for descriptor in self.file.descriptors(msg).raised()? {
+                list.append(descriptor_to_py(py, descriptor)?)?;
+            }
+            Ok(list)
+        })
     }
 
     /// `(shape, dtype)` of each object of message `msg`: the table's where it holds the message
     /// (nothing fetched), else from its description.
     fn object_layouts(&self, msg: usize) -> PyResult<Vec<(Vec<u64>, String)>> {
-        self.file.object_layouts(msg).raised()
+        crate::guard::guarded("RemoteMessages.object_layouts", || {
+            self.file.object_layouts(msg).raised()
+        })
     }
 
     /// Object `obj`'s shape (as `object_layouts`).
     fn shape(&self, msg: usize, obj: usize) -> PyResult<Vec<u64>> {
-        Ok(self.file.shape(msg, obj).raised()?.to_vec())
+        crate::guard::guarded("RemoteMessages.shape", || {
+            Ok(self.file.shape(msg, obj).raised()?.to_vec())
+        })
     }
 
     /// `FileHandle.fingerprint` of object `obj` where it is known without fetching the payload
     /// (the frame's inline hash, or a frame read with its message), else `None`.
     fn fingerprint(&self, msg: usize, obj: usize) -> PyResult<Option<String>> {
-        self.file.fingerprint(msg, obj).raised()
+        crate::guard::guarded("RemoteMessages.fingerprint", || {
+            self.file.fingerprint(msg, obj).raised()
+        })
     }
 
     /// The read of `index` of object `obj` from byte ranges of its payload (`RemoteRead`), into
@@ -201,17 +235,19 @@ impl RemoteMessages {
     fn payload_read<'py>(
         &self, py: Python<'py>, msg: usize, obj: usize, index: Option<&Bound<'py, PyAny>>, out: Option<Bound<'py, PyUntypedArray>>,
     ) -> PyResult<Option<RemoteRead>> {
-        let context = format!("{}: message {msg}, object {obj}", self.file.source());
-        let in_context = |e: CoreError| e.context(&context).raised();
-        let shape = self.file.shape(msg, obj).raised()?;
-        let index = parse_index(index, shape).map_err(in_context)?;
-        let out_shape = index.shape.clone();
-        let read = py.detach(|| self.file.payload_read(msg, obj, &index.selection()?)).map_err(in_context)?;
-        let Some(read) = read else {
-            return Ok(None);
-        };
-        let out = out_array(py, read.descriptor(), &out_shape, out, &|| context.clone())?;
-        Ok(Some(RemoteRead { read, out: out.unbind(), context }))
+        crate::guard::guarded("RemoteMessages.payload_read", || {
+            let context = format!("{}: message {msg}, object {obj}", self.file.source());
+            let in_context = |e: CoreError| e.context(&context).raised();
+            let shape = self.file.shape(msg, obj).raised()?;
+            let index = parse_index(index, shape).map_err(in_context)?;
+            let out_shape = index.shape.clone();
+            let read = py.detach(|| self.file.payload_read(msg, obj, &index.selection()?)).map_err(in_context)?;
+            let Some(read) = read else {
+                return Ok(None);
+            };
+            let out = out_array(py, read.descriptor(), &out_shape, out, &|| context.clone())?;
+            Ok(Some(RemoteRead { read, out: out.unbind(), context }))
+        })
     }
 }
 
@@ -226,18 +262,24 @@ pub struct RemoteDescription {
 #[pymethods]
 impl RemoteDescription {
     fn wanted(&mut self) -> PyResult<Option<Ranges>> {
-        live(&mut self.walk)?.wanted().raised()
+        crate::guard::guarded("RemoteDescription.wanted", || {
+            live(&mut self.walk)?.wanted().raised()
+        })
     }
 
     fn feed(&mut self, fed: Vec<Bound<'_, PyBytes>>) -> PyResult<()> {
-        live(&mut self.walk)?.feed(pieces(fed)).raised()
+        crate::guard::guarded("RemoteDescription.feed", || {
+            live(&mut self.walk)?.feed(pieces(fed)).raised()
+        })
     }
 
     /// Keeps the descriptions: the first message found corrupt raises (the others are kept).
     fn finish(&mut self, py: Python<'_>) -> PyResult<()> {
-        let walk = self.walk.take().ok_or_else(spent)?;
-        let file = self.file.get().file();
-        py.detach(|| file.described_by(walk)).raised()
+        crate::guard::guarded("RemoteDescription.finish", || {
+            let walk = self.walk.take().ok_or_else(spent)?;
+            let file = self.file.get().file();
+            py.detach(|| file.described_by(walk)).raised()
+        })
     }
 }
 
@@ -253,22 +295,28 @@ pub struct RemoteRead {
 #[pymethods]
 impl RemoteRead {
     fn wanted(&self) -> PyResult<Option<Ranges>> {
-        self.read.wanted().map_err(|e| e.context(&self.context)).raised()
+        crate::guard::guarded("RemoteRead.wanted", || {
+            self.read.wanted().map_err(|e| e.context(&self.context)).raised()
+        })
     }
 
     fn feed(&mut self, fed: Vec<Bound<'_, PyBytes>>) -> PyResult<()> {
-        self.read.feed(pieces(fed)).map_err(|e| e.context(&self.context)).raised()
+        crate::guard::guarded("RemoteRead.feed", || {
+            self.read.feed(pieces(fed)).map_err(|e| e.context(&self.context)).raised()
+        })
     }
 
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyUntypedArray>> {
-        let out = self.out.bind(py);
-        let read = &self.read;
-        let dtype = read.descriptor().dtype;
-        let to = unpacked_for(out, dtype);
-        fill_out(py, out, out_itemsize(dtype, to), true, |bytes| read.read(bytes, to))
-            .map_err(|e| e.context(&self.context))
-            .raised()?;
-        Ok(out.clone())
+        crate::guard::guarded("RemoteRead.finish", || {
+            let out = self.out.bind(py);
+            let read = &self.read;
+            let dtype = read.descriptor().dtype;
+            let to = unpacked_for(out, dtype);
+            fill_out(py, out, out_itemsize(dtype, to), true, |bytes| read.read(bytes, to))
+                .map_err(|e| e.context(&self.context))
+                .raised()?;
+            Ok(out.clone())
+        })
     }
 }
 

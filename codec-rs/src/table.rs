@@ -92,33 +92,37 @@ pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict
 /// (`RemoteMessages.describe`).
 #[pyfunction]
 pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
-    let sources = files.iter().enumerate().map(|(i, f)| Source::of(i, f)).collect::<PyResult<Vec<_>>>()?;
-    if let Some(mapped) = sources.iter().map(Source::mapped).collect::<Option<Vec<_>>>() {
-        return scan_mapped(py, &mapped).and_then(|t| to_py_dict(py, &t));
-    }
-    let tables = sources
-        .iter()
-        .map(|s| match s {
-            Source::Mapped(h) => scan_mapped(py, &[h.file()]).map(Cow::Owned),
-            Source::Remote(r) => r.file().table().raised(),
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    match &tables[..] {
-        [one] => to_py_dict(py, one),
-        _ => {
-            let tables: Vec<&Table> = tables.iter().map(|t| t.as_ref()).collect();
-            to_py_dict(py, &py.detach(|| tgm_core::table::concat(&tables)))
+    crate::guard::guarded("table_of_files", || {
+        let sources = files.iter().enumerate().map(|(i, f)| Source::of(i, f)).collect::<PyResult<Vec<_>>>()?;
+        if let Some(mapped) = sources.iter().map(Source::mapped).collect::<Option<Vec<_>>>() {
+            return scan_mapped(py, &mapped).and_then(|t| to_py_dict(py, &t));
         }
-    }
+        let tables = sources
+            .iter()
+            .map(|s| match s {
+                Source::Mapped(h) => scan_mapped(py, &[h.file()]).map(Cow::Owned),
+                Source::Remote(r) => r.file().table().raised(),
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        match &tables[..] {
+            [one] => to_py_dict(py, one),
+            _ => {
+                let tables: Vec<&Table> = tables.iter().map(|t| t.as_ref()).collect();
+                to_py_dict(py, &py.detach(|| tgm_core::table::concat(&tables)))
+            }
+        }
+    })
 }
 
 /// The table of the messages in `data` (whole messages one after the other, as a file holds
 /// them; none when empty).
 #[pyfunction]
 pub fn table_of_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
-    let spans = if data.is_empty() { Vec::new() } else { index_messages(data).raised()? };
-    let table = scan(py, spans.iter().map(|&(offset, length)| (offset, &data[offset..offset + length])), |m| format!("message {m}"))?;
-    to_py_dict(py, &table)
+    crate::guard::guarded("table_of_bytes", || {
+        let spans = if data.is_empty() { Vec::new() } else { index_messages(data).raised()? };
+        let table = scan(py, spans.iter().map(|&(offset, length)| (offset, &data[offset..offset + length])), |m| format!("message {m}"))?;
+        to_py_dict(py, &table)
+    })
 }
 
 /// One file of `table_of_files`.

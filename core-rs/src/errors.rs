@@ -18,7 +18,8 @@ pub enum Kind {
     Os,
     /// The file's bytes are not those its table (or index) describes: it changed since it was
     /// opened or indexed (`TgmStaleFileError`).
-    Stale,
+    Stale,    /// A bug: a panic caught at the binding's wall (`TgmError`, see codec-rs/src/guard.rs).
+    Internal,
 }
 
 /// An error with its full, user-facing message (file, message and object included).
