@@ -90,6 +90,18 @@ def require_entry_point(group: str, name: str) -> None:
             f"no {group} entry point {name!r} is installed: reinstall tgm-xarray (make setup)")
 
 
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """An index cache directory of the test's own and a fresh handle cache (modules that count
+    index files or patch how files are stat'ed use it: ``pytest.mark.usefixtures("own_cache")``)."""
+    from tgm_xarray.source import handles, index
+
+    monkeypatch.setenv(index.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    handles.CACHE.clear()
+    yield
+    handles.CACHE.clear()
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     return require_shared(SHARED)

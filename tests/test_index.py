@@ -25,13 +25,7 @@ from tgm_xarray.source import handles, index
 CLI = [sys.executable, "-m", "tgm_xarray.cli"]
 
 
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    """Each test its own cache directory and a fresh handle cache."""
-    monkeypatch.setenv(index.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    handles.CACHE.clear()
-    yield
-    handles.CACHE.clear()
+pytestmark = pytest.mark.usefixtures("own_cache")  # each test its own index cache
 
 
 @pytest.fixture

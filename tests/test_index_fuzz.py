@@ -12,11 +12,14 @@ import pytest
 import xarray as xr
 
 from conftest import ENGINE
-from test_index import archive, open_cold, own_cache  # noqa: F401
+from test_index import archive, open_cold  # noqa: F401
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.source import handles, index
 
 SEEDS = range(100)  # about 12 s on a busy 2-core machine
+
+pytestmark = pytest.mark.usefixtures("own_cache")  # each test its own index cache
+
 
 
 def mutate(data: bytes, rng: random.Random) -> bytes:

@@ -18,10 +18,13 @@ import xarray as xr
 
 import tgm_xarray
 from conftest import ENGINE
-from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly, own_cache  # noqa: F401
+from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly  # noqa: F401
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.source import dimension_coords, handles, index, open_file, planned
+
+pytestmark = pytest.mark.usefixtures("own_cache")  # each test its own index cache
+
 
 
 def forge(path: Path, target: Path, change, key: bytes | None = None) -> None:

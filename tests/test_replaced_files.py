@@ -22,20 +22,13 @@ from tgm_xarray.source import handles, index
 from tgm_xarray.writer import to_tgm
 
 # Every test patches the stat of the process-wide cache's files, or counts their opens.
-pytestmark = pytest.mark.thread_unsafe(reason="patches how the handle cache stats files")
+pytestmark = [pytest.mark.thread_unsafe(reason="patches how the handle cache stats files"),
+              pytest.mark.usefixtures("own_cache")]
 
 
 def _dataset(value: float) -> xr.Dataset:
     return xr.Dataset({"t": (("step", "x"), np.full((2, 3), value))},
                       coords={"step": np.array([0, 6], "m8[h]")})
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(index.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    handles.CACHE.clear()
-    yield
-    handles.CACHE.clear()
 
 
 @pytest.fixture
