@@ -46,3 +46,35 @@ def test_the_core_raises_without_importing_the_package(tmp_path, monkeypatch):
     path = garbage_file(tmp_path)
     with pytest.raises(errors.TgmFormatError, match="garbage.tgm"):
         _core.FileHandle(str(path))
+
+
+def _messages(n: int) -> bytes:
+    """``n`` messages of upstream ``tensogram``'s writing, each one 4 x 5 float64 field."""
+    import numpy as np
+    tensogram = pytest.importorskip("tensogram")
+    desc = {"type": "ntensor", "shape": [4, 5], "dtype": "float64", "byte_order": "little", "encoding": "none",
+            "filter": "none", "compression": "none"}
+    return b"".join(tensogram.encode({"base": [{"name": "t", "step": i}]}, [(desc, np.full((4, 5), float(i)))])
+                    for i in range(n))
+
+
+@pytest.mark.parametrize("cut", ["truncated", "garbage"])
+def test_a_file_cut_short_keeps_its_complete_messages_when_asked(tmp_path, cut):
+    """``complete_only``: the messages before the cut, and why the rest is none (cfgrib's
+    ``errors="warn"``); the default open still refuses the file."""
+    data = _messages(3)
+    data = data[:-7] if cut == "truncated" else data + b"not a message at all"
+    path = tmp_path / "cut.tgm"
+    path.write_bytes(data)
+    with pytest.raises(errors.TgmFormatError, match="complete message"):
+        _core.FileHandle(str(path))
+    f = _core.FileHandle(str(path), complete_only=True)
+    assert len(f) == (2 if cut == "truncated" else 3)
+    assert f.cut is not None and str(path) in f.cut and f"after {len(f)} complete message(s)" in f.cut
+    assert f.read(len(f) - 1, 0)[0, 0] == len(f) - 1
+    whole = tmp_path / "whole.tgm"
+    whole.write_bytes(_messages(2))
+    assert _core.FileHandle(str(whole), complete_only=True).cut is None
+    (tmp_path / "none.tgm").write_bytes(_messages(1)[:-7])
+    with pytest.raises(errors.TgmFormatError, match="truncated"):
+        _core.FileHandle(str(tmp_path / "none.tgm"), complete_only=True)

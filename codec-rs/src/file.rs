@@ -90,11 +90,22 @@ pub(crate) fn metadata_to_py<'py>(py: Python<'py>, meta: &GlobalMetadata) -> PyR
 
 #[pymethods]
 impl FileHandle {
+    /// Maps `path`; `complete_only`: a file cut short keeps its complete messages (`cut` says
+    /// why the rest is none) instead of raising.
     #[new]
-    fn py_new(py: Python<'_>, path: &str) -> PyResult<FileHandle> {
+    #[pyo3(signature = (path, complete_only = false))]
+    fn py_new(py: Python<'_>, path: &str, complete_only: bool) -> PyResult<FileHandle> {
         crate::guard::guarded("FileHandle.__new__", || {
-            py.detach(|| MappedFile::open(path)).raised().map(|file| FileHandle { file })
+            let open = if complete_only { MappedFile::open_complete } else { MappedFile::open };
+            py.detach(|| open(path)).raised().map(|file| FileHandle { file })
         })
+    }
+
+    /// Why the end of a file opened with `complete_only` is no message (its error's text), or
+    /// `None` where the messages fill the file.
+    #[getter]
+    fn cut(&self) -> Option<String> {
+        self.file.cut().map(|e| e.message.clone())
     }
 
     #[getter]

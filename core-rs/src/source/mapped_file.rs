@@ -20,6 +20,8 @@ pub struct MappedFile {
     spans: Vec<(usize, usize)>,
     /// Each message's frames, parsed on first use.
     parsed: Vec<OnceLock<CoreResult<ParsedMessage>>>,
+    /// Why the bytes after the last message are none ([`MappedFile::open_complete`] only).
+    cut: Option<CoreError>,
 }
 
 /// Finds every message, requiring that they tile the file: a truncated message or bytes that
@@ -29,7 +31,16 @@ pub fn index_messages(data: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
 }
 
 /// `index_messages`, calling `passed(end)` after each message.
-fn index_messages_with(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult<Vec<(usize, usize)>> {
+fn index_messages_with(data: &[u8], passed: impl FnMut(usize)) -> CoreResult<Vec<(usize, usize)>> {
+    match complete_messages(data, passed)? {
+        (_, Some(cut)) => Err(cut),
+        (spans, None) => Ok(spans),
+    }
+}
+
+/// The messages up to the first bytes that are not a whole message, and why they are not
+/// (`None`: the messages tile the file); an error where the file holds no message at all.
+fn complete_messages(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult<(Vec<(usize, usize)>, Option<CoreError>)> {
     let format = |m: String| CoreError::new(Kind::Format, m);
     if data.is_empty() {
         return Err(format("the file is empty".into()));
@@ -44,14 +55,17 @@ fn index_messages_with(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult
             format(format!("bytes {pos}..{} (after {} complete message(s)) {m}", data.len(), spans.len()))
         };
         if !data[pos..].starts_with(MAGIC) {
-            return Err(here("are not a message: trailing garbage or a corrupt file"));
+            return Ok((spans.clone(), Some(here("are not a message: trailing garbage or a corrupt file"))));
         }
-        let length = frames::message_length(&data[pos..]).map_err(|e| here(&format!("are {}", e.message)))?;
+        let length = match frames::message_length(&data[pos..]) {
+            Ok(length) => length,
+            Err(e) => return Ok((spans.clone(), Some(here(&format!("are {}", e.message))))),
+        };
         spans.push((pos, length));
         pos += length;
         passed(pos);
     }
-    Ok(spans)
+    Ok((spans, None))
 }
 
 /// Scans release the pages they have passed every this many bytes.
@@ -71,6 +85,17 @@ fn release(map: &Mmap, range: Range<usize>) {
 impl MappedFile {
     /// Maps the file at `path` and finds its messages.
     pub fn open(path: &str) -> CoreResult<MappedFile> {
+        let file = Self::open_complete(path)?;
+        match file.cut {
+            Some(cut) => Err(cut),
+            None => Ok(file),
+        }
+    }
+
+    /// [`MappedFile::open`] of the complete messages only: a file cut short (or ending in bytes
+    /// of no message) keeps the messages before the cut, and [`MappedFile::cut`] says why the
+    /// rest is none (cfgrib's `errors="warn"`). A file without one complete message is an error.
+    pub fn open_complete(path: &str) -> CoreResult<MappedFile> {
         let os = |e: std::io::Error| CoreError::new(Kind::Os, format!("{path}: {e}"));
         let file = File::open(path).map_err(os)?;
         let size = file.metadata().map_err(os)?.len();
@@ -84,16 +109,28 @@ impl MappedFile {
         }
         .map_err(|e| CoreError::new(Kind::Os, format!("{path}: cannot map the file: {e}")))?;
         let mut released = 0;
-        let spans = index_messages_with(&map, |pos| {
+        let (spans, cut) = complete_messages(&map, |pos| {
             if pos - released >= RELEASE_WINDOW {
                 release(&map, released..pos);
                 released = pos;
             }
         })
         .map_err(|e| e.context(path))?;
+        let cut = cut.map(|e| e.context(path));
+        if spans.is_empty() {
+            if let Some(cut) = cut {
+                return Err(cut);
+            }
+        }
         release(&map, 0..map.len());
         let parsed = spans.iter().map(|_| OnceLock::new()).collect();
-        Ok(MappedFile { path: path.to_owned(), map, spans, parsed })
+        Ok(MappedFile { path: path.to_owned(), map, spans, parsed, cut })
+    }
+
+    /// Why the bytes after the last message are not one (a file [`MappedFile::open_complete`]
+    /// kept the complete messages of), else `None`.
+    pub fn cut(&self) -> Option<&CoreError> {
+        self.cut.as_ref()
     }
 
     /// Drops the file's pages from the process's resident memory (see `release`).
