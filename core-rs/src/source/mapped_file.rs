@@ -38,9 +38,12 @@ fn index_messages_with(data: &[u8], passed: impl FnMut(usize)) -> CoreResult<Vec
     }
 }
 
+/// `(offset, length)` of messages.
+type Spans = Vec<(usize, usize)>;
+
 /// The messages up to the first bytes that are not a whole message, and why they are not
 /// (`None`: the messages tile the file); an error where the file holds no message at all.
-fn complete_messages(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult<(Vec<(usize, usize)>, Option<CoreError>)> {
+fn complete_messages(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult<(Spans, Option<CoreError>)> {
     let format = |m: String| CoreError::new(Kind::Format, m);
     if data.is_empty() {
         return Err(format("the file is empty".into()));
