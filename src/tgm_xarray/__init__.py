@@ -38,6 +38,7 @@ except PackageNotFoundError:  # running from a source tree
 # Heavier or optional parts load on first use: `import tgm_xarray` must not import zarr.
 _LAZY = {
     "to_tgm": "tgm_xarray.writer",
+    "to_grib": "tgm_xarray.grib",
     "TensogramCodec": "tgm_xarray.zarr_codec",
     "show_versions": "tgm_xarray.versions",
 }
@@ -62,5 +63,6 @@ __all__ = [
     "TensogramCodec",
     "open_file",
     "show_versions",
+    "to_grib",
     "to_tgm",
 ]

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from tgm_xarray._core import MAGIC, decoded_bytes, numpy_dtype
 from tgm_xarray.attrs import jsonable
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
+from tgm_xarray.grib import GRIB_SUFFIXES
 from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canonical
 from tgm_xarray.source import open_file
 from tgm_xarray.source.handles import absolute
@@ -47,10 +48,9 @@ from tgm_xarray.vocabulary import close_matches, did_you_mean
 if TYPE_CHECKING:  # imported where used: `tgm-xarray --help` stays quick
     from tgm_xarray.layout import DatasetPlan, MessageSpec
 
-GRIB_SUFFIXES = (".grib", ".grib1", ".grib2", ".grb", ".grb1", ".grb2")
 #: Names of formats `convert` reads but does not write: such an OUTPUT is a mistake (often a
 #: forgotten OUTPUT, the last input taken for it), never a file to fill with Tensogram bytes.
-OTHER_FORMATS = {**dict.fromkeys(GRIB_SUFFIXES, "GRIB"), **dict.fromkeys((".h5", ".hdf5"), "HDF5")}
+OTHER_FORMATS = dict.fromkeys((".h5", ".hdf5"), "HDF5")
 #: Options of `convert` that only a .tgm OUTPUT takes (their flags, for the error).
 TGM_ONLY = {"bits_per_value": "--bits", "compression": "--compression", "option": "--option",
             "layout": "--layout", "field_dims": "--field-dims", "append": "--append", "threads": "--threads",
@@ -166,10 +166,11 @@ def _parser() -> argparse.ArgumentParser:
                     ".tgm, and an input or an existing OUTPUT is never replaced, unless --force "
                     "is given (--append adds to an existing OUTPUT.tgm). A directory INPUT that "
                     "is not a Zarr store stands for the files in it. An OUTPUT ending in .nc or "
-                    ".zarr takes one .tgm INPUT and is written by xarray's to_netcdf / to_zarr.")
+                    ".zarr takes one .tgm INPUT and is written by xarray's to_netcdf / to_zarr; "
+                    "one ending in .grib2 (or .grib) takes one .tgm INPUT and is written by ecCodes.")
     convert.add_argument("inputs", nargs="+", metavar="INPUT",
                          help="GRIB, NetCDF, Zarr or .tgm path (or URL), or a directory of them")
-    convert.add_argument("output", metavar="OUTPUT.tgm|.nc|.zarr")
+    convert.add_argument("output", metavar="OUTPUT.tgm|.nc|.zarr|.grib2")
     convert.add_argument("--force", action="store_true",
                          help="write OUTPUT even if it exists, is an input, or is a name "
                               "without .tgm")
@@ -559,8 +560,10 @@ def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
     xarray with each variable's encoding translated (:mod:`tgm_xarray.export`)."""
     from tgm_xarray.export import export
 
-    name = "NetCDF" if fmt == "netcdf" else "Zarr"
-    given = [flag for key, flag in TGM_ONLY.items() if getattr(args, key) not in (None, [])]
+    name = {"netcdf": "NetCDF", "zarr": "Zarr", "grib": "GRIB"}[fmt]
+    # a GRIB OUTPUT takes --bits: ecCodes packs every field with that many instead of its own
+    given = [flag for key, flag in TGM_ONLY.items() if getattr(args, key) not in (None, [])
+             and not (fmt == "grib" and key == "bits_per_value")]
     if given:
         raise ValueError(f"{', '.join(given)}: only for .tgm outputs; a {name} OUTPUT keeps each "
                          f"variable's encoding where {name} has an equivalent (docs/cli.md)")
@@ -570,6 +573,13 @@ def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
                          f"to convert into Tensogram")
     check_export_output(args.output, args.inputs, force=args.force)
     [ds] = _selected(args, open_inputs(args.inputs[0], args.engine, args.chunks, args.storage_options))
+    if fmt == "grib":
+        from tgm_xarray.grib import to_grib
+
+        messages = to_grib(ds, args.output, bits=args.bits_per_value, durable=args.durable)
+        print(f"{args.output}: wrote {plural(messages, 'message')} of {plural(len(ds.data_vars), 'variable')} "
+              f"from {args.inputs[0]} as GRIB 2")
+        return 0
     export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr),
            durable=args.durable)
     print(f"{args.output}: wrote {plural(len(ds.data_vars), 'variable')} from {args.inputs[0]} as {name}")
@@ -636,19 +646,19 @@ def check_output(output: str, inputs: Sequence[str], *, force: bool, append: boo
     was), and, unless ``force``, an existing file (but a Tensogram file ``append`` adds to), or a
     name without ``.tgm``.
 
-    >>> check_output("2t.grib2", ["lsm.grib2"], force=False)  # doctest: +NORMALIZE_WHITESPACE
+    >>> check_output("2t.h5", ["lsm.grib2"], force=False)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: OUTPUT '2t.grib2' is a GRIB file name: convert writes .tgm, .nc and .zarr files
-    (writing GRIB is not supported yet); give OUTPUT.tgm last
+    ValueError: OUTPUT '2t.h5' is a HDF5 file name: convert writes .tgm, .nc, .zarr and .grib2
+    files (writing HDF5 is not supported yet); give OUTPUT.tgm last
     """
     if is_url(output):
         raise ValueError(f"OUTPUT {output!r} is a URL: convert writes local .tgm files only")
     name = output.rstrip("/")
     fmt = OTHER_FORMATS.get(os.path.splitext(name)[1].lower())
     if fmt:
-        raise ValueError(f"OUTPUT {output!r} is a {fmt} file name: convert writes .tgm, .nc and "
-                         f".zarr files (writing {fmt} is not supported yet); give OUTPUT.tgm last")
+        raise ValueError(f"OUTPUT {output!r} is a {fmt} file name: convert writes .tgm, .nc, .zarr and "
+                         f".grib2 files (writing {fmt} is not supported yet); give OUTPUT.tgm last")
     if os.path.isdir(output):
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a .tgm file name", output)
     if any(_same_file(output, path) for path in inputs):

@@ -30,6 +30,7 @@ import xarray as xr
 from tgm_xarray import cf
 from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.attrs import json_text
+from tgm_xarray.grib import GRIB_SUFFIXES
 from tgm_xarray.pipeline import packing_step
 from tgm_xarray.versions import install_hint
 
@@ -43,9 +44,11 @@ _KEPT_ENCODING = ("units", "calendar", "coordinates")
 
 
 def output_format(path: str) -> str | None:
-    """``"netcdf"``, ``"zarr"`` or None (a ``.tgm`` or other name) from ``path``'s ending."""
+    """``"netcdf"``, ``"zarr"``, ``"grib"`` or None (a ``.tgm`` or other name) from ``path``'s ending."""
     suffix = os.path.splitext(path.rstrip("/"))[1].lower()
-    return "netcdf" if suffix in NETCDF_SUFFIXES else "zarr" if suffix in ZARR_SUFFIXES else None
+    formats = {**dict.fromkeys(NETCDF_SUFFIXES, "netcdf"), **dict.fromkeys(ZARR_SUFFIXES, "zarr"),
+               **dict.fromkeys(GRIB_SUFFIXES, "grib")}
+    return formats.get(suffix)
 
 
 def packing(values: np.ndarray, bits: int) -> dict | None:
