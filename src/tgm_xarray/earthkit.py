@@ -1,4 +1,5 @@
-"""earthkit-data 1.x reads ``.tgm`` files: ``ekd.from_source("tgm", path_or_url)`` (docs/earthkit.md).
+"""earthkit-data 1.x reads and writes ``.tgm`` files: ``ekd.from_source("tgm", path_or_url)``,
+``data.to_target("tgm", path)`` (docs/earthkit.md).
 
 The source is registered under the entry point group ``earthkit.data.sources``, the one kind of
 plugin earthkit-data 1.x loads (its readers, which ``from_source("file", ...)`` tries, are only
@@ -16,14 +17,27 @@ the modules of its own package). The data object gives:
   one hypercube (the engine's keywords, such as ``filter_by_keys``, apply).
 - ``to_numpy()``: the field list's values stacked.
 
+The target ``"tgm"`` (:class:`TgmTarget`, entry point group ``earthkit.data.targets``) writes
+what its encoder ``"tgm"`` (:class:`TgmEncoder`, ``earthkit.data.encoders``) makes of the data as
+Datasets, atomically, through :class:`tgm_xarray.writer.TgmWriter`:
+
+- GRIB fields (those with a GRIB message: ``field.message()``) as ``tgm-xarray convert`` writes
+  their GRIB: the messages go to a temporary GRIB file, which cfgrib opens as the command does;
+- any other field (such as those of the source ``"tgm"``) as one message: its values on its
+  regular latitude/longitude grid, its labels as its keys (those of the source ``"tgm"`` are every
+  stored key, so the engine reads the field back as it read it);
+- ``from_source("tgm", path)`` itself as the engine's Dataset of the file; an xarray Dataset as it is.
+
 >>> import earthkit.data as ekd                                     # doctest: +SKIP
 >>> fields = ekd.from_source("tgm", "forecast.tgm").to_fieldlist()  # doctest: +SKIP
 >>> fields.sel({"parameter.variable": "t", "vertical.level": 500})  # doctest: +SKIP
+>>> fields.to_target("tgm", "t.tgm")                                # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
@@ -31,7 +45,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 from earthkit.data.core.field import Field
+from earthkit.data.core.fieldlist import FieldList
+from earthkit.data.data import Data
 from earthkit.data.data.source import SourceData
+from earthkit.data.encoders import EncodedData, Encoder
 from earthkit.data.field.handler.data import DataFieldComponentHandler
 from earthkit.data.field.handler.ensemble import EnsembleFieldComponentHandler
 from earthkit.data.field.handler.geography import GeographyFieldComponentHandler
@@ -42,6 +59,7 @@ from earthkit.data.field.handler.vertical import VerticalFieldComponentHandler
 from earthkit.data.field.mars.vertical import MarsVerticalBuilder
 from earthkit.data.indexing.simple import SimpleFieldList
 from earthkit.data.sources import Source
+from earthkit.data.targets import SimpleTarget
 from earthkit.data.utils.summary import DataDescriber
 
 from tgm_xarray import mars
@@ -49,7 +67,13 @@ from tgm_xarray.attrs import structural
 from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.hypercube.objects import HORIZONTAL_NAMES, Objects, Row
 from tgm_xarray.hypercube.variables import variable_name
+from tgm_xarray.layout import plan
 from tgm_xarray.source import TgmFile
+from tgm_xarray.writer import TgmWriter
+
+#: The attributes the engine gives the coordinates of a regular grid.
+LATLON_ATTRS = {"latitude": {"units": "degrees_north", "standard_name": "latitude"},
+                "longitude": {"units": "degrees_east", "standard_name": "longitude"}}
 
 
 class TgmSource(Source):
@@ -201,3 +225,171 @@ class _Grids:
         if lat.shape == lon.shape == shape:
             return {"latitudes": lat, "longitudes": lon}
         return {}
+
+
+class TgmTarget(SimpleTarget):
+    """``data.to_target("tgm", path, append=False, encoding=None, durable=False)``: ``path``
+    gets the ``.tgm`` file of every ``write`` to this target, when the target closes (``with``
+    or ``to_target``); nothing when a write or the ``with`` block fails. ``append`` adds the
+    messages to an existing file; ``encoding`` and ``durable`` are :func:`tgm_xarray.to_tgm`'s."""
+
+    _name = "tgm"
+
+    # Keyword-only: ``to_target`` gives every keyword to the target first, then passes on to
+    # ``write`` those that are not the target's (its ``target_kwargs``).
+    def __init__(self, file: str | os.PathLike, *, append: bool = False,
+                 encoding: Mapping[str, Mapping[str, Any]] | None = None, durable: bool = False,
+                 encoder: Encoder | str | None = None, **kwargs):
+        super().__init__(encoder=encoder, **kwargs)
+        if not isinstance(file, (str, os.PathLike)):
+            raise TypeError(f"the tgm target writes to a path, not {type(file).__name__}")
+        self.path = os.fspath(file)
+        self.encoding = encoding
+        # Taken at the first write, so a target never written to leaves ``path`` as it was.
+        self.writer: TgmWriter | None = None
+        self.mode = "a" if append else "w"
+        self.durable = durable
+        self.tgm_encoder = TgmEncoder() if encoder is None else encoder
+
+    def _write(self, data: Any, encoder: Encoder | str | None = None, **kwargs) -> None:
+        from earthkit.data.encoders import make_encoder
+
+        encoded = make_encoder(data, encoder or self.tgm_encoder).encode(data, target=self, **kwargs)
+        if not isinstance(encoded, TgmEncodedData):
+            raise TypeError(f"the tgm target writes the tgm encoder's output, not {type(encoded).__name__}")
+        if self.writer is None:
+            self.writer = TgmWriter(self.path, self.mode, durable=self.durable)  # type: ignore[arg-type]
+        with encoded:
+            encoded.write(self.writer, self.encoding)
+
+    def flush(self) -> None:
+        self._raise_if_closed()
+
+    def close(self) -> None:
+        """Put the file in place (:meth:`TgmWriter.commit`)."""
+        self._mark_closed()
+        if self.writer is not None:
+            self.writer.commit()
+
+    def abort(self) -> None:
+        """Leave ``path`` as it was."""
+        self._mark_closed()
+        if self.writer is not None:
+            self.writer.abort()
+
+    def __exit__(self, kind, value, traceback) -> None:
+        self.close() if kind is None else self.abort()
+
+
+class TgmEncodedData(EncodedData):
+    """What :class:`TgmEncoder` makes: Datasets, some read from a temporary GRIB file that lives
+    until they are written (``with``)."""
+
+    def __init__(self, datasets: list[xr.Dataset], scratch: tempfile.TemporaryDirectory | None = None):
+        self.datasets, self.scratch = datasets, scratch
+
+    def write(self, writer: TgmWriter, encoding: Mapping | None = None) -> None:
+        from tgm_xarray.cli import Plans
+
+        # One plan of all: a hole of one Dataset may be another's field (``skip_nan_fields``).
+        writer.write_plan(Plans([plan(ds, encoding=_encoding(ds, encoding)) for ds in self.datasets]))
+
+    def to_file(self, f: Any) -> None:
+        """Write the ``.tgm`` file to ``f``, a path (atomically) or a binary file object."""
+        if isinstance(f, (str, os.PathLike)):
+            with self, TgmWriter(f) as writer:
+                self.write(writer)
+        else:
+            f.write(self.to_bytes())
+
+    def to_bytes(self) -> bytes:
+        with tempfile.TemporaryDirectory() as scratch:
+            path = os.path.join(scratch, "encoded.tgm")
+            self.to_file(path)
+            with open(path, "rb") as f:
+                return f.read()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return default
+
+    def __enter__(self) -> TgmEncodedData:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for ds in self.datasets:
+            ds.close()
+        if self.scratch is not None:
+            self.scratch.cleanup()
+
+
+class TgmEncoder(Encoder):
+    """The encoder ``"tgm"``: a field list, a field, ``from_source`` data or an xarray Dataset as
+    the Datasets the ``.tgm`` file is written from (the module's docstring says how). It serves
+    the target ``"tgm"`` only: any other (``to_target("file", "x.tgm", encoder="tgm")``) is
+    refused, as earthkit's file target would write in place, and replace where asked to append."""
+
+    def encode(self, data: Any = None, *, target: Any = None, **kwargs) -> TgmEncodedData:
+        if target is not None and not isinstance(target, TgmTarget):
+            raise ValueError(f"the tgm encoder writes through the tgm target only, not {type(target).__name__}: "
+                             "to_target('tgm', path)")
+        if isinstance(data, Source) and not isinstance(data, FieldList):
+            data = data.to_data_object()  # what ``from_source(...).to_target`` gives the target
+        if isinstance(data, TgmData):
+            return TgmEncodedData([data.to_xarray()])
+        if isinstance(data, xr.DataArray):
+            data = data.to_dataset()
+        if isinstance(data, xr.Dataset):
+            return TgmEncodedData([data])
+        if isinstance(data, Data) and "fieldlist" in data.available_types:
+            data = data.to_fieldlist()
+        if isinstance(data, Field):
+            data = [data]
+        if isinstance(data, (FieldList, list)):
+            return _fields_encoded(list(data))
+        raise TypeError(f"the tgm encoder takes fields, a field list or xarray data, not {type(data).__name__}")
+
+    # earthkit's double dispatch, for callers that use it.
+    def _encode(self, data, *, target=None, **kwargs) -> TgmEncodedData:
+        return self.encode(data, target=target, **kwargs)
+
+    _encode_field = _encode_fieldlist = _encode_xarray = _encode
+
+    def _encode_featurelist(self, featurelist, *, target=None, **kwargs) -> TgmEncodedData:
+        raise TypeError("the tgm encoder writes fields, not features")
+
+    _encode_path = _encode_featurelist
+
+
+def _encoding(ds: xr.Dataset, encoding: Mapping | None) -> dict | None:
+    """The target's ``encoding`` for the variables of ``ds`` (a Dataset is one of several)."""
+    return None if encoding is None else {k: v for k, v in encoding.items() if k in ds.data_vars}
+
+
+def _fields_encoded(fields: list[Field]) -> TgmEncodedData:
+    messages = [field.message() for field in fields]
+    datasets = [_field_dataset(field) for field, message in zip(fields, messages) if message is None]
+    grib = [message for message in messages if message is not None]
+    if not grib:
+        return TgmEncodedData(datasets)
+    from tgm_xarray.cli import open_inputs
+
+    scratch = tempfile.TemporaryDirectory(prefix="tgm-earthkit-")
+    path = os.path.join(scratch.name, "fields.grib2")
+    with open(path, "wb") as f:
+        for message in grib:
+            f.write(message)
+    # As ``tgm-xarray convert fields.grib2 out.tgm`` opens it: one Dataset per cfgrib hypercube.
+    return TgmEncodedData(open_inputs(path, None, None) + datasets, scratch)
+
+
+def _field_dataset(field: Field) -> xr.Dataset:
+    """A field of no GRIB message as a Dataset of one variable: its values on its regular grid,
+    its labels as attributes."""
+    values = field.to_numpy()
+    name = field.get("parameter.variable") or "values"
+    attrs = field.labels.to_dict()
+    lat, lon = field.geography.distinct_latitudes(), field.geography.distinct_longitudes()
+    if lat is None or lon is None or values.shape != (np.size(lat), np.size(lon)):
+        raise ValueError(f"field {name!r}: the tgm encoder writes fields on a regular latitude/longitude grid only")
+    coords = {dim: xr.Variable(dim, axis, LATLON_ATTRS[dim]) for dim, axis in (("latitude", lat), ("longitude", lon))}
+    return xr.Dataset({name: (("latitude", "longitude"), values, attrs)}, coords=coords)
