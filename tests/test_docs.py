@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN, NETCDF, REAL, REMOTE_PARITY, REPO, require_entry_point, require_shared
+from conftest import FIXTURES, GOLDEN, NETCDF, REAL, REMOTE_PARITY, REPO, require_entry_point, require_shared
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^(?P<indent>\s*)```python\s*$")
@@ -161,8 +161,10 @@ def archives(s: StandIns) -> None:
 
 def earthkit(s: StandIns) -> None:
     pytest.importorskip("earthkit.data", reason="earthkit-data is not installed (the `earthkit` extra)")
-    require_entry_point("earthkit.data.sources", "tgm")
+    for group in ("sources", "targets", "encoders"):
+        require_entry_point(f"earthkit.data.{group}", "tgm")
     s.link(REAL / "ifs-0p25-20260404.tgm")
+    s.link(FIXTURES / "upstream" / "grib" / "t_600.grib2", "forecast.grib2")
 
 
 def mapping(s: StandIns) -> None:

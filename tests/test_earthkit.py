@@ -154,12 +154,15 @@ def test_bad_input_fails_at_from_source_naming_the_file(from_source, tmp_path):
 @pytest.fixture
 def declared_plugins(tmp_path, monkeypatch):
     """earthkit's plugin lookup finding pyproject.toml's entry points, as after a reinstall: a
-    distribution of that name first on ``sys.path``, holding them, shadows the installed one."""
+    distribution of that name first on ``sys.path``, holding all of them (the xarray engine's
+    too), shadows the installed one."""
     dist = tmp_path / "site" / "tgm_xarray-0.dist-info"
     dist.mkdir(parents=True)
     (dist / "entry_points.txt").write_text("".join(
         f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()) + "\n"
-        for group, entries in _declared().items() if group.startswith("earthkit.")))
+        for group, entries in _declared().items()))
+    # Metadata too: the distribution shadows the installed one for importlib.metadata as well.
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tgm-xarray\nVersion: {tgm_xarray.__version__}\n")
     monkeypatch.syspath_prepend(str(dist.parent))
 
 

@@ -1,9 +1,9 @@
 """earthkit-data 1.x reads and writes ``.tgm`` files: ``ekd.from_source("tgm", path_or_url)``,
 ``data.to_target("tgm", path)`` (docs/earthkit.md).
 
-The source is registered under the entry point group ``earthkit.data.sources``, the one kind of
-plugin earthkit-data 1.x loads (its readers, which ``from_source("file", ...)`` tries, are only
-the modules of its own package). The data object gives:
+The source is registered under the entry point group ``earthkit.data.sources`` (earthkit-data
+1.x loads sources, targets and encoders from plugins; its readers, which ``from_source("file",
+...)`` tries, are only the modules of its own package). The data object gives:
 
 - ``to_fieldlist()``: one field per data object (coordinate objects such as ``latitude`` and
   ``longitude`` are the fields' geography, as the engine decides which objects are coordinates).
