@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Literal, Self, get_args
 
-from tgm_xarray.source.handles import not_a_file
+from tgm_xarray.errors import not_a_file
 
 WriteMode = Literal["w", "w-", "a"]
 MODES = get_args(WriteMode)

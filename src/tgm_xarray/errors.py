@@ -5,6 +5,9 @@ a read keeps working); messages name the file, the message and the object concer
 file stays a ``FileNotFoundError``.
 """
 
+import errno
+import stat
+
 # The classes the Rust core raises are made by `_core` (with this module's name, so they pickle
 # and print as this module's): the core never imports this package.
 from tgm_xarray._core import (  # noqa: F401  (re-exported)
@@ -69,3 +72,18 @@ class RemoteRangeError(RemoteError):
 class TgmIndexWarning(UserWarning):
     """An index was not used (stale, corrupt, foreign, or not writable): the file is opened
     without it, as if it did not exist. The message names the index and why."""
+
+
+# Paths that are not regular files, refused by every open and write (the handle cache, atomic
+# writes, the index's key file). What each non-regular file type is called in errors:
+_FILE_TYPES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_a_file(path: str, mode: int, expected: str = ".tgm file") -> OSError:
+    """The error for ``path``, of file ``mode``, that is not a regular file (``expected``: what
+    it should have been)."""
+    if stat.S_ISDIR(mode):
+        return IsADirectoryError(errno.EISDIR, f"is a directory, not a {expected}", path)
+    what = next((name for test, name in _FILE_TYPES if test(mode)), "not a regular file")
+    return OSError(errno.EINVAL, f"is {what}, not a regular {expected}", path)

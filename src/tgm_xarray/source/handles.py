@@ -22,7 +22,6 @@ parent, and the lock may have been held by another thread at the time of the for
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import stat
@@ -32,7 +31,7 @@ from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
 from tgm_xarray._core import FileHandle
-from tgm_xarray.errors import TgmStaleFileError
+from tgm_xarray.errors import TgmStaleFileError, not_a_file
 from tgm_xarray.source.remote import RemoteHandle, is_url
 
 #: How many handles the cache keeps open at most.
@@ -103,20 +102,6 @@ def _mapped(key: FileKey) -> FileHandle:
     if FileKey.of(key.path) != key:
         raise Replaced(key.path)
     return handle
-
-
-# What each non-regular file type is called in errors.
-_FILE_TYPES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
-def not_a_file(path: str, mode: int, expected: str = ".tgm file") -> OSError:
-    """The error for ``path``, of file ``mode``, that is not a regular file (``expected``: what
-    it should have been)."""
-    if stat.S_ISDIR(mode):
-        return IsADirectoryError(errno.EISDIR, f"is a directory, not a {expected}", path)
-    what = next((name for test, name in _FILE_TYPES if test(mode)), "not a regular file")
-    return OSError(errno.EINVAL, f"is {what}, not a regular {expected}", path)
 
 
 def absolute(path: str | os.PathLike) -> str:

@@ -48,10 +48,10 @@ import numpy as np
 
 from tgm_xarray import _core
 from tgm_xarray.atomic import atomic_write_bytes
-from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
+from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError, not_a_file
 from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan
 from tgm_xarray.hypercube.table import Column, KeyColumns
-from tgm_xarray.source.handles import FileKey, FileVersion, Replaced, absolute, not_a_file, unreplaced
+from tgm_xarray.source.handles import FileKey, FileVersion, Replaced, absolute, unreplaced
 from tgm_xarray.source.remote import is_url, unreachable
 
 FORMAT = "tgm-xarray-index"
