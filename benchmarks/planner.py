@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from tgm_xarray._core import encode_message
-from tgm_xarray.hypercube import MetadataTable, build_hypercube
-from tgm_xarray.hypercube.table import Column, KeyColumns
+from tgm_xarray.hypercube import build_hypercube
+from tgm_xarray.table import Column, KeyColumns, MetadataTable
 
 PARAMS = 10
 LEVELS = (1000, 925, 850, 700, 500, 400, 300, 250, 200, 100)

@@ -42,7 +42,7 @@ from tgm_xarray.hypercube import (  # noqa: E402  # noqa: E402
     split_groups,
     variables,
 )
-from tgm_xarray.hypercube.table import KeyColumns  # noqa: E402
+from tgm_xarray.table import KeyColumns  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from planner import distinct_steps_table  # noqa: E402

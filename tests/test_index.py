@@ -19,8 +19,8 @@ from conftest import ENGINE
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.hypercube import PlanOptions
-from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.source import handles, index
+from tgm_xarray.table import MetadataTable
 
 CLI = [sys.executable, "-m", "tgm_xarray.cli"]
 

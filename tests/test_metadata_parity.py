@@ -21,8 +21,8 @@ from conftest import ENGINE, REAL, require_shared, shared_files
 from hostile import MEMORY_LIMIT
 from tgm_xarray import _core
 from tgm_xarray.attrs import flatten
-from tgm_xarray.hypercube import MetadataTable
 from tgm_xarray.source import handles, remote
+from tgm_xarray.table import MetadataTable
 
 tensogram = pytest.importorskip("tensogram")
 

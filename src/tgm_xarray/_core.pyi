@@ -199,7 +199,7 @@ class RemoteMessages:
 # `settings`: (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess).
 def scan_remote(source: str, size: int, settings: tuple[int, int, int, int, int, int]) -> RemoteScan: ...
 
-# Metadata tables (`tgm_xarray.hypercube.table.MetadataTable.from_core`)
+# Metadata tables (`tgm_xarray.table.MetadataTable.from_core`)
 def table_of_files(files: list[FileHandle | RemoteMessages]) -> dict[str, Any]:
     """One table over several files: messages numbered on from one file to the next (a remote
     file's messages read by their header must be described first: ``RemoteMessages.describe``)."""

@@ -43,9 +43,9 @@ from zarr.core.metadata import ArrayV3Metadata
 from tgm_xarray import cf
 from tgm_xarray.attrs import jsonable
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan, build_hypercube, split_groups
-from tgm_xarray.hypercube.table import MetadataTable
 from tgm_xarray.source import TgmFile
 from tgm_xarray.source.remote import RemoteHandle
+from tgm_xarray.table import MetadataTable
 from tgm_xarray.zarr_codec import TensogramFrameCodec
 
 __all__ = ["READ_CONFIG", "TensogramParser", "TensogramManifestStore", "local_repository", "no_credentials"]

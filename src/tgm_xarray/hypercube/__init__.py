@@ -20,7 +20,7 @@ metadata (never a payload) and decides, the way cfgrib does for GRIB:
 (:mod:`.groups`). ``docs/mapping.md`` describes every rule and each difference from upstream
 tensogram-xarray.
 
-The input is a :class:`~tgm_xarray.hypercube.table.MetadataTable` (one row per object, metadata
+The input is a :class:`~tgm_xarray.table.MetadataTable` (one row per object, metadata
 keys as code columns); every pass works on those columns and runs Python once per distinct
 value, key, variable or message layout, never once per message. Passes return what they find
 (new frozen ``Variable``/``Coordinate`` values, new coordinate maps) and never change what
@@ -49,7 +49,7 @@ from tgm_xarray.hypercube.groups import groups
 from tgm_xarray.hypercube.objects import NAME_KEYS, Fingerprint, Locate, Objects, Selection
 from tgm_xarray.hypercube.options import PlanOptions
 from tgm_xarray.hypercube.plan import HypercubePlan, VariablePlan, plan
-from tgm_xarray.hypercube.table import MetadataTable
+from tgm_xarray.table import MetadataTable
 
 __all__ = ["MESSAGE_DIM", "NAME_KEYS", "HypercubePlan", "MetadataTable", "PlanOptions", "VariablePlan",
            "TableOrigin", "build_hypercube", "split_groups"]

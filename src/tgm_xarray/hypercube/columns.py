@@ -1,7 +1,7 @@
 """Group-by on code columns, and the metadata keys the planner sees per object.
 
 Every pass of the planner works on integer code arrays (one entry per object row of the
-:class:`~tgm_xarray.hypercube.table.MetadataTable`) and runs Python only once per *distinct*
+:class:`~tgm_xarray.table.MetadataTable`) and runs Python only once per *distinct*
 combination of codes: :func:`factorize` finds them, in order of first appearance, so that
 "first in file order" rules keep their meaning.
 
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tgm_xarray.attrs import freeze, is_scalar
-from tgm_xarray.hypercube.table import MetadataTable
+from tgm_xarray.table import MetadataTable
 
 _LIMIT = 1 << 62
 

@@ -24,7 +24,7 @@ from tgm_xarray.attrs import freeze, is_scalar
 from tgm_xarray.errors import TgmCodecError, TgmIndexError
 from tgm_xarray.hypercube.columns import KeyColumn, Keys, factorize
 from tgm_xarray.hypercube.options import PlanOptions
-from tgm_xarray.hypercube.table import MetadataTable
+from tgm_xarray.table import MetadataTable
 
 Fingerprint = Callable[[int, int], "bytes | str"]
 #: ``locate(message)``: the file and the message's number in it, for a table of several files.

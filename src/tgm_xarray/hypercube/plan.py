@@ -7,7 +7,6 @@ stored field shares.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +15,7 @@ import numpy as np
 from tgm_xarray import cf, mars
 from tgm_xarray._core import VALUES_DTYPE_KEY
 from tgm_xarray.attrs import CF_PACKING_KEY, structural, to_attrs
-from tgm_xarray.errors import TgmDuplicateError, TgmFormatError
+from tgm_xarray.errors import TgmDuplicateError
 from tgm_xarray.hypercube.axes import Axes, IndexCoords, axis_coords, with_valid_time
 from tgm_xarray.hypercube.columns import KeyColumn, common_values, factorize
 from tgm_xarray.hypercube.coords import Coordinate, Fingerprints, coordinates
@@ -27,6 +26,7 @@ from tgm_xarray.hypercube.options import VALUES_DTYPES
 from tgm_xarray.hypercube.variables import Variable
 from tgm_xarray.hypercube.variables import variables as group_variables
 from tgm_xarray.hypercube.written import as_written, labelled
+from tgm_xarray.table import check_size
 
 
 @dataclass(frozen=True)
@@ -297,17 +297,3 @@ def _encoding(objects: Objects, rows: np.ndarray, dims, shape, n_outer: int) -> 
     encoding["preferred_chunks"] = {d: 1 if i < n_outer else n
                                     for i, (d, n) in enumerate(zip(dims, shape))}
     return encoding
-
-
-#: The most bytes one numpy array holds; an array past it fails with a bare ``ValueError``.
-_MAX_BYTES = int(np.iinfo(np.intp).max)
-
-
-def check_size(shape: tuple[int, ...], itemsize: int, what: str, source: str) -> None:
-    """A shape numpy cannot hold comes from a declared shape no file can store: said at open
-    (and by ``TgmFile.read``), naming what declares it, rather than by numpy's bare
-    ``ValueError``."""
-    if math.prod(shape) * itemsize > _MAX_BYTES:
-        raise TgmFormatError(
-            f"{source}: {what} has shape {list(shape)} of {itemsize}-byte elements: "
-            f"{math.prod(shape) * itemsize} bytes, more than any array holds ({_MAX_BYTES})")

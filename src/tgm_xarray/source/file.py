@@ -12,10 +12,9 @@ import numpy as np
 from tgm_xarray import _core
 from tgm_xarray._core import FileHandle, numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmFormatError, TgmIndexError
-from tgm_xarray.hypercube import MetadataTable
-from tgm_xarray.hypercube.plan import check_size
 from tgm_xarray.source import handles
 from tgm_xarray.source.remote import RemoteHandle
+from tgm_xarray.table import MetadataTable, check_size
 from tgm_xarray.threads import check_threads
 
 #: An object's ``(shape, numpy dtype)``, or why its dtype cannot be read.

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tgm_xarray.hypercube import MetadataTable
 from tgm_xarray.source.file import TgmFile, table_of
+from tgm_xarray.table import MetadataTable
 
 
 def set_name(paths: Sequence[str]) -> str:

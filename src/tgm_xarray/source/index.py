@@ -49,10 +49,10 @@ import numpy as np
 from tgm_xarray import _core
 from tgm_xarray.atomic import atomic_write_bytes
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError, not_a_file
-from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, VariablePlan
-from tgm_xarray.hypercube.table import Column, KeyColumns
+from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan
 from tgm_xarray.source.handles import FileKey, FileVersion, Replaced, absolute, unreplaced
 from tgm_xarray.source.remote import is_url, unreachable
+from tgm_xarray.table import Column, KeyColumns, MetadataTable
 
 FORMAT = "tgm-xarray-index"
 #: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that

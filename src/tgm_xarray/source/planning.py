@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tgm_xarray.errors import TgmError, TgmStaleFileError
-from tgm_xarray.hypercube import HypercubePlan, MetadataTable, PlanOptions, build_hypercube, split_groups
+from tgm_xarray.hypercube import HypercubePlan, PlanOptions, build_hypercube, split_groups
 from tgm_xarray.hypercube.objects import Fingerprint, Locate
 from tgm_xarray.source import index as tgm_index
 from tgm_xarray.source.file import TgmFile
@@ -18,6 +18,7 @@ from tgm_xarray.source.opening import open_source
 from tgm_xarray.source.protocol import Source
 from tgm_xarray.source.refs import FileRef, SourceRef, reference
 from tgm_xarray.source.remote import RemoteHandle, is_url
+from tgm_xarray.table import MetadataTable
 
 #: ``planned``'s result: the source's reference, its plans by group name, the values of their
 #: dimension coordinates that an index holds, and what an index recorded of their objects.

@@ -12,8 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from tgm_xarray.hypercube import MetadataTable
 from tgm_xarray.source.handles import FileVersion
+from tgm_xarray.table import MetadataTable
 
 
 @runtime_checkable

@@ -50,7 +50,7 @@ from tgm_xarray.threads import check_threads
 from tgm_xarray.versions import install_hint
 
 if TYPE_CHECKING:
-    from tgm_xarray.hypercube.table import MetadataTable
+    from tgm_xarray.table import MetadataTable
 
 #: Attempts per range request before a transient failure is raised, and the first backoff (s).
 RETRIES = 5

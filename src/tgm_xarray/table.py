@@ -1,6 +1,7 @@
 """A file's metadata as columns: one row per object, no Python object per message.
 
-The planner (:mod:`tgm_xarray.hypercube`) reads nothing else. Only the core builds a table
+What the bytes say, below both the byte layer (:mod:`tgm_xarray.source`, which asks the core for
+a source's table) and the planner (:mod:`tgm_xarray.hypercube`, which reads nothing else). Only the core builds a table
 (``core-rs/src/table.rs``), from messages' bytes: of files (``_core.table_of_files``: mapped
 ones, and remote ones from the bytes their open fetched) or of messages in memory
 (:meth:`MetadataTable.of_bytes`). It flattens metadata as :func:`tgm_xarray.attrs.flatten`
@@ -20,6 +21,7 @@ does: nested maps become dotted keys, ``_reserved_`` is left out, and the struct
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tgm_xarray import _core
+from tgm_xarray.errors import TgmFormatError
 
 
 @dataclass(frozen=True)
@@ -189,3 +192,17 @@ class MetadataTable:
         """The table of the messages in ``data`` (whole messages one after the other, as a file
         holds them; none when empty), built by the core as for a file: for tests and examples."""
         return cls.from_core(_core.table_of_bytes(data))
+
+
+#: The most bytes one numpy array holds; an array past it fails with a bare ``ValueError``.
+_MAX_BYTES = int(np.iinfo(np.intp).max)
+
+
+def check_size(shape: tuple[int, ...], itemsize: int, what: str, source: str) -> None:
+    """A shape numpy cannot hold comes from a declared shape no file can store: said at open
+    (and by ``TgmFile.read``), naming what declares it, rather than by numpy's bare
+    ``ValueError``."""
+    if math.prod(shape) * itemsize > _MAX_BYTES:
+        raise TgmFormatError(
+            f"{source}: {what} has shape {list(shape)} of {itemsize}-byte elements: "
+            f"{math.prod(shape) * itemsize} bytes, more than any array holds ({_MAX_BYTES})")
