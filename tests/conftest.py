@@ -94,7 +94,8 @@ def require_entry_point(group: str, name: str) -> None:
 def own_cache(tmp_path, monkeypatch):
     """An index cache directory of the test's own and a fresh handle cache (modules that count
     index files or patch how files are stat'ed use it: ``pytest.mark.usefixtures("own_cache")``)."""
-    from tgm_xarray.source import handles, index
+    from tgm_xarray.plans import index
+    from tgm_xarray.source import handles
 
     monkeypatch.setenv(index.CACHE_DIR_ENV, str(tmp_path / "cache"))
     handles.CACHE.clear()

@@ -18,7 +18,8 @@ import xarray as xr
 
 import tgm_xarray
 from tgm_xarray.errors import RemoteConnectionError, TgmIndexWarning
-from tgm_xarray.source import handles, index, remote
+from tgm_xarray.plans import index
+from tgm_xarray.source import handles, remote
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe

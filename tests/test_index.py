@@ -1,4 +1,4 @@
-"""Persistent indexes (``tgm_xarray.source.index``, docs/archives.md): a second open reads the index, not
+"""Persistent indexes (``tgm_xarray.plans.index``, docs/archives.md): a second open reads the index, not
 the data file; an index that does not describe the file's current version, or is not an index,
 is ignored with a warning and the open is the cold one's."""
 
@@ -19,7 +19,8 @@ from conftest import ENGINE
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.hypercube import PlanOptions
-from tgm_xarray.source import handles, index
+from tgm_xarray.plans import index
+from tgm_xarray.source import handles
 from tgm_xarray.table import MetadataTable
 
 CLI = [sys.executable, "-m", "tgm_xarray.cli"]

@@ -23,11 +23,8 @@ pytest.importorskip("aiohttp")
 import tgm_xarray  # noqa: E402
 from range_server import Fault  # noqa: E402
 from tgm_xarray.errors import RemoteTimeoutError, TgmIndexWarning  # noqa: E402
-from tgm_xarray.source import (  # noqa: E402
-    handles,  # noqa: E402
-    index,
-    remote,
-)
+from tgm_xarray.plans import index  # noqa: E402
+from tgm_xarray.source import handles, remote  # noqa: E402
 from tgm_xarray.table import MetadataTable  # noqa: E402
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.

@@ -1,4 +1,4 @@
-"""Fuzzing a real index (``tgm_xarray.source.index``): byte flips, truncations and inserted bytes, with
+"""Fuzzing a real index (``tgm_xarray.plans.index``): byte flips, truncations and inserted bytes, with
 fixed seeds. Whatever the damage, an open warns (``TgmIndexWarning``) or not at all, and gives
 the values of a cold open: never an error, a hang or another value."""
 
@@ -14,7 +14,8 @@ import xarray as xr
 from conftest import ENGINE
 from test_index import archive, open_cold  # noqa: F401
 from tgm_xarray.errors import TgmIndexWarning
-from tgm_xarray.source import handles, index
+from tgm_xarray.plans import index
+from tgm_xarray.source import handles
 
 SEEDS = range(100)  # about 12 s on a busy 2-core machine
 

@@ -1,4 +1,4 @@
-"""Indexes are a cache, never a second truth (``tgm_xarray.source.index``, docs/archives.md "The index"):
+"""Indexes are a cache, never a second truth (``tgm_xarray.plans.index``, docs/archives.md "The index"):
 an index is trusted only if this user signed it, every object a plan from it reads is checked
 against the data file at its first read, and concurrent writers leave a valid index."""
 
@@ -21,7 +21,8 @@ from conftest import ENGINE
 from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly  # noqa: F401
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import PlanOptions
-from tgm_xarray.source import dimension_coords, handles, index, open_file, planned
+from tgm_xarray.plans import dimension_coords, index, planned
+from tgm_xarray.source import handles, open_file
 
 pytestmark = pytest.mark.usefixtures("own_cache")  # each test its own index cache
 

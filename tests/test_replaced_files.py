@@ -18,7 +18,8 @@ import xarray as xr
 import tgm_xarray
 from tgm_xarray.backend import TensogramBackendEntrypoint as ENGINE
 from tgm_xarray.errors import TgmStaleFileError
-from tgm_xarray.source import handles, index
+from tgm_xarray.plans import index
+from tgm_xarray.source import handles
 from tgm_xarray.writer import to_tgm
 
 # Every test patches the stat of the process-wide cache's files, or counts their opens.

@@ -30,7 +30,8 @@ import tgm_xarray
 from tgm_xarray import atomic
 from tgm_xarray.backend import TensogramBackendEntrypoint as ENGINE
 from tgm_xarray.errors import TgmIndexWarning
-from tgm_xarray.source import index, remote
+from tgm_xarray.plans import index
+from tgm_xarray.source import remote
 from tgm_xarray.writer import TgmWriter, to_tgm
 
 pytestmark = pytest.mark.thread_unsafe(reason="forks, starts processes, patches the temporary directory")

@@ -22,7 +22,7 @@ from tgm_xarray import _core, cf, mars
 from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
 from tgm_xarray.pipeline import SZIP_PACKED_BITS
-from tgm_xarray.source import index
+from tgm_xarray.plans import index
 from tgm_xarray.writer import TgmWriter, to_tgm
 
 dask = pytest.importorskip("dask")

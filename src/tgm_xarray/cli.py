@@ -267,7 +267,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _megabytes(text: str) -> int:
-    from tgm_xarray.source import index
+    from tgm_xarray.plans import index
 
     try:
         return index.megabytes(text)
@@ -546,7 +546,7 @@ def why_not_one_dataset(path: str, storage_options: dict | None = None) -> str |
     conflict's message, which names the keyword that opens it), or None when it does. Reads the
     metadata only, and writes no index."""
     from tgm_xarray.hypercube import PlanOptions
-    from tgm_xarray.source import planned
+    from tgm_xarray.plans import planned
 
     try:
         planned(path, storage_options, False, PlanOptions(), groups=False)
@@ -1039,7 +1039,7 @@ def _dump(args: argparse.Namespace) -> int:
 
 def _index(args: argparse.Namespace) -> int:
     from tgm_xarray.hypercube import PlanOptions
-    from tgm_xarray.source import index, planned
+    from tgm_xarray.plans import index, planned
 
     paths = [p if is_url(p) else os.path.abspath(os.path.expanduser(p)) for p in args.paths]
     if args.beside and any(is_url(p) for p in paths):
@@ -1076,7 +1076,7 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _cache_list(args: argparse.Namespace) -> int:
-    from tgm_xarray.source import index
+    from tgm_xarray.plans import index
 
     directory = index.cache_dir()
     indexes = index.cached_indexes(directory)
@@ -1086,7 +1086,7 @@ def _cache_list(args: argparse.Namespace) -> int:
 
 
 def _cache_prune(args: argparse.Namespace) -> int:
-    from tgm_xarray.source import index
+    from tgm_xarray.plans import index
 
     directory = index.cache_dir()
     limit = 0 if args.all else args.max_mb if args.max_mb is not None else index.cache_limit()

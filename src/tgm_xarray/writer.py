@@ -38,7 +38,7 @@ from tgm_xarray.atomic import MODES, AtomicFile, CommitsOnSuccess, WriteMode
 from tgm_xarray.blocks import EncodedFields, FetchedFields, block_fields, field_key
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
-from tgm_xarray.source import index
+from tgm_xarray.plans import index
 from tgm_xarray.threads import check_threads
 
 Layout = Literal["field", "variable"]

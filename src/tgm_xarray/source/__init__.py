@@ -9,18 +9,17 @@ list of files, and everything between what an open is given and the core's reads
   :mod:`.handles` (the per-process cache of the core's mapped files and of
   ``remote.RemoteHandle``);
 - :mod:`.fileset`: ``FileSet``, several files read as one;
-- :mod:`.refs`: ``FileRef``/``FileSetRef``, references that survive closing and pickling;
-- :mod:`.planning`: ``planned``, a source's plans, through its sidecar index (``tgm_xarray.source.index``).
+- :mod:`.refs`: ``FileRef``/``FileSetRef``, references that survive closing and pickling.
+
+A source's plans, and the sidecar index that keeps them, are a layer above: :mod:`tgm_xarray.plans`.
 """
 
 from tgm_xarray.source.file import TgmFile, open_file, table_of
 from tgm_xarray.source.fileset import FileSet
 from tgm_xarray.source.inputs import MAGIC, is_tgm, local_path, path_of, paths_of
 from tgm_xarray.source.opening import open_source
-from tgm_xarray.source.planning import Planned, dimension_coords, planned
 from tgm_xarray.source.protocol import Source
 from tgm_xarray.source.refs import FileRef, FileSetRef, SourceRef, reference
 
-__all__ = ["MAGIC", "FileRef", "FileSet", "FileSetRef", "Planned", "Source", "SourceRef", "TgmFile",
-           "dimension_coords", "is_tgm", "local_path", "open_file", "open_source", "path_of", "paths_of",
-           "planned", "reference", "table_of"]
+__all__ = ["MAGIC", "FileRef", "FileSet", "FileSetRef", "Source", "SourceRef", "TgmFile", "is_tgm",
+           "local_path", "open_file", "open_source", "path_of", "paths_of", "reference", "table_of"]

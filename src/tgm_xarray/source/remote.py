@@ -12,7 +12,7 @@ index frames against frames) are the core's sans-IO objects (``_core.scan_remote
 ``RemoteMessages.describe``, ``RemoteMessages.payload_read``: ``core-rs/src/source/remote_file.rs``),
 which ask for byte ranges (``wanted``) and take their bytes (``feed``); ``drive`` runs one with
 ``Fetcher.fetch_many``, ``drive_async`` by awaiting ``Fetcher.fetch_async`` (no worker thread).
-An index of the file (``tgm_xarray.source.index``) replaces the scan: the handle is built from its
+An index of the file (``tgm_xarray.plans.index``) replaces the scan: the handle is built from its
 metadata table and the file's size.
 
 Every answer is checked against its request (an HTTP ``Content-Range`` that names other bytes is
@@ -562,7 +562,7 @@ class RemoteHandle:
     and descriptors are fetched again on first use; of larger messages the descriptors are
     fetched on first use. ``parse_all`` fetches all of them in concurrent batches.
 
-    ``table``: the metadata table of the object's index (``tgm_xarray.source.index``), which replaces
+    ``table``: the metadata table of the object's index (``tgm_xarray.plans.index``), which replaces
     the scan (nothing is fetched); a message's metadata and descriptors are then fetched on
     first use, the message whole, and checked against the table.
     """

@@ -12,7 +12,7 @@ import numpy as np
 from tgm_xarray.errors import TgmError, TgmStaleFileError
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, build_hypercube, split_groups
 from tgm_xarray.hypercube.objects import Fingerprint, Locate
-from tgm_xarray.source import index as tgm_index
+from tgm_xarray.plans import index as tgm_index
 from tgm_xarray.source.file import TgmFile
 from tgm_xarray.source.opening import open_source
 from tgm_xarray.source.protocol import Source
@@ -34,7 +34,7 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
     read), from a fresh index where there is one (docs/archives.md): then the data file is
     neither scanned nor opened here. ``index``: ``"auto"`` (use one, write the cache's after a
     cold open), ``"beside"`` (write beside the data instead), ``False`` (neither). ``identify``:
-    index a remote object opened cold too (``tgm_xarray.source.index.find``); ``must_write``: an index
+    index a remote object opened cold too (``tgm_xarray.plans.index.find``); ``must_write``: an index
     that cannot be written is an error, not a warning (``tgm-xarray index``). A list of paths is
     planned as one, without an index."""
     if index not in tgm_index.MODES:
