@@ -17,7 +17,7 @@ import xarray as xr
 
 import tgm_xarray
 from test_cli import REPO, run_cli
-from tgm_xarray import versions
+from tgm_xarray import installation, versions
 from tgm_xarray.cli import main
 from tgm_xarray.errors import TgmCodecError
 
@@ -110,7 +110,7 @@ def test_install_hints_name_packages_an_index_has():
     found = [f"{path.relative_to(REPO)}:{number}" for path in texts
              for number, line in enumerate(path.read_text().splitlines(), 1) if "tgm-xarray[" in line]
     assert found == []
-    assert versions.install_hint("netCDF4") == "pip install netCDF4"
+    assert installation.install_hint("netCDF4") == "pip install netCDF4"
 
 
 def test_show_versions_says_h5netcdf_without_h5py_writes_no_netcdf(monkeypatch):

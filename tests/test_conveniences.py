@@ -21,7 +21,7 @@ import tgm_xarray
 import upstream as upstream_site
 from conftest import ENGINE, REAL, REPO, require_shared
 from test_cli import site_without
-from tgm_xarray import _core, versions
+from tgm_xarray import _core, installation
 from tgm_xarray.backend import TensogramBackendEntrypoint
 
 IFS = REAL / "ifs-0p25-20260404.tgm"
@@ -191,7 +191,7 @@ def test_beside_upstream_tensogram_xarray():
         assert "tensogram-xarray (tensogram_xarray.backend)" in ours[0]
         assert 'engine="tgm"' in ours[0]
     assert seen <= {"tgm_xarray.backend", "tensogram_xarray.backend"}
-    assert versions.other_providers() == ["tensogram-xarray (tensogram_xarray.backend)"]
+    assert installation.other_providers() == ["tensogram-xarray (tensogram_xarray.backend)"]
 
 
 def test_no_warning_without_another_provider(tmp_path):

@@ -24,12 +24,12 @@ from xarray.core.variable import Variable
 
 from tgm_xarray import _core, cf
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan
+from tgm_xarray.installation import warn_if_engine_name_shared
 from tgm_xarray.plans import index as tgm_index
 from tgm_xarray.plans import planned
 from tgm_xarray.selection import outer
 from tgm_xarray.source import SourceRef, is_tgm, paths_of
 from tgm_xarray.threads import check_threads
-from tgm_xarray.versions import warn_if_engine_name_shared
 
 warn_if_engine_name_shared()  # upstream's tensogram-xarray registers engine="tensogram" too
 

@@ -37,12 +37,12 @@ from tgm_xarray._core import MAGIC, decoded_bytes, numpy_dtype
 from tgm_xarray.attrs import jsonable
 from tgm_xarray.errors import TgmCodecError, TgmConflictError
 from tgm_xarray.grib import GRIB_SUFFIXES
+from tgm_xarray.installation import EngineNameWarning, install_hint
 from tgm_xarray.pipeline import COMPRESSIONS, NAMES, OPTIONS, bits_advice, canonical
 from tgm_xarray.source import open_file
 from tgm_xarray.source.handles import absolute
 from tgm_xarray.source.remote import is_url
 from tgm_xarray.threads import MAX_THREADS
-from tgm_xarray.versions import EngineNameWarning, install_hint
 from tgm_xarray.vocabulary import close_matches, did_you_mean
 
 if TYPE_CHECKING:  # imported where used: `tgm-xarray --help` stays quick

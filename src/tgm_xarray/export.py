@@ -31,8 +31,8 @@ from tgm_xarray import cf
 from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.attrs import json_text
 from tgm_xarray.grib import GRIB_SUFFIXES
+from tgm_xarray.installation import install_hint
 from tgm_xarray.pipeline import packing_step
-from tgm_xarray.versions import install_hint
 
 #: Output file name endings and the format written there.
 NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".netcdf")

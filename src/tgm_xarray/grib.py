@@ -38,7 +38,7 @@ import numpy as np
 
 from tgm_xarray import cf, mars
 from tgm_xarray.atomic import MODES, AtomicFile, WriteMode
-from tgm_xarray.versions import install_hint
+from tgm_xarray.installation import install_hint
 
 if TYPE_CHECKING:
     import xarray as xr

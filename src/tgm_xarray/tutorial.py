@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from urllib.parse import urlsplit
 
-from tgm_xarray.versions import install_hint
+from tgm_xarray.installation import install_hint
 
 DATA_DIR_ENV = "TGM_XARRAY_DATA_DIR"
 URL_ENV = "TGM_XARRAY_TUTORIAL_URL"

@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import os
 import platform
-import shlex
 import sys
 import sysconfig
-import warnings
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import TextIO
 
-#: The engine name upstream's ``tensogram-xarray`` registers too, and the one only we do.
-SHARED_ENGINE, OWN_ENGINE = "tensogram", "tgm"
+from tgm_xarray.installation import OWN_ENGINE, SHARED_ENGINE, EngineNameWarning
 
-class EngineNameWarning(RuntimeWarning):
-    """Another installed package registers xarray's engine name ``"tensogram"`` too."""
-
+# EngineNameWarning is importable from here too: docs/cli.md names it so, for warning filters.
+__all__ = ["PACKAGES", "EngineNameWarning", "show_versions", "versions"]
 
 #: Distributions worth naming in a report: the array stack, every optional dependency of the
 #: extras (pyproject.toml; tests/test_keywords.py keeps the two in step), the other readers and
@@ -34,17 +30,6 @@ PACKAGES = ("numpy", "xarray", "packaging", "dask", "distributed", "zarr", "numc
             "aiohttp", "s3fs", "pooch", "tqdm", "virtualizarr", "icechunk", "obstore", "netCDF4",
             "h5netcdf", "h5py", "cfgrib", "eccodes", "matplotlib", "earthkit-data", "tensogram",
             "tensogram-xarray")
-
-
-def install_hint(*requirements: str) -> str:
-    """The command that installs an optional dependency, naming the real packages: tgm-xarray
-    itself is installed from a clone (README.md, "Installing") and no package index has it, so
-    its extras install only from the clone, where ``pip install tqdm`` works anywhere.
-
-    >>> install_hint("fsspec>=2024.6", "aiohttp")
-    "pip install 'fsspec>=2024.6' aiohttp"
-    """
-    return "pip install " + " ".join(map(shlex.quote, requirements))
 
 
 def versions() -> dict[str, str]:
@@ -87,23 +72,3 @@ def show_versions(file: TextIO | None = None) -> None:
     file = sys.stdout if file is None else file
     for name, value in versions().items():
         print(f"{name}: {value}", file=file)
-
-
-def other_providers(engine: str = SHARED_ENGINE) -> list[str]:
-    """The installed packages other than this one that register xarray's engine ``engine``, as
-    ``"distribution (module)"``."""
-    return sorted(f"{ep.dist.name if ep.dist else '?'} ({ep.module})"
-                  for ep in entry_points(group="xarray.backends", name=engine)
-                  if ep.module.partition(".")[0] != "tgm_xarray")
-
-
-def warn_if_engine_name_shared() -> None:
-    """Warn when another package (upstream's ``tensogram-xarray``) registers ``engine=
-    "tensogram"`` too: xarray then picks one of the two at random in each process."""
-    others = other_providers()
-    if others:
-        warnings.warn(
-            f'tgm-xarray (tgm_xarray.backend) and {", ".join(others)} both register xarray\'s '
-            f'engine="{SHARED_ENGINE}", and xarray picks one of them at random in each process. '
-            f'Pass engine="{OWN_ENGINE}" to open files with tgm-xarray (or uninstall the other).',
-            EngineNameWarning, stacklevel=2)

@@ -46,8 +46,8 @@ from tgm_xarray.errors import (
     RemoteTimeoutError,
     TgmFormatError,
 )
+from tgm_xarray.installation import install_hint
 from tgm_xarray.threads import check_threads
-from tgm_xarray.versions import install_hint
 
 if TYPE_CHECKING:
     from tgm_xarray.table import MetadataTable
