@@ -1,6 +1,6 @@
 # make setup | demo | lint | test | bench
 #   setup: system packages, .venv and a release build of the extension (scripts/setup.sh)
-#   lint:  ruff, mypy, the stubs of the extension against it (mypy.stubtest), clippy; seconds when clean
+#   lint:  ruff, mypy, the layers' import rules, the stubs of the extension against it (mypy.stubtest), clippy; seconds when clean
 #   test:  lint, Rust unit tests, cargo-deny's offline checks (deny.toml), pytest on CPython 3.11
 #          (the oldest versions we support), on a free-threaded CPython
 #          (scripts/free-threaded-python.sh: ~15 min the first time on a machine, it builds 3.13t),
@@ -32,10 +32,12 @@ test: setup
 
 # ruff and mypy come with the test extra (pyproject.toml, which configures both). mypy checks the
 # whole package, the _core stubs included; stubtest checks the stubs against the built module.
-# clippy: the release profile, as the builds and the Rust tests.
+# clippy: the release profile, as the builds and the Rust tests. tests/test_layers.py: the package's
+# layers (docs/architecture.md), read from the sources with ast: no upward import, no cycle.
 lint: setup
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
+	$(PY) -m pytest -q tests/test_layers.py
 	$(PY) -m mypy.stubtest tgm_xarray._core
 	cargo clippy --workspace --release -- -D warnings
 
