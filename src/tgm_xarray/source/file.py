@@ -13,6 +13,7 @@ from tgm_xarray import _core
 from tgm_xarray._core import FileHandle, numpy_dtype
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmFormatError, TgmIndexError
 from tgm_xarray.source import handles
+from tgm_xarray.source.protocol import Handle
 from tgm_xarray.source.remote import RemoteHandle
 from tgm_xarray.table import MetadataTable, check_size
 from tgm_xarray.threads import check_threads
@@ -55,12 +56,15 @@ class TgmFile:
                  version: handles.FileVersion | None = None, *, handle: RemoteHandle | None = None):
         self.path = handles.absolute(path)
         self.storage_options = storage_options
-        self._handle: FileHandle | RemoteHandle | _ClosedHandle
+        self._handle: Handle | _ClosedHandle
         if handle is None:
             self._handle, self.version = handles.acquire_version(self.path, storage_options, version)
         else:  # a remote object read through a fetcher of its own, not the cache's
             self._handle, self.version = handle, None
-        self.remote = isinstance(self._handle, RemoteHandle)
+        # Where the two kinds of handle differ, once: a remote one also reads asynchronously, and
+        # gives the core's table builder its `messages` rather than itself.
+        self._remote = self._handle if isinstance(self._handle, RemoteHandle) else None
+        self.remote = self._remote is not None
         # Per message, its objects' layouts. Lists, not a dict keyed by (msg, obj): on free-
         # threaded CPython a dict lookup with an equal-but-not-identical tuple key from another
         # thread than the writer's can take ~50 us (the lock-free lookup's retry path).
@@ -81,12 +85,12 @@ class TgmFile:
                          verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """``read`` for event loops: a URL's request overlaps with any others in flight
         (``RemoteHandle.read_async``); a local file's read runs in a worker thread."""
-        if not isinstance(self._handle, RemoteHandle):
+        if self._remote is None:
             return await asyncio.to_thread(self.read, msg, obj, index, out, verify_hash, threads)
         if threads is not None:
             threads = check_threads(threads, self.path)
         try:
-            return await self._handle.read_async(msg, obj, index, out, verify_hash, threads)
+            return await self._remote.read_async(msg, obj, index, out, verify_hash, threads)
         except ValueError as err:
             self._refuse_declared_size(msg, obj, err)
             raise
@@ -174,6 +178,15 @@ class TgmFile:
         ...     first = f.read(0, 0)
         """
         self._handle = _ClosedHandle(self.path)
+        self._remote = None
+
+    def _table_input(self) -> FileHandle | _core.RemoteMessages:
+        """What ``_core.table_of_files`` takes for this file, a remote one's descriptors fetched
+        first (``RemoteHandle.parse_all``, in concurrent batches)."""
+        if self._remote is None:
+            return self._handle  # type: ignore[return-value]  # a FileHandle (closed: the core refuses it)
+        self._remote.parse_all()
+        return self._remote.messages
 
     def __enter__(self) -> TgmFile:
         return self
@@ -187,12 +200,7 @@ def table_of(files: Sequence[TgmFile]) -> MetadataTable:
     in one call (interpreter released for local files, no payload read). URLs have the
     descriptors of their messages read by their header fetched first, in concurrent batches
     (``RemoteHandle.parse_all``)."""
-    handles = [f.handle for f in files]
-    for h in handles:
-        if isinstance(h, RemoteHandle):
-            h.parse_all()
-    return MetadataTable.from_core(
-        _core.table_of_files([h.messages if isinstance(h, RemoteHandle) else h for h in handles]))
+    return MetadataTable.from_core(_core.table_of_files([f._table_input() for f in files]))
 
 
 class _ClosedHandle:

@@ -32,6 +32,7 @@ from typing import NamedTuple, TypeVar
 
 from tgm_xarray._core import FileHandle
 from tgm_xarray.errors import TgmStaleFileError, not_a_file
+from tgm_xarray.source.protocol import Handle
 from tgm_xarray.source.remote import RemoteHandle, is_url
 
 #: How many handles the cache keeps open at most.
@@ -130,20 +131,20 @@ class HandleCache:
         if max_open < 1:
             raise ValueError(f"max_open must be at least 1, got {max_open}")
         self.max_open = max_open
-        self._handles: OrderedDict[FileKey | RemoteKey, FileHandle | RemoteHandle] = OrderedDict()
+        self._handles: OrderedDict[FileKey | RemoteKey, Handle] = OrderedDict()
         self._lock = threading.Lock()
         # One lock per key being opened, so concurrent first opens of one file open it once
         # while opens of other files go ahead.
         self._opening: dict[FileKey | RemoteKey, threading.Lock] = {}
         self.opens = 0  # handles opened so far (tests count them)
 
-    def acquire(self, path: str | os.PathLike, storage_options: dict | None = None) -> FileHandle | RemoteHandle:
+    def acquire(self, path: str | os.PathLike, storage_options: dict | None = None) -> Handle:
         """The handle of the current contents of ``path`` (a file or a URL), opening it if needed."""
         return self.acquire_version(path, storage_options)[0]
 
     def acquire_version(self, path: str | os.PathLike, storage_options: dict | None = None,
                         expected: FileVersion | None = None,
-                        ) -> tuple[FileHandle | RemoteHandle, FileVersion | None]:
+                        ) -> tuple[Handle, FileVersion | None]:
         """The handle of ``path`` and the version of the file it maps (``None`` for a URL).
 
         With ``expected``, the file must still be that version: ``TgmStaleFileError`` otherwise.
@@ -152,7 +153,7 @@ class HandleCache:
             remote = functools.partial(RemoteHandle, path, storage_options)
             return self._acquire(RemoteKey.of(path, storage_options), remote), None
 
-        def acquire(key: FileKey) -> tuple[FileHandle | RemoteHandle, FileVersion]:
+        def acquire(key: FileKey) -> tuple[Handle, FileVersion]:
             if expected is not None and key.version != expected:
                 raise TgmStaleFileError(
                     f"{key.path}: the file changed after it was opened (inode, size, mtime_ns "
@@ -162,8 +163,8 @@ class HandleCache:
 
         return unreplaced(path, acquire)
 
-    def _acquire(self, key: FileKey | RemoteKey, opener: Callable[[], FileHandle | RemoteHandle]
-                 ) -> FileHandle | RemoteHandle:
+    def _acquire(self, key: FileKey | RemoteKey, opener: Callable[[], Handle]
+                 ) -> Handle:
         with self._lock:
             handle = self._hit(key)
             if handle is not None:
@@ -184,7 +185,7 @@ class HandleCache:
                     self._opening.pop(key, None)
         return handle
 
-    def _hit(self, key: FileKey | RemoteKey) -> FileHandle | RemoteHandle | None:
+    def _hit(self, key: FileKey | RemoteKey) -> Handle | None:
         handle = self._handles.get(key)
         if handle is not None:
             self._handles.move_to_end(key)
@@ -221,12 +222,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=CACHE._reset_after_fork)
 
 
-def acquire(path: str | os.PathLike, storage_options: dict | None = None) -> FileHandle | RemoteHandle:
+def acquire(path: str | os.PathLike, storage_options: dict | None = None) -> Handle:
     """The shared handle of ``path`` (see ``HandleCache.acquire``)."""
     return CACHE.acquire(path, storage_options)
 
 
 def acquire_version(path: str | os.PathLike, storage_options: dict | None = None,
-                    expected: FileVersion | None = None) -> tuple[FileHandle | RemoteHandle, FileVersion | None]:
+                    expected: FileVersion | None = None) -> tuple[Handle, FileVersion | None]:
     """The shared handle of ``path`` and its file's version (see ``HandleCache.acquire_version``)."""
     return CACHE.acquire_version(path, storage_options, expected)

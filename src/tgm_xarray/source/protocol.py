@@ -4,15 +4,18 @@ virtual references, earthkit) asks of where those bytes come from.
 Implementations: ``TgmFile`` (one local file, mapped through the process's handle cache, or one
 URL, read by byte ranges through ``remote.RemoteHandle``) and ``FileSet`` (several files read
 as one, message numbers running on from one file to the next). ``open_source`` opens either.
+
+``Handle``: what a ``TgmFile`` reads through, the core's ``FileHandle`` or ``RemoteHandle``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from tgm_xarray.source.handles import FileVersion
+if TYPE_CHECKING:  # handles.py types its cache with Handle
+    from tgm_xarray.source.handles import FileVersion
 from tgm_xarray.table import MetadataTable
 
 
@@ -63,3 +66,35 @@ class Source(Protocol):
                          verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray:
         """``read`` for event loops."""
         ...
+
+
+class Handle(Protocol):
+    """One file's messages as the core reads them: ``_core.FileHandle`` (a mapped file) and
+    ``remote.RemoteHandle`` (a URL, read by byte ranges) both have these methods, which
+    ``TgmFile`` calls without asking which it holds. Only a remote one reads asynchronously and
+    gives the core's table builder its ``messages`` rather than itself (``TgmFile.__init__``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def file_size(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def message_span(self, msg: int) -> tuple[int, int]: ...
+
+    def parse_all(self) -> None: ...
+
+    def metadata(self, msg: int) -> dict[str, Any]: ...
+
+    def descriptors(self, msg: int) -> list[dict[str, Any]]: ...
+
+    def object_layouts(self, msg: int) -> list[tuple[list[int], str]]: ...
+
+    def check_hash(self, msg: int, obj: int) -> bool: ...
+
+    def fingerprint(self, msg: int, obj: int) -> str: ...
+
+    def read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
+             verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray: ...
