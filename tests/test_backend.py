@@ -66,6 +66,17 @@ def test_engine_name_resolves_to_this_package():
         assert set(ds.data_vars) == {"2t", "lsm", "q", "t"}  # every message, not just the first
 
 
+@pytest.mark.thread_unsafe(reason="xarray's engine list is a process-wide cache")
+def test_open_datatree_finds_the_engine_without_engine(tmp_path):
+    """xarray looks for an engine of a tree only among those that declare groups."""
+    path = str(tmp_path / "two.tgm")
+    xr.Dataset({"t": (("y", "x"), np.arange(6.0).reshape(2, 3))}).tgm.to_file(path)
+    with xr.open_datatree(path) as tree, xr.open_datatree(path, engine=ENGINE) as named:
+        assert tree.identical(named)
+        assert {name for node in tree.subtree for name in node.ds.data_vars} == {"t"}
+    assert TensogramBackendEntrypoint.open_dataset_parameters[0] == "filename_or_obj"
+
+
 # --------------------------------------------------------------------------------------------
 # dask: chunks and schedulers
 # --------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from (paths, URLs, lists of files, the index, the handle cache) is ``tgm_xarray.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import urllib.request
 import warnings
@@ -242,12 +243,8 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
 
     description = "Tensogram (.tgm) files through tgm-xarray: lazy, GIL-free reads in a Rust core"
     url = _docs_url()
-    open_dataset_parameters = (
-        "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
-        "drop_variables", "use_cftime", "decode_timedelta", "lock", "variable_key", "dim_names",
-        "filter_by_keys", "duplicates", "merge_objects", "message_index", "range_threshold",
-        "verify_hash", "storage_options", "threads", "index", "squeeze", "values_dtype", "time_dims", *CFGRIB_KEYWORDS,
-    )
+    # `xr.open_datatree(path)` and `open_groups` look only among engines that declare groups.
+    supports_groups = True
 
     def guess_can_open(self, filename_or_obj) -> bool:
         return is_tgm(filename_or_obj)
@@ -398,6 +395,10 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
                                         threads=threads, index=index, options=options)
         return _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords,
                        drop_variables, use_cftime, decode_timedelta)
+
+    # xarray derives this from the signature only for the engines it finds by name; the class
+    # passed as `engine=` (as the CLI passes it) is used as it is: derived here the same way.
+    open_dataset_parameters = tuple(name for name in inspect.signature(open_dataset).parameters if name != "self")
 
     def open_groups_as_dict(self, filename_or_obj, *, drop_variables: str | Iterable[str] | None = None,
                             lock=None, verify_hash: bool | None = None, storage_options: dict | None = None,
