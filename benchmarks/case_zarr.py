@@ -11,7 +11,7 @@ from common import HERE, CaseResult, Context, Skip, Table
 def case_zarr(ctx: Context) -> CaseResult:
     script = HERE / "zarr_codec.py"
     res = CaseResult("zarr", "The zarr codec against zarr's codecs (benchmarks/zarr_codec.py)",
-                     "Runs `benchmarks/zarr_codec.py` (a colleague's script) in this interpreter and keeps "
+                     "Runs `benchmarks/zarr_codec.py` (the codec against zarr's and numcodecs' codecs) in this interpreter and keeps "
                      "its output: compressed size, codec encode/decode throughput on 1 and 2 threads and "
                      "zarr reads of the real 2t field.")
     if not script.exists():

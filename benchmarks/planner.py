@@ -7,7 +7,8 @@ median of several runs, on a table whose frames carry inline hashes (what a file
 fingerprint call) and on one without (one fingerprint call per coordinate object).
 
 ``--distinct-steps`` times instead one-value messages each at a step of its own (one axis of N
-distinct values; issue 25: that took time quadratic in N, 7.7 minutes for 10^6).
+distinct values: the pass that groups them must stay linear in N; a quadratic one takes
+minutes at 10^6).
 
     python benchmarks/planner.py [--sizes 1000 10000 100000] [--repeat 5] [--distinct-steps]
 """

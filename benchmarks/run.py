@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The benchmark suite (issue 4): tgm_xarray against upstream tensogram, ecCodes, cfgrib, h5netcdf
+"""The benchmark suite: tgm_xarray against upstream tensogram, ecCodes, cfgrib, h5netcdf
 and zarr, measured side by side in one run.
 
     .venv/bin/python benchmarks/run.py [--only CASE ...] [--quick] [--threads 1,2,4] [--out DIR]

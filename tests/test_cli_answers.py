@@ -1,4 +1,4 @@
-"""The command answers (issue 28, item 4): ``info`` summarises every file and writes nothing;
+"""What the commands answer: ``info`` summarises every file and writes nothing;
 ``convert`` warns of outputs that do not open as one Dataset and of ``--bits`` that do not
 shrink; one overwrite rule for every output; directories of inputs; ``--storage-options``;
 counts in the singular and the plural."""

@@ -41,7 +41,7 @@ def test_raised_error_pickles_as_the_package_class(tmp_path):
 
 
 def test_the_core_raises_without_importing_the_package(tmp_path, monkeypatch):
-    # The core used to look its classes up in `tgm_xarray.errors` on every error.
+    # The binding makes the classes itself: it must never import the package it is part of.
     monkeypatch.setitem(sys.modules, "tgm_xarray.errors", types.ModuleType("tgm_xarray.errors"))
     path = garbage_file(tmp_path)
     with pytest.raises(errors.TgmFormatError, match="garbage.tgm"):

@@ -258,7 +258,7 @@ def test_window_of_packed_szip_field_decodes_a_fraction(ifs_file, tmp_path):
     f = tgm_xarray.open_file(copy)
     total, rsi = 721 * 1440, 128 * 32
     # The first partial read of an szip object decodes it once to recover its RSI block offsets
-    # (the stored ones can be wrong, see codec-rs/src/szip.rs); later reads decode only a window.
+    # (the stored ones can be wrong, see core-rs/src/encoding/szip.rs); later reads decode only a window.
     before = _core.decoded_elements()
     f.read(0, 0, (slice(0, 1), slice(0, 1)))
     assert total <= _core.decoded_elements() - before <= total + rsi

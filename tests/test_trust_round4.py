@@ -3,8 +3,8 @@ planted at a temporary name serves no values, a named pipe as the index key bloc
 targets of the longest names are written, and a child forked while a write or a remote
 Dataset is open neither holds the write's turn nor waits for ever on a read.
 
-Real files, real processes and a real HTTP server on loopback; every step that would hang
-before its fix runs in a process of its own, under a timeout.
+Real files, real processes and a real HTTP server on loopback; every step that could hang
+runs in a process of its own, under a timeout.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tgm_xarray.writer import TgmWriter, to_tgm
 
 pytestmark = pytest.mark.thread_unsafe(reason="forks, starts processes, patches the temporary directory")
 
-#: Seconds a step that used to hang may take before the test fails instead.
+#: Seconds a step that would hang may take before the test fails instead.
 HANG = 60
 
 

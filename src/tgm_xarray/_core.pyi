@@ -21,7 +21,7 @@ __all__ = [
 TENSOGRAM_VERSION: str
 # The bytes every Tensogram message (so every .tgm file) starts with.
 MAGIC: bytes
-# Every Tensogram dtype name: the one table (core-rs/src/dtypes.rs).
+# Every Tensogram dtype name: the one table (core-rs/src/wire/dtypes.rs).
 DTYPES: tuple[str, ...]
 # Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.
 RELEASE_MIN_BYTES: int
@@ -132,7 +132,7 @@ def buffer_pool(limit: int | None = None) -> tuple[int, int, int]:
 
 def take_max_concurrent_reads() -> int: ...
 
-# Pieces of messages fetched by byte range (remote.py)
+# Pieces of messages fetched by byte range (source/remote.py)
 DATA_OBJECT_FOOTER_SIZE: int
 
 def frame_footer(head: bytes, tail: bytes, length: int) -> tuple[int, int | None]: ...
