@@ -15,8 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tgm_xarray"
 #: The package's own ``__init__``: ``from tgm_xarray import __version__`` imports it.
 TOP = "tgm_xarray"
 
-#: Bottom to top. A name is a top-level module or package of ``tgm_xarray``; a new one must be
-#: placed here (test_every_module_has_a_layer).
+#: Bottom to top (docs/architecture.md draws it: change both). A name is a top-level module or
+#: package of ``tgm_xarray``; a new one must be placed here (test_every_module_has_a_layer).
 LAYERS: list[set[str]] = [
     {"_core"},                                         # the Rust binding: every rule about the bytes
     {"errors", "threads", "installation", "params", "atomic"},  # no format knowledge
