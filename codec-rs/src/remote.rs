@@ -1,6 +1,6 @@
 //! Remote files read by byte range: `tgm_core::source::remote_file` bound as thin classes. The
 //! walks are sans-IO objects, `wanted() -> [(start, stop), ...] | None` and
-//! `feed([bytes, ...])`, that `tgm_xarray.remote` drives (synchronously, or from asyncio);
+//! `feed([bytes, ...])`, that `tgm_xarray.source.remote` drives (synchronously, or from asyncio);
 //! nothing here calls back into Python, and nothing here moves bytes.
 
 use numpy::{PyReadonlyArray1, PyUntypedArray};
@@ -70,7 +70,7 @@ impl RemoteScan {
 
 /// The scan of the remote file `source` of `size` bytes that opening does. `settings`:
 /// `(first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess)`,
-/// `tgm_xarray.remote`'s.
+/// `tgm_xarray.source.remote`'s.
 #[pyfunction]
 pub fn scan_remote(source: &str, size: u64, settings: (u64, u64, u64, u64, u64, u64)) -> PyResult<RemoteScan> {
     crate::guard::guarded("scan_remote", || {

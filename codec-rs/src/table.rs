@@ -33,7 +33,7 @@ fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
     Ok((PyArray1::from_slice(py, &c.codes), values).into_pyobject(py)?.into_any())
 }
 
-/// `KeyColumns`' fields, as `tgm_xarray.hypercube.table.KeyColumns` takes them (less its row count).
+/// `KeyColumns`' fields, as `tgm_xarray.table.KeyColumns` takes them (less its row count).
 fn key_columns<'py>(py: Python<'py>, c: &KeyColumns) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item("names", PyList::new(py, c.keys.iter().map(String::as_str))?)?;
@@ -48,7 +48,7 @@ fn key_columns<'py>(py: Python<'py>, c: &KeyColumns) -> PyResult<Bound<'py, PyDi
     Ok(dict)
 }
 
-/// The fields of `tgm_xarray.hypercube.table.MetadataTable`.
+/// The fields of `tgm_xarray.table.MetadataTable`.
 pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("n_messages", t.n_messages)?;

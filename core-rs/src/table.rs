@@ -1,7 +1,7 @@
 //! A file's metadata as columns, built in one pass over its messages without touching a
 //! payload: one row per object, one per message, each metadata key a column of codes into its
 //! distinct values. The only builder of it: from whole messages, or from the pieces of a remote
-//! message read by its header (`Builder::parts`). `tgm_xarray.hypercube.table.MetadataTable` is
+//! message read by its header (`Builder::parts`). `tgm_xarray.table.MetadataTable` is
 //! the Python view of it.
 //!
 //! Metadata is flattened as `tgm_xarray.attrs.flatten` does: nested maps become dotted keys and

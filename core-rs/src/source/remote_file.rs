@@ -84,7 +84,7 @@ enum Known {
     Runs(Vec<(Range<usize>, CoreResult<Table>)>),
 }
 
-/// Every message of a remote file: the state of `tgm_xarray.remote.RemoteHandle`.
+/// Every message of a remote file: the state of `tgm_xarray.source.remote.RemoteHandle`.
 #[derive(Debug)]
 pub struct RemoteFile {
     source: String,

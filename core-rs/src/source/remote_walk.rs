@@ -28,7 +28,7 @@ use crate::wire::frames::{self, FrameWalk, Taken};
 /// Byte ranges `[start, stop)` of the file.
 pub type Ranges = Vec<(u64, u64)>;
 
-/// How much a walk reads at once (the binding takes them from `tgm_xarray.remote`'s settings).
+/// How much a walk reads at once (the binding takes them from `tgm_xarray.source.remote`'s settings).
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     /// The first request, and the first block of small messages.
