@@ -275,7 +275,10 @@ def as_ns(value: _Time) -> _Time:
     ...
     tgm_xarray.mars.BeyondNanoseconds: 2999-01-01 is beyond what datetime64[ns] holds
     """
-    ns = value.astype(f"{value.dtype.kind}8[ns]")
+    try:
+        ns = value.astype(f"{value.dtype.kind}8[ns]")
+    except OverflowError:  # numpy >= 2.5 refuses where older ones wrap around
+        ns = np.datetime64("NaT", "ns") if value.dtype.kind == "M" else np.timedelta64("NaT", "ns")
     if not np.isnat(value) and (np.isnat(ns) or ns.astype(value.dtype) != value):
         kind = "datetime64[ns] holds" if value.dtype.kind == "M" else "timedelta64[ns] holds"
         raise BeyondNanoseconds(f"{value} is beyond what {kind}")
@@ -367,10 +370,15 @@ def valid_time(time: np.ndarray, time_dims: tuple[str, ...], step: np.ndarray,
     """``valid_time = time + step`` over the dimensions of whichever of them are dimensions;
     :class:`BeyondNanoseconds` where a sum is past datetime64[ns] (numpy's wraps around)."""
     lhs = time.reshape(time.shape + (1,) * step.ndim)
-    values = np.asarray(lhs + step, dtype="datetime64[ns]")
-    # numpy's int64 nanoseconds wrap around: a sum moved against its step's sign did (NaT aside)
-    a, b, total = lhs.astype(np.int64), step.astype(np.int64), values.astype(np.int64)
-    wrapped = (((b > 0) & (total < a)) | ((b < 0) & (total > a))) & ~(np.isnat(lhs) | np.isnat(step))
+    # Summed as int64 nanoseconds, which wrap around (numpy's datetime sum wraps before 2.5 and
+    # raises from 2.5 on): a sum moved against its step's sign did; int64's minimum is NaT.
+    a = lhs.astype("datetime64[ns]").view(np.int64)
+    b = step.astype("timedelta64[ns]").view(np.int64)
+    with np.errstate(over="ignore"):
+        total = np.asarray(a + b)
+    nat = np.isnat(lhs) | np.isnat(step)
+    wrapped = (((b > 0) & (total < a)) | ((b < 0) & (total > a)) | (total == np.iinfo(np.int64).min)) & ~nat
+    values = np.where(nat, np.datetime64("NaT", "ns"), total.view("datetime64[ns]"))
     if wrapped.any():
         at = np.unravel_index(np.argmax(wrapped), wrapped.shape)
         raise BeyondNanoseconds(f"valid_time = {time[at[:time.ndim]]} + {step[at[time.ndim:]]} "
