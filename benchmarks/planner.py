@@ -16,7 +16,6 @@ minutes at 10^6).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import time
 
@@ -24,7 +23,7 @@ import numpy as np
 
 from tgm_xarray._core import encode_message
 from tgm_xarray.hypercube import build_hypercube
-from tgm_xarray.table import Column, KeyColumns, MetadataTable
+from tgm_xarray.table import MetadataTable
 
 PARAMS = 10
 LEVELS = (1000, 925, 850, 700, 500, 400, 300, 250, 200, 100)
@@ -38,9 +37,9 @@ def _object(shape, dtype: str) -> tuple[dict, np.ndarray]:
     return descriptor, np.zeros(shape, dtype=dtype)
 
 
-def archive_bytes(n_messages: int) -> bytes:
+def archive_bytes(n_messages: int, hashed: bool = False) -> bytes:
     """``n_messages`` archive messages (10 params x 10 levels x ``n_messages / 100`` steps), as
-    a file holds them, without hashes. The messages of one step are encoded once, with a step
+    a file holds them, with inline hashes or without (``hashed``). The messages of one step are encoded once, with a step
     written as a 2-byte CBOR integer, and each step's are those with the step's bytes in its
     place (CBOR integers may take more bytes than they need; encoding 100,000 messages would
     take minutes)."""
@@ -55,7 +54,7 @@ def archive_bytes(n_messages: int) -> bytes:
                 "date": "20260404", "time": "0000", "step": 0x1234, "levtype": "pl",
                 "levelist": LEVELS[level]}
         field = {"mars": mars, "dim_names": ["latitude", "longitude"]}
-        message = encode_message({"base": [field, lat, lon]}, objects, hash=False)
+        message = encode_message({"base": [field, lat, lon]}, objects, hash=hashed)
         assert message.count(mark) == 1
         one_step.append(message)
     steps = -(-n_messages // len(one_step))
@@ -63,33 +62,16 @@ def archive_bytes(n_messages: int) -> bytes:
     return b"".join(messages[:n_messages])
 
 
-def distinct_steps_table(n: int) -> MetadataTable:
-    """``n`` one-value messages of ``2t``, each at its own step: the table a file of them gives,
-    built from columns (encoding ``n`` messages would take longer than the planner)."""
-    one = MetadataTable.of_bytes(encode_message(
-        {"base": [{"mars": {"param": "2t", "step": 0}}]}, [_object((), "float32")]))
-    zeros, unknown = np.zeros(n, dtype=np.int32), np.full(n, -1, dtype=np.int64)
-    return dataclasses.replace(
-        one, n_messages=n, msg=np.arange(n, dtype=np.int64), obj=zeros.astype(np.int64),
-        shape=zeros, descriptor=zeros,
-        own=KeyColumns(["mars.param", "mars.step"], ["2t", *range(n)], [0, 1, n + 1],
-                       rows=np.tile(np.arange(n), 2), key=np.repeat([0, 1], n),
-                       code=np.concatenate([zeros, np.arange(n)]), n=n),
-        codec_params=KeyColumns([], [], [0], [], [], [], n), extra=KeyColumns([], [], [0], [], [], [], n),
-        frame_hash=np.zeros(n, dtype=np.uint64), has_frame_hash=np.zeros(n, dtype=bool),
-        frame_start=unknown, frame_end=unknown, payload_start=unknown, payload_end=unknown,
-        extra_dim_names=Column(np.full(n, -1, dtype=np.int32), []),
-        coordinate_attrs=Column(np.full(n, -1, dtype=np.int32), []),
-        message_offset=unknown, message_length=unknown)
-
-
-def with_frame_hashes(table: MetadataTable) -> MetadataTable:
-    """The table as a file written with inline hashes gives it: every frame has a hash, equal
-    for the (identical) coordinate objects of every message."""
-    hashes = np.where(table.obj == 0, np.arange(len(table), dtype=np.uint64) + 1000,
-                      table.obj.astype(np.uint64))
-    return dataclasses.replace(table, frame_hash=hashes.astype(np.uint64),
-                               has_frame_hash=np.ones(len(table), dtype=bool))
+def distinct_steps_table(n: int, reverse: bool = False) -> MetadataTable:
+    """``n`` one-value messages of ``2t``, message ``i`` at step ``i`` (``n - 1 - i`` with
+    ``reverse``): the table of a file of them. One message is encoded, with its step as a 4-byte
+    CBOR integer, and each message is that one with its step's bytes in place."""
+    marker = 0x12345678
+    one = encode_message({"base": [{"mars": {"param": "2t", "step": marker}}]}, [_object((), "float32")], hash=False)
+    mark = b"dstep\x1a" + marker.to_bytes(4, "big")
+    assert one.count(mark) == 1
+    steps = range(n)[::-1] if reverse else range(n)
+    return MetadataTable.of_bytes(b"".join(one.replace(mark, b"dstep\x1a" + s.to_bytes(4, "big")) for s in steps))
 
 
 def time_plan(table: MetadataTable, repeat: int) -> tuple[float, int]:
@@ -123,8 +105,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, float]]:
         if args.distinct_steps:
             tables = [("distinct steps", distinct_steps_table(n))]
         else:
-            table = MetadataTable.of_bytes(archive_bytes(n))
-            tables = [("hashed", with_frame_hashes(table)), ("callback", table)]
+            tables = [("hashed", MetadataTable.of_bytes(archive_bytes(n, hashed=True))),
+                      ("callback", MetadataTable.of_bytes(archive_bytes(n)))]
         for kind, t in tables:
             seconds, calls = time_plan(t, args.repeat)
             results[kind][n] = seconds

@@ -91,6 +91,10 @@ CHILD = textwrap.dedent("""
             ("descriptors", (0,)), ("object_layouts", (0,)), ("shape", (0, 0)), ("fingerprint", (0, 0)),
             ("payload_read", (0, 0, (slice(0, 1), slice(0, 1)))),
         ]}
+    elif phase == "tables":
+        table = _core.table_of_bytes(data)
+        calls = {"Table.column": lambda: table.column("msg"), "Table.to_bytes": table.to_bytes,
+                 "Table.from_bytes": lambda: _core.Table.from_bytes(b"")}
     elif phase == "remote descriptions":
         walk = remote().describe([0])
         calls = {"RemoteDescription.wanted": walk.wanted, "RemoteDescription.feed": lambda: walk.feed([]),
@@ -114,14 +118,14 @@ CHILD = textwrap.dedent("""
     print(json.dumps(out))
 """)
 
-PHASES = ("functions", "files and scans", "file methods", "remote messages", "remote descriptions", "remote reads")
+PHASES = ("functions", "files and scans", "file methods", "tables", "remote messages", "remote descriptions", "remote reads")
 
 
 def _public_calls() -> set[str]:
     """Every public function of ``_core`` and method of its classes (getters aside)."""
     calls = {name for name, v in vars(_core).items()
              if callable(v) and not isinstance(v, type) and not name.startswith("_")}
-    for cls in (_core.FileHandle, _core.RemoteScan, _core.RemoteMessages, _core.RemoteDescription, _core.RemoteRead):
+    for cls in (_core.FileHandle, _core.Table, _core.RemoteScan, _core.RemoteMessages, _core.RemoteDescription, _core.RemoteRead):
         calls |= {f"{cls.__name__}.{name}" for name, v in vars(cls).items()
                   if not name.startswith("__")
                   and type(v).__name__ in ("method_descriptor", "builtin_function_or_method", "staticmethod")}

@@ -7,7 +7,6 @@ so every test that checks values also proves xarray accepts the layout.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import logging
@@ -42,7 +41,6 @@ from tgm_xarray.hypercube import (  # noqa: E402  # noqa: E402
     split_groups,
     variables,
 )
-from tgm_xarray.table import KeyColumns  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from planner import distinct_steps_table  # noqa: E402
@@ -1292,10 +1290,7 @@ def test_distinct_steps_plan_in_linear_work(monkeypatch):
 def test_distinct_steps_sorted_and_placed():
     """Steps written in reverse order come out ascending, each field at its own step."""
     n = 1_000
-    table = distinct_steps_table(n)
-    own = table.own  # the steps' values reversed: row i's step is n - 1 - i
-    table = dataclasses.replace(table, own=KeyColumns(own.names, ["2t", *range(n)[::-1]], own.value_starts,
-                                                      own.rows, own.key, own.code, n))
+    table = distinct_steps_table(n, reverse=True)  # row i's step is n - 1 - i
     plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
     step = plan.index_coords["step"][1]
     assert (step == np.arange(n) * np.timedelta64(3600, "s")).all()

@@ -319,7 +319,7 @@ def test_a_damaged_column_in_an_index_is_caught_by_its_digest(archive, tmp_path)
     open_quietly(archive).close()
     target = Path(index.cached(str(archive)))
     stored = _core.FileHandle(str(target))
-    frames = MetadataTable.from_core(_core.table_of_files([stored]))
+    frames = MetadataTable(_core.table_of_files([stored]))
     row = int(np.searchsorted(frames.msg, 2))  # the first array of the plan's message
     start, length = int(frames.frame_start[row]), int(frames.frame_end[row] - frames.frame_start[row])
     del stored

@@ -42,6 +42,7 @@ from tgm_xarray.source import (
     handles,  # noqa: E402
     remote,
 )
+from tgm_xarray.table import MetadataTable  # noqa: E402
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe
@@ -794,14 +795,14 @@ def test_scan_finds_every_message_and_the_core_tables_them(range_server, archive
             with pytest.raises(ValueError, match="message 0: its descriptors are not fetched yet"):
                 _core.table_of_files([messages])
             remote.drive(messages.describe(list(range(len(messages)))), fetcher.fetch_many)
-        table, expected = _core.table_of_files([messages]), _core.table_of_files([local.handle])
+        table, expected = (MetadataTable(_core.table_of_files([f])) for f in (messages, local.handle))
         for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "payload_end", "frame_hash",
                     "has_frame_hash", "message_offset", "message_length"):
-            np.testing.assert_array_equal(table[key], expected[key], err_msg=key)
+            np.testing.assert_array_equal(getattr(table, key), getattr(expected, key), err_msg=key)
         msg = 7 if small else 1
-        rows = expected["msg"] == msg
+        rows = expected.msg == msg
         assert messages.frame_spans(msg) == [(int(a), int(b - a)) for a, b in
-                                             zip(expected["frame_start"][rows], expected["frame_end"][rows])]
+                                             zip(expected.frame_start[rows], expected.frame_end[rows])]
 
 
 def test_the_table_of_large_remote_messages_is_the_local_one(range_server, ifs_file):

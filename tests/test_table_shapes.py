@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tgm_xarray import _core
+from tgm_xarray.table import MetadataTable
 
 
 def descriptor(n: int, dtype: str = "uint8") -> dict:
@@ -23,9 +24,9 @@ def test_each_distinct_shape_is_one_descriptor_and_each_object_keeps_its_own(tmp
             dtype = "uint8" if i % 3 else "int16"
             f.write(_core.encode_message({"base": [{"name": f"v{i}"}]}, [(descriptor(n, dtype), np.zeros(n, dtype))],
                                          hash=False))
-    table = _core.table_of_files([_core.FileHandle(str(path))])
+    table = MetadataTable(_core.table_of_files([_core.FileHandle(str(path))]))
     kinds = {(n, "uint8" if i % 3 else "int16") for i, n in enumerate(sizes)}
-    assert len(table["descriptors"]) == len(kinds)
-    found = [(table["shapes"][s][0], table["descriptors"][d]["dtype"])
-             for s, d in zip(np.asarray(table["shape"]).tolist(), np.asarray(table["descriptor"]).tolist())]
+    assert len(table.descriptors) == len(kinds)
+    found = [(table.shapes[s][0], table.descriptors[d]["dtype"])
+             for s, d in zip(table.shape.tolist(), table.descriptor.tolist())]
     assert found == [(n, "uint8" if i % 3 else "int16") for i, n in enumerate(sizes)]

@@ -23,6 +23,7 @@ from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.errors import TgmCodecError, TgmFormatError, TgmIndexWarning
 from tgm_xarray.pipeline import SZIP_PACKED_BITS
 from tgm_xarray.plans import index
+from tgm_xarray.table import MetadataTable
 from tgm_xarray.writer import TgmWriter, to_tgm
 
 dask = pytest.importorskip("dask")
@@ -384,8 +385,8 @@ def test_a_large_szip_field_is_written_alike_on_any_threads_and_upstream_reads_i
     for threads in (1, 2, 4):
         path = tmp_path / f"threads{threads}.tgm"
         to_tgm(ds, path, threads=threads, encoding={"2t": {"bits": 24, "compression": "szip"}})
-        table = _core.table_of_files([_core.FileHandle(os.fspath(path))])
-        start, end = table["payload_start"][0], table["payload_end"][0]
+        table = MetadataTable(_core.table_of_files([_core.FileHandle(os.fspath(path))]))
+        start, end = table.payload_start[0], table.payload_end[0]
         payloads.append(path.read_bytes()[start:end])
         read = open_tgm(path)["2t"].values
         np.testing.assert_array_equal(upstream_decode(path, 0, verify_hash=True)[0].reshape(read.shape), read)

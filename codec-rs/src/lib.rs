@@ -41,6 +41,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     guard::init();
     exceptions::add_to(m)?;
     m.add_class::<file::FileHandle>()?;
+    m.add_class::<table::PyTable>()?;
     m.add_class::<buffers::PooledBuffer>()?;
     remote::register(m)?;
     buffers::init(m.py())?;

@@ -3,20 +3,19 @@
 //! `feed([bytes, ...])`, that `tgm_xarray.source.remote` drives (synchronously, or from asyncio);
 //! nothing here calls back into Python, and nothing here moves bytes.
 
-use numpy::{PyReadonlyArray1, PyUntypedArray};
+use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tgm_core::source::remote_file::{self, Description, PayloadRead, RemoteFile};
 use tgm_core::source::remote_walk::{Ranges, Scan, Settings};
-use tgm_core::table::Table;
 
-use crate::codec::descriptor;
 use tgm_core::errors::{CoreError, Kind};
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
 use crate::arrays::{out_array, out_itemsize, unpacked_for};
 use crate::index::parse_index;
 use crate::read_into::fill_out;
+use crate::table::PyTable;
 
 /// The bytes fed to a walk, copied out of their Python objects.
 fn pieces(fed: Vec<Bound<'_, PyBytes>>) -> Vec<Vec<u8>> {
@@ -92,38 +91,14 @@ impl RemoteMessages {
     }
 }
 
-fn column<'py, T: numpy::Element + Copy>(table: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<T>> {
-    let array: PyReadonlyArray1<'py, T> = table.getattr(name)?.extract()?;
-    Ok(array.as_slice()?.to_vec())
-}
-
 #[pymethods]
 impl RemoteMessages {
     /// The remote file `source` of `size` bytes as the metadata table `table` of its index lists
-    /// it (a `MetadataTable`; its layout columns are read): nothing is fetched.
+    /// it (its layout columns are kept): nothing is fetched.
     #[staticmethod]
-    fn from_index(source: &str, size: u64, table: &Bound<'_, PyAny>, tail_guess: u64) -> PyResult<RemoteMessages> {
+    fn from_index(source: &str, size: u64, table: PyRef<'_, PyTable>, tail_guess: u64) -> PyResult<RemoteMessages> {
         crate::guard::guarded("RemoteMessages.from_index", || {
-            let descriptors = table.getattr("descriptors")?;
-            let descriptors = descriptors
-                .try_iter()?
-                .enumerate()
-                .map(|(i, d)| descriptor(&d?, &format!("{source}: the index's descriptor {i}")).raised())
-                .collect::<PyResult<_>>()?;
-            let layout = Table {
-                n_messages: table.getattr("n_messages")?.extract()?,
-                msg: column(table, "msg")?,
-                frame_start: column(table, "frame_start")?,
-                frame_end: column(table, "frame_end")?,
-                descriptor: column(table, "descriptor")?,
-                descriptors,
-                frame_hash: column(table, "frame_hash")?,
-                has_frame_hash: column(table, "has_frame_hash")?,
-                message_offset: column(table, "message_offset")?,
-                message_length: column(table, "message_length")?,
-                ..Table::default()
-            };
-            Ok(RemoteMessages { file: RemoteFile::from_index(source, size, layout, tail_guess).raised()? })
+            Ok(RemoteMessages { file: RemoteFile::from_index(source, size, table.table().layout(), tail_guess).raised()? })
         })
     }
 

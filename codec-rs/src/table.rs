@@ -1,12 +1,12 @@
-//! The metadata table (`tgm_core::table`) as the dict `MetadataTable.from_core` takes: of files
-//! (mapped and remote) and of messages in memory.
+//! The metadata table (`tgm_core::table`) as a frozen class: of files (mapped and remote) and of
+//! messages in memory.
 
 use std::borrow::Cow;
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
-use tgm_core::table::{Column, KeyColumns, Table};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use tgm_core::table::{Column, Field, KeyColumns, Rows, Table};
 
 use crate::cbor::to_py;
 use tgm_core::errors::{CoreError, Kind};
@@ -25,7 +25,7 @@ pub fn scan<'a>(
     py.detach(|| tgm_core::table::scan(messages, where_)).raised()
 }
 
-fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
+fn codes<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
     let values = PyList::empty(py);
     for v in &c.values {
         values.append(to_py(py, v)?)?;
@@ -33,8 +33,8 @@ fn column<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
     Ok((PyArray1::from_slice(py, &c.codes), values).into_pyobject(py)?.into_any())
 }
 
-/// `KeyColumns`' fields, as `tgm_xarray.table.KeyColumns` takes them (less its row count).
-fn key_columns<'py>(py: Python<'py>, c: &KeyColumns) -> PyResult<Bound<'py, PyDict>> {
+/// `KeyColumns`' fields over `n` rows, as `tgm_xarray.table.KeyColumns` takes them.
+fn key_columns<'py>(py: Python<'py>, c: &KeyColumns, n: usize) -> PyResult<Bound<'py, PyAny>> {
     let dict = PyDict::new(py);
     dict.set_item("names", PyList::new(py, c.keys.iter().map(String::as_str))?)?;
     // One flat list (a list per key would be a Python object per key: collector passes over
@@ -45,44 +45,92 @@ fn key_columns<'py>(py: Python<'py>, c: &KeyColumns) -> PyResult<Bound<'py, PyDi
     dict.set_item("rows", PyArray1::from_slice(py, &c.rows))?;
     dict.set_item("key", PyArray1::from_slice(py, &c.key))?;
     dict.set_item("code", PyArray1::from_slice(py, &c.code))?;
-    Ok(dict)
+    dict.set_item("n", n)?;
+    Ok(dict.into_any())
 }
 
-/// The fields of `tgm_xarray.table.MetadataTable`.
-pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("n_messages", t.n_messages)?;
-    for (name, v) in [
-        ("msg", &t.msg),
-        ("obj", &t.obj),
-        ("frame_start", &t.frame_start),
-        ("frame_end", &t.frame_end),
-        ("payload_start", &t.payload_start),
-        ("payload_end", &t.payload_end),
-        ("message_offset", &t.message_offset),
-        ("message_length", &t.message_length),
-    ] {
-        d.set_item(name, PyArray1::from_slice(py, v))?;
+/// A file's metadata table (`tgm_core::table::Table`), frozen: `tgm_xarray.table.MetadataTable`
+/// is the view of it. Its columns come by name (`column`), as the core lists them; it keeps
+/// and pickles as the core's stored form (`to_bytes`, `from_bytes`).
+#[pyclass(frozen, name = "Table", module = "tgm_xarray._core")]
+pub struct PyTable {
+    table: Table,
+}
+
+impl PyTable {
+    pub(crate) fn table(&self) -> &Table {
+        &self.table
     }
-    d.set_item("shape", PyArray1::from_slice(py, &t.shape))?;
-    d.set_item("shapes", t.shapes.clone())?;
-    d.set_item("descriptor", PyArray1::from_slice(py, &t.descriptor))?;
-    let descriptors = PyList::empty(py);
-    for desc in &t.descriptors {
-        let dict = descriptor_to_py(py, desc)?;
-        dict.del_item("params")?;
-        descriptors.append(dict)?;
+}
+
+#[pymethods]
+impl PyTable {
+    #[getter]
+    fn n_messages(&self) -> usize {
+        self.table.n_messages
     }
-    d.set_item("descriptors", descriptors)?;
-    d.set_item("own", key_columns(py, &t.own)?)?;
-    d.set_item("codec_params", key_columns(py, &t.codec_params)?)?;
-    d.set_item("extra", key_columns(py, &t.extra)?)?;
-    d.set_item("own_dim_names", column(py, &t.own_dim_names)?)?;
-    d.set_item("extra_dim_names", column(py, &t.extra_dim_names)?)?;
-    d.set_item("coordinate_attrs", column(py, &t.coordinate_attrs)?)?;
-    d.set_item("frame_hash", PyArray1::from_slice(py, &t.frame_hash))?;
-    d.set_item("has_frame_hash", PyArray1::from_slice(py, &t.has_frame_hash))?;
-    Ok(d)
+
+    /// The number of objects (rows).
+    fn __len__(&self) -> usize {
+        self.table.msg.len()
+    }
+
+    /// The columns' names, in the core's order.
+    #[getter]
+    fn columns(&self) -> Vec<&'static str> {
+        self.table.columns().into_iter().map(|(name, _, _)| name).collect()
+    }
+
+    /// Column `name` as `(kind, value)`: `"array"` (a numpy array), `"codes"` (`(codes,
+    /// values)`), `"keys"` (`KeyColumns`' fields), `"shapes"` (tuples), `"descriptors"` (dicts,
+    /// without `params`); `KeyError` for a name that is no column.
+    fn column<'py>(&self, py: Python<'py>, name: &str) -> PyResult<(&'static str, Bound<'py, PyAny>)> {
+        crate::guard::guarded("Table.column", || {
+            let Some((_, rows, field)) = self.table.columns().into_iter().find(|(n, _, _)| *n == name) else {
+                return Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned()));
+            };
+            let n = if rows == Rows::Messages { self.table.n_messages } else { self.table.msg.len() };
+            Ok(match field {
+                Field::I64(v) => ("array", PyArray1::from_slice(py, v).into_any()),
+                Field::I32(v) => ("array", PyArray1::from_slice(py, v).into_any()),
+                Field::U64(v) => ("array", PyArray1::from_slice(py, v).into_any()),
+                Field::Bool(v) => ("array", PyArray1::from_slice(py, v).into_any()),
+                Field::Shapes(v) => ("shapes", PyList::new(py, v.iter().map(|s| PyTuple::new(py, s)).collect::<PyResult<Vec<_>>>()?)?.into_any()),
+                Field::Descriptors(v) => {
+                    let descriptors = PyList::empty(py);
+                    for desc in v {
+                        let dict = descriptor_to_py(py, desc)?;
+                        dict.del_item("params")?;
+                        descriptors.append(dict)?;
+                    }
+                    ("descriptors", descriptors.into_any())
+                }
+                Field::Codes(c) => ("codes", codes(py, c)?),
+                Field::Keys(k) => ("keys", key_columns(py, k, n)?),
+            })
+        })
+    }
+
+    /// The table's stored form (`tgm_core::table::TABLE_FORMAT`), for an index.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        crate::guard::guarded("Table.to_bytes", || {
+            let bytes = py.detach(|| self.table.to_bytes());
+            Ok(PyBytes::new(py, &bytes))
+        })
+    }
+
+    /// The table `to_bytes` gave; `TgmFormatError` for bytes of another version or that are no
+    /// consistent table.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<PyTable> {
+        crate::guard::guarded("Table.from_bytes", || {
+            Ok(PyTable { table: py.detach(|| Table::from_bytes(data)).raised()? })
+        })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        Ok((slf.get_type().getattr("from_bytes")?, (slf.get().to_bytes(slf.py())?,)))
+    }
 }
 
 /// One table over several files, in the order given (`FileHandle`s and `RemoteMessages`):
@@ -91,11 +139,11 @@ pub fn to_py_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict
 /// table of their scan, or of their messages read by their header once those are described
 /// (`RemoteMessages.describe`).
 #[pyfunction]
-pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> PyResult<PyTable> {
     crate::guard::guarded("table_of_files", || {
         let sources = files.iter().enumerate().map(|(i, f)| Source::of(i, f)).collect::<PyResult<Vec<_>>>()?;
         if let Some(mapped) = sources.iter().map(Source::mapped).collect::<Option<Vec<_>>>() {
-            return scan_mapped(py, &mapped).and_then(|t| to_py_dict(py, &t));
+            return scan_mapped(py, &mapped).map(|table| PyTable { table });
         }
         let tables = sources
             .iter()
@@ -105,10 +153,10 @@ pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> Py
             })
             .collect::<PyResult<Vec<_>>>()?;
         match &tables[..] {
-            [one] => to_py_dict(py, one),
+            [one] => Ok(PyTable { table: one.as_ref().clone() }),
             _ => {
                 let tables: Vec<&Table> = tables.iter().map(|t| t.as_ref()).collect();
-                to_py_dict(py, &py.detach(|| tgm_core::table::concat(&tables)))
+                Ok(PyTable { table: py.detach(|| tgm_core::table::concat(&tables)) })
             }
         }
     })
@@ -117,11 +165,11 @@ pub fn table_of_files<'py>(py: Python<'py>, files: Vec<Bound<'py, PyAny>>) -> Py
 /// The table of the messages in `data` (whole messages one after the other, as a file holds
 /// them; none when empty).
 #[pyfunction]
-pub fn table_of_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+pub fn table_of_bytes(py: Python<'_>, data: &[u8]) -> PyResult<PyTable> {
     crate::guard::guarded("table_of_bytes", || {
         let spans = if data.is_empty() { Vec::new() } else { index_messages(data).raised()? };
         let table = scan(py, spans.iter().map(|&(offset, length)| (offset, &data[offset..offset + length])), |m| format!("message {m}"))?;
-        to_py_dict(py, &table)
+        Ok(PyTable { table })
     })
 }
 

@@ -11,7 +11,7 @@ __all__ = [
     "FileHandle",
     "PooledBuffer", "RemoteMessages", "RemoteScan", "RemoteDescription", "RemoteRead", "scan_remote", "empty",
     "buffer_pool", "encode_message", "decode_message_into", "frame_footer", "parse_message",
-    "read_frame", "frame_fingerprint", "check_frame_hash", "table_of_files", "table_of_bytes", "decoded_elements",
+    "read_frame", "frame_fingerprint", "check_frame_hash", "Table", "table_of_files", "table_of_bytes", "decoded_elements",
     "take_max_concurrent_reads", "writable_szip_flags",
     "numpy_dtype", "decoded_bytes", "read_dtype", "outer_key", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
     "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
@@ -180,7 +180,7 @@ class RemoteMessages:
     an index's metadata table lists them (``from_index``)."""
 
     @staticmethod
-    def from_index(source: str, size: int, table: Any, tail_guess: int) -> RemoteMessages: ...
+    def from_index(source: str, size: int, table: Table, tail_guess: int) -> RemoteMessages: ...
     def __len__(self) -> int: ...
     def span(self, msg: int) -> tuple[int, int]: ...
     def is_described(self, msg: int) -> bool: ...
@@ -200,8 +200,25 @@ class RemoteMessages:
 def scan_remote(source: str, size: int, settings: tuple[int, int, int, int, int, int]) -> RemoteScan: ...
 
 # Metadata tables (`tgm_xarray.table.MetadataTable.from_core`)
-def table_of_files(files: list[FileHandle | RemoteMessages]) -> dict[str, Any]:
+@final
+class Table:
+    """A file's metadata table, frozen (``tgm_xarray.table.MetadataTable`` is its view): its
+    columns by name, as the core lists them, and its stored form."""
+
+    @property
+    def n_messages(self) -> int: ...
+    @property
+    def columns(self) -> list[str]: ...
+    def __len__(self) -> int: ...
+    def column(self, name: str) -> tuple[str, Any]:
+        """``(kind, value)``: "array", "codes", "keys", "shapes" or "descriptors"."""
+    def to_bytes(self) -> bytes: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> Table: ...
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]: ...
+
+def table_of_files(files: list[FileHandle | RemoteMessages]) -> Table:
     """One table over several files: messages numbered on from one file to the next (a remote
     file's messages read by their header must be described first: ``RemoteMessages.describe``)."""
-def table_of_bytes(data: bytes) -> dict[str, Any]:
+def table_of_bytes(data: bytes) -> Table:
     """The table of the whole messages in ``data`` (none when empty)."""

@@ -127,15 +127,11 @@ class KeyColumns(Mapping):
         at = self.value_starts[self.key[entries]] + self.code[entries]
         return {self.names[k]: self.flat_values[v] for k, v in zip(self.key[entries].tolist(), at.tolist())}
 
-    def stored(self) -> dict[str, Any]:
-        """The fields, as the constructor takes them (for an index)."""
-        return {"names": self.names, "values": self.flat_values, "value_starts": self.value_starts, "rows": self.rows,
-                "key": self.key, "code": self.code, "n": self.n}
 
-
-@dataclass(frozen=True)
 class MetadataTable:
-    """Every object of a file (rows, in message then object order) and every message.
+    """Every object of a file (rows, in message then object order) and every message: the view
+    of the core's table (``_core.Table``, ``core-rs/src/table``), which names its columns. Each
+    column is an attribute, made from the core's on first use and read-only.
 
     Per object: ``msg``/``obj``, ``shape`` (index into ``shapes``), ``descriptor`` (index into
     ``descriptors``: the descriptor without ``params``), ``own`` (the object's ``base`` entry
@@ -146,52 +142,48 @@ class MetadataTable:
     keys), ``extra_dim_names`` and ``coordinate_attrs`` (as stored), byte ranges.
     """
 
-    n_messages: int
-    msg: np.ndarray
-    obj: np.ndarray
-    shape: np.ndarray
-    shapes: list[tuple[int, ...]]
-    descriptor: np.ndarray
-    descriptors: list[dict]
-    own: KeyColumns
-    codec_params: KeyColumns
-    own_dim_names: Column
-    frame_hash: np.ndarray  # uint64
-    has_frame_hash: np.ndarray  # bool
-    frame_start: np.ndarray  # int64, from the file's start
-    frame_end: np.ndarray
-    payload_start: np.ndarray
-    payload_end: np.ndarray
-    extra: KeyColumns
-    extra_dim_names: Column
-    coordinate_attrs: Column
-    message_offset: np.ndarray  # int64
-    message_length: np.ndarray
+    def __init__(self, core: _core.Table):
+        self.core = core
+
+    @property
+    def n_messages(self) -> int:
+        return self.core.n_messages
 
     def __len__(self) -> int:
-        return len(self.msg)
+        return len(self.core)
 
-    @classmethod
-    def from_core(cls, columns: Mapping[str, Any]) -> MetadataTable:
-        """The table the core returns as a dict of arrays, ``(codes, values)`` pairs and
-        :class:`KeyColumns` fields."""
-        def column(pair) -> Column:
-            return Column(np.asarray(pair[0], dtype=np.int32), list(pair[1]))
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "core":  # not a column (and no recursion while unpickling)
+            raise AttributeError(name)
+        try:
+            kind, value = self.core.column(name)
+        except KeyError:
+            raise AttributeError(f"a metadata table has no column {name!r}") from None
+        view = _VIEWS.get(kind, _read_only)(value)
+        self.__dict__[name] = view
+        return view
 
-        fields = dict(columns)
-        rows, messages = len(fields["msg"]), fields["n_messages"]
-        for name, n in (("own", rows), ("codec_params", rows), ("extra", messages)):
-            fields[name] = KeyColumns(**fields[name], n=n)
-        for name in ("own_dim_names", "extra_dim_names", "coordinate_attrs"):
-            fields[name] = column(fields[name])
-        fields["shapes"] = [tuple(s) for s in fields["shapes"]]
-        return cls(**fields)
+    def __reduce__(self):
+        return (MetadataTable, (self.core,))
 
     @classmethod
     def of_bytes(cls, data: bytes) -> MetadataTable:
         """The table of the messages in ``data`` (whole messages one after the other, as a file
         holds them; none when empty), built by the core as for a file: for tests and examples."""
-        return cls.from_core(_core.table_of_bytes(data))
+        return cls(_core.table_of_bytes(data))
+
+
+def _read_only(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    return value
+
+
+#: The core's kinds of column (``_core.Table.column``) that have a view of their own here.
+_VIEWS: dict[str, Any] = {
+    "codes": lambda pair: Column(_read_only(np.asarray(pair[0], dtype=np.int32)), list(pair[1])),
+    "keys": lambda fields: KeyColumns(**fields),
+}
 
 
 #: The most bytes one numpy array holds; an array past it fails with a bare ``ValueError``.

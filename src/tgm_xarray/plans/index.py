@@ -52,14 +52,14 @@ from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError, not_a_file
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan
 from tgm_xarray.source.handles import FileKey, FileVersion, Replaced, absolute, unreplaced
 from tgm_xarray.source.remote import is_url, unreachable
-from tgm_xarray.table import Column, KeyColumns, MetadataTable
+from tgm_xarray.table import MetadataTable
 
 FORMAT = "tgm-xarray-index"
 #: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that
 #: no index keeps a plan this version would not make, or their keys would (5: ``PlanOptions``,
 #: ``dim_names`` as a tuple; 6: the writer's records of stacked dimensions and CF packing, and
-#: groups named after cfgrib's levels).
-VERSION = 6
+#: groups named after cfgrib's levels; 7: the table in the core's stored form).
+VERSION = 7
 #: What an index beside its data file is called: ``<file name><SUFFIX>``.
 SUFFIX = ".tgmidx"
 #: Bytes hashed at each end of the data file for its fingerprint.
@@ -480,25 +480,14 @@ def plan_key(options: PlanOptions, groups: bool) -> str:
     return json.dumps(Packer().pack(dict(sorted({**options.as_dict(), "groups": groups}.items()))), sort_keys=True)
 
 
-def _pack_table(table: MetadataTable, packer: Packer) -> dict:
-    return {f.name: packer.pack(_plain(getattr(table, f.name))) for f in dataclasses.fields(table)}
+def _pack_table(table: MetadataTable, packer: Packer) -> Any:
+    # The core's stored form, as one object of bytes (the core names the columns and checks
+    # what it reads back).
+    return packer.pack(np.frombuffer(table.core.to_bytes(), dtype=np.uint8))
 
 
-def _plain(value):
-    if isinstance(value, Column):
-        return {"codes": value.codes, "values": value.values}
-    if isinstance(value, KeyColumns):
-        return value.stored()
-    return value
-
-
-def _unpack_table(stored: Mapping, read) -> MetadataTable:
-    fields = {name: unpack(v, read) for name, v in stored.items()}
-    for name in ("own", "codec_params", "extra"):
-        fields[name] = KeyColumns(**fields[name])
-    for name in ("own_dim_names", "extra_dim_names", "coordinate_attrs"):
-        fields[name] = Column(**fields[name])
-    return MetadataTable(**fields)
+def _unpack_table(stored: Any, read) -> MetadataTable:
+    return MetadataTable(_core.Table.from_bytes(unpack(stored, read).tobytes()))
 
 
 def _pack_plan(plan: HypercubePlan, packer: Packer, prints: Callable[[np.ndarray], np.ndarray]) -> dict:

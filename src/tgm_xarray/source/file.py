@@ -200,7 +200,7 @@ def table_of(files: Sequence[TgmFile]) -> MetadataTable:
     in one call (interpreter released for local files, no payload read). URLs have the
     descriptors of their messages read by their header fetched first, in concurrent batches
     (``RemoteHandle.parse_all``)."""
-    return MetadataTable.from_core(_core.table_of_files([f._table_input() for f in files]))
+    return MetadataTable(_core.table_of_files([f._table_input() for f in files]))
 
 
 class _ClosedHandle:

@@ -578,7 +578,7 @@ class RemoteHandle:
         #: The messages (``_core.RemoteMessages``): ``_core.table_of_files`` takes them.
         self.messages: _core.RemoteMessages = (
             drive(_core.scan_remote(url, self._fetcher.size, scan_settings()), self._fetcher.fetch_many)
-            if table is None else _core.RemoteMessages.from_index(url, self._fetcher.size, table, TAIL_GUESS))
+            if table is None else _core.RemoteMessages.from_index(url, self._fetcher.size, table.core, TAIL_GUESS))
         self._lock = threading.Lock()
 
     @property

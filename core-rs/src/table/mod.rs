@@ -13,6 +13,7 @@ use std::rc::Rc;
 
 use ahash::{AHashMap as HashMap, RandomState};
 use ciborium::Value;
+use serde::{Deserialize, Serialize};
 use tensogram::wire::FrameHeader;
 use tensogram::DataObjectDescriptor;
 
@@ -21,6 +22,13 @@ use crate::wire::cbor::{self, Walker};
 use crate::wire::frames::{self, inline_hash};
 use crate::source::message::walk;
 use crate::encoding::szip;
+
+#[macro_use]
+mod columns;
+mod stored;
+
+pub use columns::{Field, Rows};
+pub use stored::TABLE_FORMAT;
 
 /// Encoder-owned metadata: never flattened.
 pub const RESERVED_KEY: &str = "_reserved_";
@@ -41,7 +49,7 @@ fn is_codec_param(key: &str) -> bool {
 
 /// One key over the rows: `values[codes[i]]` is row `i`'s value, `-1` where it lacks the key.
 /// Values are distinct as encoded (`1` and `1.0` are two values).
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Column {
     pub codes: Vec<i32>,
     pub values: Vec<Value>,
@@ -60,7 +68,7 @@ impl Column {
 /// `values`. Only the rows that have a key take room, so a file whose messages each bring keys of
 /// their own costs its entries, not keys x rows (a dense column per key aborted at 3,000 messages
 /// x 100 keys of their own), and nothing is allocated per key but its name.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeyColumns {
     pub keys: Vec<String>,
     /// Every key's distinct values, as encoded (`1` and `1.0` are two values), key by key.
@@ -91,36 +99,59 @@ impl KeyColumns {
     }
 }
 
-/// Every object (rows, in message then object order) and every message of a file.
-#[derive(Debug, Default, Clone)]
-pub struct Table {
-    pub n_messages: usize,
-    // per object
-    pub msg: Vec<i64>,
-    pub obj: Vec<i64>,
-    pub shape: Vec<i32>,
-    pub shapes: Vec<Vec<u64>>,
-    /// Index into `descriptors`: objects whose descriptors agree but for `params`.
-    pub descriptor: Vec<i32>,
-    /// One descriptor per kind of object, without `params`.
-    pub descriptors: Vec<DataObjectDescriptor>,
-    /// The object's `base` entry flattened, then its descriptor's non-codec `params`.
-    pub own: KeyColumns,
-    pub codec_params: KeyColumns,
-    pub own_dim_names: Column,
-    pub frame_hash: Vec<u64>,
-    pub has_frame_hash: Vec<bool>,
-    /// Byte ranges from the start of the file.
-    pub frame_start: Vec<i64>,
-    pub frame_end: Vec<i64>,
-    pub payload_start: Vec<i64>,
-    pub payload_end: Vec<i64>,
-    // per message
-    pub extra: KeyColumns,
-    pub extra_dim_names: Column,
-    pub coordinate_attrs: Column,
-    pub message_offset: Vec<i64>,
-    pub message_length: Vec<i64>,
+columns! {
+    /// Every object (rows, in message then object order) and every message of a file. Its
+    /// columns are named here only: the binding and the index take them from
+    /// [`Table::columns`] and [`Table::to_bytes`].
+    pub struct Table {
+        // per object
+        msg: Vec<i64>, Objects;
+        obj: Vec<i64>, Objects;
+        /// Index into `shapes`.
+        shape: Vec<i32>, Objects;
+        shapes: Vec<Vec<u64>>, Kinds;
+        /// Index into `descriptors`: objects whose descriptors agree but for `params`.
+        descriptor: Vec<i32>, Objects;
+        /// One descriptor per kind of object, without `params`.
+        descriptors: Vec<DataObjectDescriptor>, Kinds;
+        /// The object's `base` entry flattened, then its descriptor's non-codec `params`.
+        own: KeyColumns, Objects;
+        codec_params: KeyColumns, Objects;
+        own_dim_names: Column, Objects;
+        frame_hash: Vec<u64>, Objects;
+        has_frame_hash: Vec<bool>, Objects;
+        /// Byte ranges from the start of the file.
+        frame_start: Vec<i64>, Objects;
+        frame_end: Vec<i64>, Objects;
+        payload_start: Vec<i64>, Objects;
+        payload_end: Vec<i64>, Objects;
+        // per message
+        extra: KeyColumns, Messages;
+        extra_dim_names: Column, Messages;
+        coordinate_attrs: Column, Messages;
+        message_offset: Vec<i64>, Messages;
+        message_length: Vec<i64>, Messages;
+    }
+}
+
+impl Table {
+    /// The columns a file's byte ranges are read by (frames, descriptors, hashes, message spans),
+    /// its metadata left out: what a remote file keeps of its index's table.
+    pub fn layout(&self) -> Table {
+        Table {
+            n_messages: self.n_messages,
+            msg: self.msg.clone(),
+            frame_start: self.frame_start.clone(),
+            frame_end: self.frame_end.clone(),
+            descriptor: self.descriptor.clone(),
+            descriptors: self.descriptors.clone(),
+            frame_hash: self.frame_hash.clone(),
+            has_frame_hash: self.has_frame_hash.clone(),
+            message_offset: self.message_offset.clone(),
+            message_length: self.message_length.clone(),
+            ..Table::default()
+        }
+    }
 }
 
 /// Builds the table of `messages`, each `(offset in the file, the message's bytes)`;
@@ -795,7 +826,7 @@ mod tests {
     }
 
     /// One message of a 2-element float32 field with MARS keys and `_extra_` entries.
-    fn message(step: i64, hashing: bool) -> Vec<u8> {
+    pub(super) fn message(step: i64, hashing: bool) -> Vec<u8> {
         let mut base = BTreeMap::new();
         base.insert("name".into(), text("t"));
         base.insert("mars".into(), map(&[("step", Value::Integer(step.into())), (RESERVED_KEY, text("x"))]));
