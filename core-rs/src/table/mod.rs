@@ -51,6 +51,7 @@ fn is_codec_param(key: &str) -> bool {
 /// Values are distinct as encoded (`1` and `1.0` are two values).
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Column {
+    #[serde(with = "stored::packed")]
     pub codes: Vec<i32>,
     pub values: Vec<Value>,
 }
@@ -74,9 +75,13 @@ pub struct KeyColumns {
     /// Every key's distinct values, as encoded (`1` and `1.0` are two values), key by key.
     pub values: Vec<Value>,
     /// Key `k`'s values are `values[value_starts[k]..value_starts[k + 1]]`.
+    #[serde(with = "stored::packed")]
     pub value_starts: Vec<u32>,
+    #[serde(with = "stored::packed")]
     pub rows: Vec<u32>,
+    #[serde(with = "stored::packed")]
     pub key: Vec<u32>,
+    #[serde(with = "stored::packed")]
     pub code: Vec<u32>,
 }
 
@@ -105,12 +110,16 @@ columns! {
     /// [`Table::columns`] and [`Table::to_bytes`].
     pub struct Table {
         // per object
+        #[serde(with = "stored::packed")]
         msg: Vec<i64>, Objects;
+        #[serde(with = "stored::packed")]
         obj: Vec<i64>, Objects;
         /// Index into `shapes`.
+        #[serde(with = "stored::packed")]
         shape: Vec<i32>, Objects;
         shapes: Vec<Vec<u64>>, Kinds;
         /// Index into `descriptors`: objects whose descriptors agree but for `params`.
+        #[serde(with = "stored::packed")]
         descriptor: Vec<i32>, Objects;
         /// One descriptor per kind of object, without `params`.
         descriptors: Vec<DataObjectDescriptor>, Kinds;
@@ -118,18 +127,26 @@ columns! {
         own: KeyColumns, Objects;
         codec_params: KeyColumns, Objects;
         own_dim_names: Column, Objects;
+        #[serde(with = "stored::packed")]
         frame_hash: Vec<u64>, Objects;
+        #[serde(with = "stored::packed")]
         has_frame_hash: Vec<bool>, Objects;
         /// Byte ranges from the start of the file.
+        #[serde(with = "stored::packed")]
         frame_start: Vec<i64>, Objects;
+        #[serde(with = "stored::packed")]
         frame_end: Vec<i64>, Objects;
+        #[serde(with = "stored::packed")]
         payload_start: Vec<i64>, Objects;
+        #[serde(with = "stored::packed")]
         payload_end: Vec<i64>, Objects;
         // per message
         extra: KeyColumns, Messages;
         extra_dim_names: Column, Messages;
         coordinate_attrs: Column, Messages;
+        #[serde(with = "stored::packed")]
         message_offset: Vec<i64>, Messages;
+        #[serde(with = "stored::packed")]
         message_length: Vec<i64>, Messages;
     }
 }

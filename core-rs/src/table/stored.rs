@@ -99,6 +99,71 @@ fn check_keys(k: &KeyColumns, n: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Numeric columns stored as one CBOR byte string each (little-endian values), not as arrays of
+/// integers: a table of 10^5 rows reads back in a few milliseconds instead of ~80.
+pub(super) mod packed {
+    use serde::de::{Error, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub trait Scalar: Copy {
+        const SIZE: usize;
+        fn put(self, out: &mut Vec<u8>);
+        fn get(bytes: &[u8]) -> Self;
+    }
+
+    macro_rules! scalar {
+        ($($ty:ty),*) => {$(
+            impl Scalar for $ty {
+                const SIZE: usize = std::mem::size_of::<$ty>();
+                fn put(self, out: &mut Vec<u8>) {
+                    out.extend_from_slice(&self.to_le_bytes());
+                }
+                fn get(bytes: &[u8]) -> Self {
+                    <$ty>::from_le_bytes(bytes.try_into().expect("SIZE bytes"))
+                }
+            }
+        )*};
+    }
+    scalar!(i64, i32, u64, u32);
+
+    impl Scalar for bool {
+        const SIZE: usize = 1;
+        fn put(self, out: &mut Vec<u8>) {
+            out.push(self as u8);
+        }
+        fn get(bytes: &[u8]) -> Self {
+            bytes[0] != 0
+        }
+    }
+
+    pub fn serialize<T: Scalar, S: Serializer>(values: &[T], s: S) -> Result<S::Ok, S::Error> {
+        let mut out = Vec::with_capacity(values.len() * T::SIZE);
+        values.iter().for_each(|v| v.put(&mut out));
+        s.serialize_bytes(&out)
+    }
+
+    pub fn deserialize<'de, T: Scalar, D: Deserializer<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+        struct Values<T>(std::marker::PhantomData<T>);
+        impl<T: Scalar> Visitor<'_> for Values<T> {
+            type Value = Vec<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a byte string of {}-byte values", T::SIZE)
+            }
+            fn visit_bytes<E: Error>(self, bytes: &[u8]) -> Result<Vec<T>, E> {
+                if !bytes.len().is_multiple_of(T::SIZE) {
+                    return Err(E::custom(format!("{} bytes are no whole number of {}-byte values", bytes.len(), T::SIZE)));
+                }
+                Ok(bytes.chunks_exact(T::SIZE).map(T::get).collect())
+            }
+            fn visit_byte_buf<E: Error>(self, bytes: Vec<u8>) -> Result<Vec<T>, E> {
+                self.visit_bytes(&bytes)
+            }
+        }
+        // Not `deserialize_bytes`: ciborium gives those only up to its scratch buffer's size.
+        d.deserialize_byte_buf(Values(std::marker::PhantomData))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
