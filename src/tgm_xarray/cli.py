@@ -46,7 +46,7 @@ from tgm_xarray.threads import MAX_THREADS
 from tgm_xarray.vocabulary import close_matches, did_you_mean
 
 if TYPE_CHECKING:  # imported where used: `tgm-xarray --help` stays quick
-    from tgm_xarray.layout import DatasetPlan, MessageSpec
+    from tgm_xarray.layout import Plans
 
 #: Names of formats `convert` reads but does not write: such an OUTPUT is a mistake (often a
 #: forgotten OUTPUT, the last input taken for it), never a file to fill with Tensogram bytes.
@@ -385,7 +385,7 @@ class Planner:
 
     def plans(self, datasets: Sequence) -> Plans:
         """Plans of ``datasets`` (on the main thread: warning filters are process-wide)."""
-        from tgm_xarray.layout import plan
+        from tgm_xarray.layout import Plans, plan
 
         with warnings.catch_warnings():
             if self.advice:  # said once already, not for every variable
@@ -700,22 +700,6 @@ def _progress(wanted: bool | None) -> bool | None:
                   "writing without a progress bar", file=sys.stderr)
         return False
     return wanted
-
-
-@dataclass(frozen=True)
-class Plans:
-    """The plans of every input, written as one: the progress bar knows its total up front,
-    and encoding runs on without draining between inputs."""
-
-    plans: list[DatasetPlan]
-
-    @property
-    def count(self) -> int:
-        return sum(p.count for p in self.plans)
-
-    def messages(self) -> Iterator[MessageSpec]:
-        for p in self.plans:
-            yield from p.messages()
 
 
 def expand_inputs(paths: Sequence[str], engine: str | None) -> list[str]:

@@ -67,7 +67,7 @@ from tgm_xarray.attrs import structural
 from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.hypercube.objects import HORIZONTAL_NAMES, Objects, Row
 from tgm_xarray.hypercube.variables import variable_name
-from tgm_xarray.layout import plan
+from tgm_xarray.layout import Plans, plan
 from tgm_xarray.source import TgmFile
 from tgm_xarray.writer import TgmWriter
 
@@ -289,8 +289,6 @@ class TgmEncodedData(EncodedData):
         self.datasets, self.scratch = datasets, scratch
 
     def write(self, writer: TgmWriter, encoding: Mapping | None = None) -> None:
-        from tgm_xarray.cli import Plans
-
         # One plan of all: a hole of one Dataset may be another's field (``skip_nan_fields``).
         writer.write_plan(Plans([plan(ds, encoding=_encoding(ds, encoding)) for ds in self.datasets]))
 

@@ -152,6 +152,22 @@ class DatasetPlan:
                               label=f"coordinates {[o.name for o in self.auxiliary]}")
 
 
+@dataclass(frozen=True)
+class Plans:
+    """The plans of several Datasets, written as one: the progress bar knows its total up front,
+    and encoding runs on without draining between Datasets."""
+
+    plans: list[DatasetPlan]
+
+    @property
+    def count(self) -> int:
+        return sum(p.count for p in self.plans)
+
+    def messages(self) -> Iterator[MessageSpec]:
+        for p in self.plans:
+            yield from p.messages()
+
+
 def plan(ds: xr.Dataset, *, encoding: Mapping[Hashable, Mapping] | None = None,
          layout: str = "field", field_dims: Sequence[str] | None = None) -> DatasetPlan:
     """Lay ``ds`` out in messages, checking every name and encoding (reads no data values).

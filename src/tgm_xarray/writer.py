@@ -128,7 +128,7 @@ def _write(write_plan: DatasetPlan, path: str, **options) -> None:
 
 class MessagePlan(Protocol):
     """What :meth:`TgmWriter.write_plan` writes: a :class:`~tgm_xarray.layout.DatasetPlan`, or
-    the plans of several Datasets written as one (the CLI's)."""
+    the plans of several Datasets written as one (:class:`~tgm_xarray.layout.Plans`)."""
 
     @property
     def count(self) -> int: ...
