@@ -15,7 +15,8 @@ import xarray as xr
 from conftest import ENGINE, REAL, require_shared
 from test_cli import CLI, FIELDS, GRIB, assert_one_line_error, run_cli, run_on_terminal
 from tgm_xarray import _core
-from tgm_xarray.cli import main, open_inputs
+from tgm_xarray.cli import main
+from tgm_xarray.cli.inputs import open_inputs
 
 
 @pytest.fixture

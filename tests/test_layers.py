@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"plans"},                                         # a source's plans, cached (the index) and run
     {"layout", "blocks", "frame_fetches", "zarr_codec", "backend", "writer", "export", "grib", "virtual"},
     # the engine, the writers, the integrations
-    # the package's faces; earthkit's plugin writes GRIB fields the way convert does (cli's readers)
+    # the package's faces; earthkit's plugin writes GRIB fields the way convert does (cli.inputs)
     {"accessor", "versions", "tutorial", "cli", "earthkit", TOP},
 ]
 

@@ -369,7 +369,7 @@ def _fields_encoded(fields: list[Field]) -> TgmEncodedData:
     grib = [message for message in messages if message is not None]
     if not grib:
         return TgmEncodedData(datasets)
-    from tgm_xarray.cli import open_inputs
+    from tgm_xarray.cli.inputs import open_inputs
 
     scratch = tempfile.TemporaryDirectory(prefix="tgm-earthkit-")
     path = os.path.join(scratch.name, "fields.grib2")
