@@ -29,7 +29,7 @@ from tgm_xarray.installation import warn_if_engine_name_shared
 from tgm_xarray.plans import index as tgm_index
 from tgm_xarray.plans import planned
 from tgm_xarray.selection import outer
-from tgm_xarray.source import SourceRef, is_tgm, paths_of
+from tgm_xarray.source import Source, SourceRef, is_tgm, paths_of
 from tgm_xarray.threads import check_threads
 
 warn_if_engine_name_shared()  # upstream's tensogram-xarray registers engine="tensogram" too
@@ -83,7 +83,7 @@ class TensogramBackendArray(BackendArray):
         source = self.ref.source
         if not source.remote or self.lock is not None:  # a mapped file: one thread, every field
             return await asyncio.to_thread(self._read, key)
-        out, reads, final_shape = self._plan(key)
+        out, reads, final_shape = self._plan(key, source)
 
         async def read(msg: int, obj: int, field_key: tuple, cell: np.ndarray, direct: bool) -> None:
             values = await source.read_async(msg, obj, field_key, out=cell if direct else None,
@@ -95,8 +95,8 @@ class TensogramBackendArray(BackendArray):
         return out.reshape(final_shape)
 
     def _read_unlocked(self, key: tuple) -> np.ndarray:
-        out, reads, final_shape = self._plan(key)
         source = self.ref.source
+        out, reads, final_shape = self._plan(key, source)
         for msg, obj, field_key, cell, direct in reads:
             values = source.read(msg, obj, field_key, out=cell if direct else None, verify_hash=self.verify_hash,
                                threads=self.threads)
@@ -104,11 +104,13 @@ class TensogramBackendArray(BackendArray):
                 cell[...] = values
         return out.reshape(final_shape)
 
-    def _plan(self, key: tuple) -> tuple[np.ndarray, list[tuple[int, int, tuple, np.ndarray, bool]], tuple[int, ...]]:
-        """The result array (missing fields already filled), the reads that fill the rest as
-        ``(msg, obj, field key, view of the result, whether the core can read into the view)``
-        (it cannot where ``_core.read_dtype`` says so: it is read, then converted), and the
-        result's final shape."""
+    def _plan(self, key: tuple, source: Source
+              ) -> tuple[np.ndarray, list[tuple[int, int, tuple, np.ndarray, bool]], tuple[int, ...]]:
+        """The result array (missing fields already filled), the reads from ``source`` that fill
+        the rest as ``(msg, obj, field key, view of the result, whether the core can read into
+        the view)`` (it cannot where ``_core.read_dtype`` says so: it is read, then converted),
+        and the result's final shape. Each object is checked in ``source``, the one read (a
+        ``close`` meanwhile makes the reference reopen the file)."""
         n_outer = self.fields.ndim
         # Integers are length-1 slices, so every axis exists until the final reshape drops them.
         selection = outer(key, self.shape)
@@ -117,7 +119,6 @@ class TensogramBackendArray(BackendArray):
             if n_outer else self.fields
         field_shape = selection.decoded_shape[n_outer:]
         out = _core.empty(grid.shape + field_shape, self.dtype)  # recycled memory: no page faults
-        source = self.ref.source
         reads = []
         for pos in np.ndindex(grid.shape):
             which = int(grid[pos])
