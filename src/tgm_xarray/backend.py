@@ -127,7 +127,7 @@ class TensogramBackendArray(BackendArray):
                 out[cell] = self.fill_value
                 continue
             msg, obj = self.refs[which]
-            if self.recorded is not None and not self.recorded.checked[which]:
+            if self.recorded is not None:
                 self.recorded.check(source, which, msg, obj)
             _, stored = source.layout(msg, obj)
             reads.append((msg, obj, field_key, out[cell], _core.read_dtype(stored, self.dtype) == self.dtype))

@@ -48,9 +48,9 @@ import numpy as np
 
 from tgm_xarray import _core
 from tgm_xarray.atomic import atomic_write_bytes
-from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError, not_a_file
+from tgm_xarray.errors import TgmIndexError, TgmIndexWarning, TgmStaleFileError, not_a_file
 from tgm_xarray.hypercube import HypercubePlan, PlanOptions, VariablePlan
-from tgm_xarray.source.handles import FileKey, FileVersion, Replaced, absolute, unreplaced
+from tgm_xarray.source.handles import FileKey, FileVersion, Replaced, absolute, changed, unreplaced
 from tgm_xarray.source.remote import is_url, unreachable
 from tgm_xarray.table import MetadataTable
 
@@ -503,10 +503,12 @@ def _pack_plan(plan: HypercubePlan, packer: Packer, prints: Callable[[np.ndarray
                         "index_coords": plan.index_coords, "attrs": plan.attrs})
 
 
-def _unpack_plan(stored: Any, read, source: str) -> tuple[HypercubePlan, dict[str, Recorded]]:
+def _unpack_plan(stored: Any, read, source: str, version: FileVersion | None
+                 ) -> tuple[HypercubePlan, dict[str, Recorded]]:
     """A stored plan, its variables' ``source`` encoding the path opened now (a plan names the
     path it was made for there only: an index copied with its file, or read beside a URL,
-    serves the new path), and what the index recorded of each variable's objects."""
+    serves the new path), and what the index recorded of each variable's objects in ``version``
+    of the file."""
     plan = unpack(stored, read)
     variables, recorded = {}, {}
     for name, v in plan["variables"].items():
@@ -515,7 +517,7 @@ def _unpack_plan(stored: Any, read, source: str) -> tuple[HypercubePlan, dict[st
             raise ValueError(f"variable {name!r}: {len(refs)} fields, {len(prints)} fingerprints")
         variables[name] = VariablePlan(**{**v, "refs": tuple(zip(refs[:, 0].tolist(), refs[:, 1].tolist())),
                                           "encoding": {**v["encoding"], "source": source}})
-        recorded[name] = Recorded(source, prints)
+        recorded[name] = Recorded(source, prints, version)
     return HypercubePlan(variables, plan["coord_names"], plan["index_coords"], plan["attrs"]), recorded
 
 
@@ -544,40 +546,72 @@ def ref_prints(table: MetadataTable, prints: np.ndarray) -> Callable[[np.ndarray
     return of
 
 
-def record(plans: Mapping[str, HypercubePlan], table: MetadataTable, prints: np.ndarray, source: str
-           ) -> dict[str, dict[str, Recorded]]:
-    """Per plan, per variable, what ``prints`` (the table's fingerprints) say of its objects."""
+def record(plans: Mapping[str, HypercubePlan], table: MetadataTable, prints: np.ndarray, source: str,
+           version: FileVersion | None) -> dict[str, dict[str, Recorded]]:
+    """Per plan, per variable, what ``prints`` (the table's fingerprints) say of its objects in
+    ``version`` of the file."""
     of_refs = ref_prints(table, prints)
-    return {name: {v.name: Recorded(source, of_refs(np.array(v.refs, dtype=np.int64).reshape(-1, 2)))
+    return {name: {v.name: Recorded(source, of_refs(np.array(v.refs, dtype=np.int64).reshape(-1, 2)), version)
                    for v in plan.variables.values()}
             for name, plan in plans.items()}
 
 
 class Recorded:
-    """The fingerprints an index recorded of one variable's objects (one per ref), checked
-    against the data file at each object's first read: a file changed where the index's
-    identity does not look (its middle, with size and mtime kept) then raises
-    ``TgmStaleFileError`` rather than give another object's values. ``checked[i]``: ref ``i``
-    was checked (0 -> 1 only, under the lock; a read without it at worst checks again)."""
+    """The fingerprints an index recorded of one variable's objects (one per ref), which the
+    open found the file at ``version`` of (``None``: a URL, which has none). Each object is
+    checked at its first read from each version of the file: a file changed where the index's
+    identity does not look (its middle, with size and mtime kept) raises ``TgmStaleFileError``
+    rather than give another object's values. A file replaced since the open (``os.replace``,
+    as writers publish one) is read where it holds the same objects: each one's fingerprint
+    must be the one recorded and stand for a frame hash that holds, so its stored bytes
+    (descriptor, payload, masks) are proven the same. An object without a hash is refused
+    there: its fingerprint hashes the payload but not all of its descriptor's parameters."""
 
-    def __init__(self, path: str, prints: np.ndarray):
+    def __init__(self, path: str, prints: np.ndarray, version: FileVersion | None):
         self.path = path
         self.prints = prints
-        self.checked = bytearray(len(prints))
+        self.version = version
+        # The version of the file these flags are for, and per ref whether it was checked there
+        # (0 -> 1 only, under the lock; a read without it at worst checks again). One tuple, so
+        # that a reader never pairs one version with another version's flags.
+        self._checked: tuple[FileVersion | None, bytearray] = (version, bytearray(len(prints)))
         self._lock = threading.Lock()
 
-    def check(self, handle, which: int, msg: int, obj: int) -> None:
-        """Checks ref ``which`` (message ``msg``, object ``obj``) in ``handle``, the data file's."""
-        if _print(handle.fingerprint(msg, obj)) != int(self.prints[which]):
-            raise TgmStaleFileError(
-                f"{self.path}: message {msg}, object {obj} is not the object its index recorded: the index is "
-                "stale (the file changed where its identity check does not look, keeping its size, mtime and "
-                "first and last 64 KiB); open it with index=False, or delete its index")
+    def check(self, source, which: int, msg: int, obj: int) -> None:
+        """Checks ref ``which`` (message ``msg``, object ``obj``) in ``source``, the data file as a
+        read reads it (a ``TgmFile``), unless it was checked in that version already."""
+        checked_in, flags = self._checked
+        if checked_in == source.version and flags[which]:
+            return
+        if source.version == self.version:
+            if _print(source.fingerprint(msg, obj)) != int(self.prints[which]):
+                raise TgmStaleFileError(
+                    f"{self.path}: message {msg}, object {obj} is not the object its index recorded: the index is "
+                    "stale (the file changed where its identity check does not look, keeping its size, mtime and "
+                    "first and last 64 KiB); open it with index=False, or delete its index")
+        else:
+            self._check_replaced(source, which, msg, obj)
         with self._lock:
-            self.checked[which] = 1
+            if self._checked[0] != source.version:
+                self._checked = (source.version, bytearray(len(self.prints)))
+            self._checked[1][which] = 1
+
+    def _check_replaced(self, source, which: int, msg: int, obj: int) -> None:
+        """The check in a file that replaced the one the open found: the same stored bytes, proven."""
+        why = changed(self.path, self.version, source.version)
+        try:
+            same = _print(source.fingerprint(msg, obj)) == int(self.prints[which])
+        except TgmIndexError:  # the file holds no such object now
+            same = False
+        if not same:
+            raise TgmStaleFileError(f"{why}: message {msg}, object {obj} is not the object its index recorded; "
+                                    "open it again")
+        if not source.check_hash(msg, obj):  # TgmHashMismatchError where the hash does not hold
+            raise TgmStaleFileError(f"{why}: message {msg}, object {obj} carries no hash that proves it the "
+                                    "object its index recorded; open it again")
 
     def __reduce__(self):  # pickled with the array that holds it: checked again where it is read
-        return (Recorded, (self.path, self.prints))
+        return (Recorded, (self.path, self.prints, self.version))
 
 
 # -- reading and writing ----------------------------------------------------------------------------
@@ -651,18 +685,18 @@ class Index:
             raise ValueError(f"{len(table)} objects, {len(prints)} fingerprints")
         return table, prints
 
-    def plans(self, key: str, source: str
+    def plans(self, key: str, source: str, version: FileVersion | None
               ) -> tuple[dict[str, HypercubePlan], dict[str, dict], dict[str, dict[str, Recorded]]] | None:
-        """The plans stored for ``key`` (for the file at ``source``), per plan the values of its
-        dimension coordinates (see :func:`encode`) and what the index recorded of its objects;
-        ``None`` if there are none."""
+        """The plans stored for ``key`` (for the file at ``source``, found at ``version``), per
+        plan the values of its dimension coordinates (see :func:`encode`) and what the index
+        recorded of its objects; ``None`` if there are none."""
         msg = self.keys.get(key)
         if msg is None:
             return None
         contents, read = self._message(msg)
         plans, recorded = {}, {}
         for name, p in contents["plans"].items():
-            plans[name], recorded[name] = _unpack_plan(p, read, source)
+            plans[name], recorded[name] = _unpack_plan(p, read, source, version)
         return plans, unpack(contents["values"], read), recorded
 
     def plan_messages(self) -> dict[str, bytes]:

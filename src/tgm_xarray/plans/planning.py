@@ -69,11 +69,12 @@ def _planned(path: str | list[str], storage_options: dict | None, index: str | b
         # cache's, for --beside) would leave none there, and the command say it wrote one
         found = dataclasses.replace(found, index=tgm_index.load(target, found.identity)[0])
     identity, key = found.identity, tgm_index.plan_key(options, groups)
+    version = identity.version if identity is not None else None
     stored = indexed = None  # the index's plans with `options`, else its table and fingerprints
     remote = None  # a URL opened from its index: its handle is built from the index's table, no scan
     if found.index is not None:
         try:
-            stored = found.index.plans(key, path)
+            stored = found.index.plans(key, path, version)
             indexed = found.index.table() if stored is None or found.fetcher is not None else None
             if found.fetcher is not None and indexed is not None:
                 handle = RemoteHandle(path, fetcher=found.fetcher, table=indexed[0])
@@ -82,16 +83,18 @@ def _planned(path: str | list[str], storage_options: dict | None, index: str | b
             tgm_index.warn(found.index.path, f"it is corrupt ({err})")
             found = tgm_index.Found(identity, None)
             stored = indexed = None
-    version = identity.version if identity is not None else None
+    # Reads of plans from an index check each object against its recorded fingerprint, so they
+    # may read a file published over the one the open found (Recorded.check); planning here
+    # reads only that one.
     if stored is not None:
-        return (FileRef(path, remote, storage_options, version), *stored)
+        return (FileRef(path, remote, storage_options, version, any_version=True), *stored)
     ref = FileRef(path, remote, storage_options, version) if indexed is not None \
         else FileRef.of(TgmFile(path, storage_options, version))
     prints: np.ndarray | None = None
     if indexed is not None:
         table, prints = indexed
         plans = plan(table, lambda msg, obj: ref.source.fingerprint(msg, obj), path)
-        recorded = tgm_index.record(plans, table, prints, path)
+        recorded = tgm_index.record(plans, table, prints, path, version)
     else:
         table = ref.source.table()
         plans = plan(table, ref.source.fingerprint, path)
@@ -105,7 +108,7 @@ def _planned(path: str | list[str], storage_options: dict | None, index: str | b
     values = {name: dimension_coords(p, ref.source, recorded.get(name, {})) for name, p in plans.items()}
     tgm_index.save(path, found, table, table_prints, key, plans, values, to_beside=index == "beside",
                    must_write=must_write)
-    return ref, plans, values, recorded
+    return (ref.for_checked_reads() if recorded else ref), plans, values, recorded
 
 
 def dimension_coords(plan: HypercubePlan, source: Source, recorded: Mapping[str, tgm_index.Recorded]

@@ -74,6 +74,13 @@ class FileVersion(NamedTuple):
     mtime_ns: int
 
 
+def changed(path: str, then: FileVersion | None, now: FileVersion | None) -> str:
+    """What a ``TgmStaleFileError`` says first of ``path``, opened at version ``then`` and found
+    at ``now`` (``None``: a URL's, which has none)."""
+    return (f"{path}: the file changed after it was opened (inode, size, mtime_ns {then and tuple(then)} then, "
+            f"{now and tuple(now)} now)")
+
+
 class Replaced(Exception):
     """What an opener of :func:`unreplaced` raises where the file it opened is not (or no longer)
     the version of the key it was given."""
@@ -155,10 +162,8 @@ class HandleCache:
 
         def acquire(key: FileKey) -> tuple[Handle, FileVersion]:
             if expected is not None and key.version != expected:
-                raise TgmStaleFileError(
-                    f"{key.path}: the file changed after it was opened (inode, size, mtime_ns "
-                    f"{tuple(expected)} then, {tuple(key.version)} now); reading it would mix two "
-                    "versions: open it again")
+                raise TgmStaleFileError(f"{changed(key.path, expected, key.version)}; reading it would mix two "
+                                        "versions: open it again")
             return self._acquire(key, functools.partial(_mapped, key)), key.version
 
         return unreplaced(path, acquire)

@@ -3,6 +3,9 @@
 Closing the Dataset drops the opened source; a read after that (or in another process, after
 pickling) reopens through that process's handle cache, and only the version of the file the
 Dataset was opened on (``TgmStaleFileError`` otherwise: its layout came from that version).
+A reference whose readers prove each object the one planned before they read it (a plan from
+an index, whose fingerprints ``plans.index.Recorded`` checks) opens whatever version is there
+instead: a file republished (``os.replace``) with the same objects is read, not refused.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from tgm_xarray.source.handles import FileVersion, absolute
 
 
 class FileRef:
-    """A reference to one file (or URL), shared by a store's arrays."""
+    """A reference to one file (or URL), shared by a store's arrays: reopened at ``version``, or
+    with ``any_version`` at the version there (for readers that check each object first)."""
 
     def __init__(self, path: str, file: TgmFile | None = None, storage_options: dict | None = None,
-                 version: FileVersion | None = None):
+                 version: FileVersion | None = None, any_version: bool = False):
         self.path = absolute(path)
         self.storage_options = storage_options
         self.version = file.version if file is not None else version
+        self.any_version = any_version
         self._source = file
         self._lock = threading.Lock()
 
@@ -30,6 +35,11 @@ class FileRef:
         """The reference of an opened file."""
         return cls(file.path, file, file.storage_options)
 
+    def for_checked_reads(self) -> FileRef:
+        """This reference, with its file if it is open, for readers that prove each object the
+        one planned before they read it: it reopens whatever version of the file is there."""
+        return FileRef(self.path, self._source, self.storage_options, self.version, any_version=True)
+
     @property
     def source(self) -> TgmFile:
         """The opened file (reopened after ``close`` or unpickling)."""
@@ -37,7 +47,8 @@ class FileRef:
         if file is None:
             with self._lock:
                 if self._source is None:
-                    self._source = TgmFile(self.path, self.storage_options, self.version)
+                    self._source = TgmFile(self.path, self.storage_options,
+                                           None if self.any_version else self.version)
                 file = self._source
         return file
 
@@ -45,7 +56,7 @@ class FileRef:
         self._source = None
 
     def __reduce__(self):
-        return (FileRef, (self.path, None, self.storage_options, self.version))
+        return (FileRef, (self.path, None, self.storage_options, self.version, self.any_version))
 
 
 class FileSetRef:
