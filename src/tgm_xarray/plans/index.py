@@ -577,12 +577,15 @@ class Recorded:
         self._checked: tuple[FileVersion | None, bytearray] = (version, bytearray(len(prints)))
         self._lock = threading.Lock()
 
+    def checked(self, source) -> bytearray:
+        """Per ref, whether it was checked in the version of the file ``source`` (a ``TgmFile``)
+        reads: none for another version than the last checked. Read only: :meth:`check` sets them."""
+        version, flags = self._checked
+        return flags if version == source.version else bytearray(len(self.prints))
+
     def check(self, source, which: int, msg: int, obj: int) -> None:
         """Checks ref ``which`` (message ``msg``, object ``obj``) in ``source``, the data file as a
-        read reads it (a ``TgmFile``), unless it was checked in that version already."""
-        checked_in, flags = self._checked
-        if checked_in == source.version and flags[which]:
-            return
+        read reads it (a ``TgmFile``)."""
         if source.version == self.version:
             if _print(source.fingerprint(msg, obj)) != int(self.prints[which]):
                 raise TgmStaleFileError(
