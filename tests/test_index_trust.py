@@ -19,6 +19,7 @@ import xarray as xr
 import tgm_xarray
 from conftest import ENGINE
 from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly  # noqa: F401
+from tgm_xarray import _core
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import PlanOptions
 from tgm_xarray.plans import dimension_coords, index, planned
@@ -278,3 +279,21 @@ def test_cli_index_fails_when_the_index_cannot_be_written(archive, tmp_path):
                             timeout=300, env={**os.environ, index.CACHE_DIR_ENV: str(blocker / "cache")})
     assert result.returncode == 1
     assert "the index could not be written: no key to sign it with" in result.stderr
+
+
+def test_an_unhashed_objects_fingerprint_covers_its_descriptor(tmp_path):
+    """Without an inline hash, the fingerprint hashes the whole frame: a packing parameter
+    changed in place (the same payload, other values) is another object, not the one recorded."""
+    desc = {"type": "ntensor", "shape": [50], "dtype": "float64", "byte_order": "little",
+            "encoding": "simple_packing", "sp_bits_per_value": 16, "filter": "none", "compression": "none"}
+    message = _core.encode_message({"base": [{"name": "t"}]}, [(desc, np.linspace(270, 280, 50))], hash=False)
+    reference = b"sp_reference_value\xf9\x5c\x38"  # 270.0 as a CBOR half float
+    assert message.count(reference) == 1
+    moved = message.replace(reference, b"sp_reference_value\xf9\x5c\x40")  # 272.0
+    paths = []
+    for name, data in (("a.tgm", message), ("b.tgm", moved)):
+        paths.append(tmp_path / name)
+        paths[-1].write_bytes(data)
+    a, b = (_core.FileHandle(str(p)) for p in paths)
+    assert not np.array_equal(a.read(0, 0), b.read(0, 0))
+    assert a.fingerprint(0, 0) != b.fingerprint(0, 0)

@@ -72,12 +72,13 @@ impl ObjectEntry {
 
     /// An identity of the object's stored bytes: equal for objects stored identically. The
     /// frame's inline hash stands for the bytes when the frame has one (a remote reader then
-    /// needs no payload to fingerprint it), else the payload is hashed.
+    /// needs no payload to fingerprint it), else the whole frame is hashed: its descriptor too
+    /// (byte order, packing parameters, masks), which give the same payload other values.
     pub fn fingerprint(&self, bytes: &[u8]) -> String {
         let frame = &bytes[self.frame.clone()];
         match inline_hash(frame) {
             Some(hash) => fingerprint(&self.descriptor, Stored::FrameHash(hash)),
-            None => fingerprint(&self.descriptor, Stored::Payload(&bytes[self.payload.clone()])),
+            None => fingerprint(&self.descriptor, Stored::Frame(frame)),
         }
     }
 
@@ -165,8 +166,8 @@ impl ParsedMessage {
 pub enum Stored<'a> {
     /// The xxh3 the frame carries (over its descriptor, payload and masks).
     FrameHash(u64),
-    /// The payload itself, hashed here.
-    Payload(&'a [u8]),
+    /// The frame itself (descriptor, payload and masks), hashed here.
+    Frame(&'a [u8]),
 }
 
 /// The one definition of an object's fingerprint (`FileHandle.fingerprint`, remote files too).
@@ -174,6 +175,6 @@ pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
     let summary = format!("{}:{:?}:{}:{}:{}", desc.dtype, desc.shape, desc.encoding, desc.filter, desc.compression);
     match stored {
         Stored::FrameHash(hash) => format!("{summary}:frame-xxh3:{hash:016x}"),
-        Stored::Payload(payload) => format!("{summary}:xxh3:{}", tensogram::compute_hash(payload)),
+        Stored::Frame(frame) => format!("{summary}:xxh3:{}", tensogram::compute_hash(frame)),
     }
 }
