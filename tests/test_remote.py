@@ -789,7 +789,7 @@ def test_scan_finds_every_message_and_the_core_tables_them(range_server, archive
         url, path = serve(range_server, source)
         local = tgm_xarray.open_file(path)
         fetcher = remote.Fetcher(url, None)
-        messages = remote.drive(_core.scan_remote(url, fetcher.size, remote.scan_settings()), fetcher.fetch_many)
+        messages = remote.drive(_core.scan_remote(url, fetcher.size, **remote.scan_settings()), fetcher.fetch_many)
         assert [messages.span(i) for i in range(len(messages))] == [local.handle.message_span(i) for i in range(len(local))]
         if not small:
             with pytest.raises(ValueError, match="message 0: its descriptors are not fetched yet"):

@@ -6,7 +6,6 @@
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use tgm_core::source::remote_walk;
 
 use crate::exceptions::Raised;
 use crate::file::{descriptor_to_py, metadata_to_py};
@@ -14,17 +13,6 @@ use tgm_core::source::message::{ObjectEntry, ParsedMessage};
 use crate::codec::check_holds;
 use crate::read_into::read_to_array;
 use tgm_core::read::object::{check_hash, Verify};
-
-/// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
-/// is `length` bytes long say: `(cbor_offset, inline hash or None)`
-/// (`tgm_core::source::remote_walk`'s rule, for the zarr codec and the tests' hostile files).
-#[pyfunction]
-pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> PyResult<(u64, Option<u64>)> {
-    crate::guard::guarded("frame_footer", || {
-        let (cbor_offset, _, hash) = remote_walk::frame_footer(head, tail, length).raised()?;
-        Ok((cbor_offset, hash))
-    })
-}
 
 /// The message that is all of `buf`: `(metadata, [(descriptor, frame_offset, frame_length), ...])`.
 #[pyfunction]

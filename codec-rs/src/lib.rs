@@ -52,7 +52,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(codec::encode_message, m)?,
         wrap_pyfunction!(codec::decode_message_into, m)?,
         wrap_pyfunction!(codec::writable_szip_flags, m)?,
-        wrap_pyfunction!(frames::frame_footer, m)?,
         wrap_pyfunction!(frames::parse_message, m)?,
         wrap_pyfunction!(frames::read_frame, m)?,
         wrap_pyfunction!(frames::frame_fingerprint, m)?,
@@ -69,7 +68,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(f)?;
     }
     m.add("MAGIC", pyo3::types::PyBytes::new(m.py(), tensogram::wire::MAGIC))?;
-    m.add("DATA_OBJECT_FOOTER_SIZE", tensogram::wire::DATA_OBJECT_FOOTER_SIZE)?;
     // The metadata keys the core's table treats apart, and the params that are the pipeline's.
     m.add("RESERVED_KEY", tgm_core::table::RESERVED_KEY)?;
     m.add("DIM_NAMES_KEY", tgm_core::table::DIM_NAMES_KEY)?;

@@ -67,13 +67,16 @@ impl RemoteScan {
     }
 }
 
-/// The scan of the remote file `source` of `size` bytes that opening does. `settings`:
-/// `(first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess)`,
-/// `tgm_xarray.source.remote`'s.
+/// The scan of the remote file `source` of `size` bytes that opening does, reading as much at
+/// once as `tgm_xarray.source.remote`'s settings say (`tgm_core::source::remote_walk::Settings`).
 #[pyfunction]
-pub fn scan_remote(source: &str, size: u64, settings: (u64, u64, u64, u64, u64, u64)) -> PyResult<RemoteScan> {
+#[pyo3(signature = (source, size, *, first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess))]
+#[allow(clippy::too_many_arguments)] // Python's keyword arguments
+pub fn scan_remote(
+    source: &str, size: u64, first_block: u64, max_block: u64, read_ahead: u64, whole_message_max: u64, header_guess: u64,
+    tail_guess: u64,
+) -> PyResult<RemoteScan> {
     crate::guard::guarded("scan_remote", || {
-        let (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess) = settings;
         let settings = Settings { first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess };
         Ok(RemoteScan { source: source.to_owned(), tail_guess, scan: Some(remote_file::scan(source, size, settings)) })
     })
@@ -185,13 +188,6 @@ impl RemoteMessages {
     fn object_layouts(&self, msg: usize) -> PyResult<Vec<(Vec<u64>, String)>> {
         crate::guard::guarded("RemoteMessages.object_layouts", || {
             self.file.object_layouts(msg).raised()
-        })
-    }
-
-    /// Object `obj`'s shape (as `object_layouts`).
-    fn shape(&self, msg: usize, obj: usize) -> PyResult<Vec<u64>> {
-        crate::guard::guarded("RemoteMessages.shape", || {
-            Ok(self.file.shape(msg, obj).raised()?.to_vec())
         })
     }
 

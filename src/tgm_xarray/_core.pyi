@@ -10,10 +10,10 @@ __all__ = [
     "TgmError", "TgmFormatError", "TgmCodecError", "TgmHashMismatchError", "TgmIndexError", "TgmStaleFileError",
     "FileHandle",
     "PooledBuffer", "RemoteMessages", "RemoteScan", "RemoteDescription", "RemoteRead", "scan_remote", "empty",
-    "buffer_pool", "encode_message", "decode_message_into", "frame_footer", "parse_message",
+    "buffer_pool", "encode_message", "decode_message_into", "parse_message",
     "read_frame", "frame_fingerprint", "check_frame_hash", "Table", "table_of_files", "table_of_bytes", "decoded_elements",
     "take_max_concurrent_reads", "writable_szip_flags",
-    "numpy_dtype", "decoded_bytes", "read_dtype", "outer_key", "DATA_OBJECT_FOOTER_SIZE", "TENSOGRAM_VERSION", "DTYPES",
+    "numpy_dtype", "decoded_bytes", "read_dtype", "outer_key", "TENSOGRAM_VERSION", "DTYPES",
     "RELEASE_MIN_BYTES", "BYTES_PER_PIECE", "RESERVED_KEY", "DIM_NAMES_KEY", "COORDINATE_ATTRS_KEY",
     "VALUES_DTYPE_KEY", "CODEC_PARAM_PREFIXES", "MAGIC",
 ]
@@ -133,9 +133,7 @@ def buffer_pool(limit: int | None = None) -> tuple[int, int, int]:
 def take_max_concurrent_reads() -> int: ...
 
 # Pieces of messages fetched by byte range (source/remote.py)
-DATA_OBJECT_FOOTER_SIZE: int
 
-def frame_footer(head: bytes, tail: bytes, length: int) -> tuple[int, int | None]: ...
 def parse_message(buf: bytes) -> tuple[dict[str, Any], list[tuple[dict[str, Any], int, int]]]: ...
 def read_frame(
     frame: bytes, index: Any = None, out: np.ndarray | None = None, verify_hash: bool | None = None, context: str = "",
@@ -192,12 +190,12 @@ class RemoteMessages:
     def metadata(self, msg: int) -> dict[str, Any]: ...
     def descriptors(self, msg: int) -> list[dict[str, Any]]: ...
     def object_layouts(self, msg: int) -> list[tuple[list[int], str]]: ...
-    def shape(self, msg: int, obj: int) -> list[int]: ...
     def fingerprint(self, msg: int, obj: int) -> str | None: ...
     def payload_read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None) -> RemoteRead | None: ...
 
 # `settings`: (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess).
-def scan_remote(source: str, size: int, settings: tuple[int, int, int, int, int, int]) -> RemoteScan: ...
+def scan_remote(source: str, size: int, *, first_block: int, max_block: int, read_ahead: int, whole_message_max: int,
+                header_guess: int, tail_guess: int) -> RemoteScan: ...
 
 # Metadata tables (`tgm_xarray.table.MetadataTable.from_core`)
 @final

@@ -175,7 +175,7 @@ pub fn check_index_order(offsets: &[u64], lengths: &[u64]) -> CoreResult<()> {
 /// What the first (`head`) and last (`tail`) bytes of a data-object frame that the index says
 /// is `length` bytes long say: `(cbor_offset, flags, inline hash)` (`frames::object_footer`). The
 /// descriptor is the CBOR item at `cbor_offset`. The frame's own header must agree with the index.
-pub fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> CoreResult<(u64, u16, Option<u64>)> {
+fn frame_footer(head: &[u8], tail: &[u8], length: u64) -> CoreResult<(u64, u16, Option<u64>)> {
     let header = FrameHeader::read_from(head).map_err(|e| CoreError::format(format!("bad frame header: {e}")))?;
     if header.frame_type == FrameType::NTensorFrame && header.total_length != length {
         return Err(CoreError::format(format!(

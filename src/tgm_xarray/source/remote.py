@@ -510,10 +510,11 @@ def fetch_whole(url: str, storage_options: dict | None, *, unreachable_once: boo
     return fetcher.fetch(0, fetcher.size)
 
 
-def scan_settings() -> tuple[int, int, int, int, int, int]:
+def scan_settings() -> dict[str, int]:
     """How much opening reads at once, as ``_core.scan_remote`` takes it (the module's settings,
     read at each open so that they can be changed)."""
-    return FIRST_BLOCK, MAX_BLOCK, READ_AHEAD, WHOLE_MESSAGE_MAX, HEADER_GUESS, TAIL_GUESS
+    return {"first_block": FIRST_BLOCK, "max_block": MAX_BLOCK, "read_ahead": READ_AHEAD,
+            "whole_message_max": WHOLE_MESSAGE_MAX, "header_guess": HEADER_GUESS, "tail_guess": TAIL_GUESS}
 
 
 def drive(walk, fetch_many):
@@ -577,7 +578,7 @@ class RemoteHandle:
             raise TgmFormatError(f"{url}: the file is empty")
         #: The messages (``_core.RemoteMessages``): ``_core.table_of_files`` takes them.
         self.messages: _core.RemoteMessages = (
-            drive(_core.scan_remote(url, self._fetcher.size, scan_settings()), self._fetcher.fetch_many)
+            drive(_core.scan_remote(url, self._fetcher.size, **scan_settings()), self._fetcher.fetch_many)
             if table is None else _core.RemoteMessages.from_index(url, self._fetcher.size, table.core, TAIL_GUESS))
         self._lock = threading.Lock()
 
