@@ -133,7 +133,7 @@ def test_an_index_of_another_version_is_replaced_without_a_word(archive, tmp_pat
     """After an upgrade that changes the format (the plans, or their keys) an older index is
     not read: the open is cold, says nothing, and writes this version's index in its place."""
     with monkeypatch.context() as patched:
-        patched.setattr(index, "VERSION", index.VERSION - 1)
+        patched.setattr(index.file, "VERSION", index.file.VERSION - 1)
         open_quietly(archive).close()
     (name,) = cache_files(tmp_path)
     handles.CACHE.clear()

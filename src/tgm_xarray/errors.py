@@ -66,7 +66,7 @@ class RemoteRangeError(RemoteError):
     for an object too large to read whole."""
 
 
-# Persistent indexes (plans/index.py, docs/archives.md).
+# Persistent indexes (plans/index/, docs/archives.md).
 
 
 class TgmIndexWarning(UserWarning):

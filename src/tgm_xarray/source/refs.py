@@ -4,7 +4,7 @@ Closing the Dataset drops the opened source; a read after that (or in another pr
 pickling) reopens through that process's handle cache, and only the version of the file the
 Dataset was opened on (``TgmStaleFileError`` otherwise: its layout came from that version).
 A reference whose readers prove each object the one planned before they read it (a plan from
-an index, whose fingerprints ``plans.index.Recorded`` checks) opens whatever version is there
+an index, whose fingerprints ``plans.index.recorded.Recorded`` checks) opens whatever version is there
 instead: a file republished (``os.replace``) with the same objects is read, not refused.
 """
 
