@@ -1,13 +1,15 @@
 """The package's layers, enforced (docs/architecture.md, "Layers"): every import inside
 ``src/tgm_xarray`` (module-level, function-level and ``TYPE_CHECKING`` ones alike) goes to the
 importer's own layer or one below it, and no two top-level modules or packages import each other,
-directly or round a loop. Read with ``ast`` from the sources: nothing is imported, so this runs in
+directly or round a loop; inside ``plans/index/`` each module imports only those its package's
+docstring lists before it. Read with ``ast`` from the sources: nothing is imported, so this runs in
 ``make lint`` in well under a second.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -44,8 +46,11 @@ def _module(path: Path) -> list[str]:
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
-def _exists(name: str) -> bool:
-    return (PACKAGE / f"{name}.py").exists() or (PACKAGE / name).is_dir() or any(PACKAGE.glob(f"{name}.*.so"))
+def _exists(dotted: str) -> bool:
+    """Whether ``dotted`` (a full name below ``tgm_xarray``) is a module or package of the package."""
+    *parents, name = dotted.split(".")[1:]
+    where = PACKAGE.joinpath(*parents)
+    return (where / f"{name}.py").exists() or (where / name).is_dir() or any(where.glob(f"{name}.*.so"))
 
 
 def _target(dotted: str) -> str | None:
@@ -56,23 +61,28 @@ def _target(dotted: str) -> str | None:
     return parts[1] if len(parts) > 1 else TOP
 
 
-def imports(path: Path) -> set[str]:
-    """The units (other than its own) that the file at ``path`` imports, anywhere in it."""
-    own, module = _unit(path), _module(path)
-    found: set[str | None] = set()
+def imported(path: Path) -> set[str]:
+    """The full names of the modules that the file at ``path`` imports, anywhere in it: for
+    ``from a import b``, ``a.b`` where that is a module of the package (``from tgm_xarray import
+    cf``), else ``a`` (``from tgm_xarray import __version__``)."""
+    module = _module(path)
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found.update(_target(alias.name) for alias in node.names)
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: from the importer's package
                 package = module if path.name == "__init__.py" else module[:-1]
                 base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
-            if base == TOP:  # `from tgm_xarray import cf, __version__`: a submodule, or the package itself
-                found.update(name if _exists(name) else TOP for name in (a.name for a in node.names))
-            else:
-                found.add(_target(base))
-    return {unit for unit in found if unit is not None and unit != own}
+            found.update(f"{base}.{a.name}" if _exists(f"{base}.{a.name}") else base for a in node.names)
+    return found
+
+
+def imports(path: Path) -> set[str]:
+    """The units (other than its own) that the file at ``path`` imports, anywhere in it."""
+    units = {_target(name) for name in imported(path)}
+    return {unit for unit in units if unit is not None and unit != _unit(path)}
 
 
 def graph() -> dict[str, set[str]]:
@@ -120,6 +130,19 @@ def test_no_cycle_between_modules():
     for unit in sorted(edges):
         walk(unit, [])
     assert cycles == []
+
+
+def test_the_index_modules_import_only_those_before_them():
+    """``plans/index/``: its docstring lists its modules in order; each imports only those before
+    it, and none the package's ``__init__``, which imports them all."""
+    package, name = PACKAGE / "plans" / "index", "tgm_xarray.plans.index"
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    order = re.findall(r"^- :mod:`\.(\w+)`", docstring, re.MULTILINE)
+    assert sorted(order) == sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__")
+    later = sorted(f"{module} imports {to}" for i, module in enumerate(order)
+                   for to in imported(package / f"{module}.py")
+                   if (to == name or to.startswith(name + ".")) and to.removeprefix(name + ".") not in order[:i])
+    assert later == []
 
 
 def test_the_walk_sees_every_kind_of_import(tmp_path, monkeypatch):
