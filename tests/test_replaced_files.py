@@ -198,17 +198,18 @@ def test_a_warm_open_whose_file_is_republished_with_other_objects_raises_stale_n
         np.testing.assert_array_equal(ds.t.isel(step=0).values, [1.0] * 3)
 
 
-def test_a_warm_open_of_objects_without_a_hash_raises_stale_once_its_file_is_replaced(tmp_path):
-    """Their fingerprint hashes the payload but not every parameter of its descriptor: it does not
-    prove the same values in another file."""
+def test_a_warm_open_of_objects_without_a_hash_reads_the_same_bytes_and_refuses_others(tmp_path):
+    """Their fingerprint hashes their whole frame (descriptor, payload, masks): it proves the same
+    stored bytes in another file as an inline hash does."""
     path = tmp_path / "data.tgm"
     to_tgm(_steps(1.0, 2.0), path, hash=False)
     ds = _warm(path)
-    np.testing.assert_array_equal(ds.t.isel(step=1).values, [2.0] * 3)  # the version the open saw
-    ds.close()
     _publish(path, _steps(1.0, 2.0), hash=False)
+    np.testing.assert_array_equal(ds.t.values, [[1.0] * 3, [2.0] * 3])
+    ds.close()
+    _publish(path, _steps(1.0, 5.0), hash=False)
     with pytest.raises(TgmStaleFileError, match=rf"{path}: the file changed after it was opened \(.*\): "
-                                                "message 0, object 0 carries no hash"):
+                                                "message 1, object 0 is not the object its index recorded"):
         ds.t.values
 
 

@@ -57,8 +57,8 @@ class Recorded:
     rather than give another object's values. A file replaced since the open (``os.replace``,
     as writers publish one) is read where it holds the same objects: each one's fingerprint
     must be the one recorded and stand for a frame hash that holds, so its stored bytes
-    (descriptor, payload, masks) are proven the same. An object without a hash is refused
-    there: its fingerprint hashes the payload but not all of its descriptor's parameters."""
+    (descriptor, payload, masks) are proven the same. An object without a hash is proven by its
+    fingerprint alone, which hashed its whole frame."""
 
     def __init__(self, path: str, prints: np.ndarray, version: FileVersion | None):
         self.path = path
@@ -102,9 +102,9 @@ class Recorded:
         if not same:
             raise TgmStaleFileError(f"{why}: message {msg}, object {obj} is not the object its index recorded; "
                                     "open it again")
-        if not source.check_hash(msg, obj):  # TgmHashMismatchError where the hash does not hold
-            raise TgmStaleFileError(f"{why}: message {msg}, object {obj} carries no hash that proves it the "
-                                    "object its index recorded; open it again")
+        # A fingerprint stands for the frame's inline hash, which must hold over the frame
+        # (TgmHashMismatchError otherwise); without one it hashed the whole frame itself.
+        source.check_hash(msg, obj)
 
     def __reduce__(self):  # pickled with the array that holds it: checked again where it is read
         return (Recorded, (self.path, self.prints, self.version))
