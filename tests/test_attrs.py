@@ -129,5 +129,5 @@ def test_real_ifs_attributes():
     with tgm_xarray.open_file(require_shared(REAL / "ifs-0p25-20260404.tgm")) as f:
         got = attrs.to_attrs(attrs.flatten(f.metadata(2)["base"][0]))
     assert list(got)[:2] == ["units", "long_name"]
-    assert got["grib.paramId"] == 133 and got["mars.levelist"] == 150 and got["mars.param"] == "q"
+    assert got["GRIB_paramId"] == 133 and got["mars.levelist"] == 150 and got["mars.param"] == "q"
     assert got["dim_names"] == ["latitude", "longitude"]

@@ -53,6 +53,71 @@ def test_cfgrib_backend_kwargs_as_cfgrib_users_write_them(ifs_file):
 
 
 # --------------------------------------------------------------------------------------------
+# GRIB facts in cfgrib's vocabulary, whoever wrote the file
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def converted_lsm(tmp_path_factory):
+    """lsm.grib2 converted through cfgrib by our CLI: its GRIB facts stored as ``GRIB_<key>``."""
+    pytest.importorskip("cfgrib")  # no free-threaded wheel of eccodes
+    from tgm_xarray.cli import main
+
+    out = tmp_path_factory.mktemp("converted") / "lsm.tgm"
+    grib = require_shared(FIXTURES / "upstream" / "grib" / "lsm.grib2")
+    assert main(["convert", str(grib), str(out), "--no-progress"]) == 0
+    return out
+
+
+def test_grib_facts_read_as_cfgribs_attributes_whoever_wrote_the_file(ifs_file, converted_lsm):
+    """Upstream's converter stores ``grib.paramId``, ours (through cfgrib) ``GRIB_paramId``: both
+    read as cfgrib's attributes, with the same values for the facts both files hold."""
+    with xr.open_dataset(ifs_file, engine=ENGINE, filter_by_keys={"shortName": "lsm"}) as upstream, \
+            xr.open_dataset(converted_lsm, engine=ENGINE) as ours:
+        theirs, mine = upstream["lsm"].attrs, ours["lsm"].attrs
+    assert not [k for k in theirs if k.startswith("grib.")] and not [k for k in mine if k.startswith("grib.")]
+    for key in ("paramId", "shortName", "gridType", "typeOfLevel", "name", "units",
+                "iDirectionIncrementInDegrees", "latitudeOfFirstGridPointInDegrees"):
+        assert theirs[f"GRIB_{key}"] == mine[f"GRIB_{key}"], key
+    assert theirs["GRIB_paramId"] == 172 and theirs["mars.param"] == "lsm"  # other keys as they are
+
+
+@pytest.mark.parametrize("filter_by_keys", [{"gridType": "regular_ll"}, {"typeOfLevel": "surface"},
+                                            {"shortName": "lsm", "paramId": 172}, {"GRIB_gridType": "regular_ll"}])
+def test_filter_by_ec_codes_keys_whoever_wrote_the_file(ifs_file, converted_lsm, filter_by_keys):
+    with xr.open_dataset(converted_lsm, engine=ENGINE, filter_by_keys=filter_by_keys) as ours:
+        assert list(ours.data_vars) == ["lsm"]
+    expected = ["lsm"] if "gridType" not in filter_by_keys and "GRIB_gridType" not in filter_by_keys else \
+        ["2t", "lsm", "q", "t"]
+    with xr.open_dataset(ifs_file, engine=ENGINE, filter_by_keys=filter_by_keys) as upstream:
+        assert sorted(upstream.data_vars) == expected
+    with xr.open_dataset(ifs_file, engine=ENGINE, filter_by_keys={"mars.stream": "oper", "GRIB_paramId": 130}) as t:
+        assert list(t.data_vars) == ["t"]  # dotted keys as stored, beside cfgrib's
+
+
+def test_a_grib_fact_stored_both_ways(tmp_path):
+    """Agreeing spellings are one ``GRIB_<key>`` attribute; where they differ, ``GRIB_<key>``
+    keeps its value and ``grib.<key>`` stays as stored."""
+    import tensogram
+
+    desc = {"type": "ntensor", "shape": [2], "dtype": "float32", "byte_order": "little",
+            "encoding": "none", "filter": "none", "compression": "none"}
+    path = tmp_path / "both.tgm"
+    with open(path, "wb") as f:
+        for name, grib, own in (("a", {"gridType": "regular_ll", "centre": "ecmf"},
+                                 {"GRIB_gridType": "regular_ll", "GRIB_centre": "lfpw"}),
+                                ("b", {"centre": "ecmf"}, {"GRIB_centre": "lfpw"})):
+            base = {"name": name, **own, "grib": grib}
+            f.write(tensogram.encode({"base": [base]}, [(desc, np.zeros(2, "float32"))], hash=None))
+    with xr.open_dataset(path, engine=ENGINE) as ds:
+        assert ds["a"].attrs == {"GRIB_centre": "lfpw", "GRIB_gridType": "regular_ll", "grib.centre": "ecmf"}
+        assert ds["b"].attrs == {"GRIB_centre": "lfpw", "grib.centre": "ecmf"}
+    for centre in ("lfpw", "ecmf"):  # a filter matches either stored value
+        with xr.open_dataset(path, engine=ENGINE, filter_by_keys={"centre": centre}) as one:
+            assert sorted(one.data_vars) == ["a", "b"]
+
+
+# --------------------------------------------------------------------------------------------
 # cfgrib's level coordinate for height levels
 # --------------------------------------------------------------------------------------------
 
@@ -78,7 +143,7 @@ def test_level_coordinate_is_cfgribs(ifs_file, name, grib, level):
         assert ours[level].attrs == theirs[level].attrs
         if level == "heightAboveGround":
             assert ours[level].dtype == theirs[level].dtype == np.float64
-            assert "grib.typeOfLevel" not in ours[name].attrs and "grib.level" not in ours[name].attrs
+            assert not {"GRIB_typeOfLevel", "GRIB_level", "grib.typeOfLevel", "grib.level"} & set(ours[name].attrs)
 
 
 @pytest.fixture

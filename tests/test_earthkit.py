@@ -215,7 +215,7 @@ def test_tgm_fields_read_back_as_they_were_read(ifs_file, tmp_path):
         for name in ("q", "t"):
             # The file's own attributes (``ds.attrs``) become each field's: a field has no others.
             assert back[name].attrs == {**ds.attrs, **expected[name].attrs}
-        assert back.t.attrs["grib.paramId"] == 130
+        assert back.t.attrs["GRIB_paramId"] == 130
         assert back.latitude.attrs == expected.latitude.attrs
 
 

@@ -218,7 +218,7 @@ def test_ifs_attributes(ifs_plan):
     q = ifs_plan.variables["q"].attrs
     assert list(q)[:2] == ["units", "long_name"]
     assert q["units"] == "kg kg**-1" and q["long_name"] == "Specific humidity"
-    assert q["mars.class"] == "od" and q["grib.paramId"] == 133 and q["mars.param"] == "q"
+    assert q["mars.class"] == "od" and q["GRIB_paramId"] == 133 and q["mars.param"] == "q"
     # keys that became coordinates (the level type names isobaricInhPa) or the variable's name
     # are gone, and so are structural ones
     for key in ("mars.date", "mars.time", "mars.step", "mars.levelist", "mars.levtype", "name",
@@ -790,7 +790,7 @@ def test_keys_following_mars_dims_do_not_become_dims(tmp_path):
                 for level in (500, 850)]
     plan = _plan(_write(tmp_path / "dep.tgm", messages))
     assert plan.variables["t"].dims == ("isobaricInhPa", "dim_0", "dim_1")
-    assert "grib.level" not in plan.variables["t"].attrs
+    assert "GRIB_level" not in plan.variables["t"].attrs and "grib.level" not in plan.variables["t"].attrs
 
 
 def test_keys_that_cannot_label_a_dimension(tmp_path):
@@ -1007,7 +1007,7 @@ def test_the_naming_key_is_not_an_attribute(tmp_path):
         ({"name": "latitude", "units": "degrees_north", "dim_names": ["latitude"]}, LAT))])
     plan = _plan(path)
     # `name` named t and stays out; `mars.param` did not name t: it is an attribute
-    assert plan.variables["t"].attrs == {"units": "K", "grib.paramId": 130,
+    assert plan.variables["t"].attrs == {"units": "K", "GRIB_paramId": 130,
                                          "mars.param": "130.128"}
     assert plan.variables["2t"].attrs == {"units": "K"}  # named by mars.param
     assert plan.variables["latitude"].attrs == {"units": "degrees_north"}

@@ -3,14 +3,18 @@
 Tensogram metadata is CBOR: nested maps, byte strings, lists of anything. xarray attributes
 must survive ``to_netcdf``, so they may only be strings, numbers, or lists of numbers or of
 strings. Nested maps are flattened into dotted keys (``mars.class``, ``grib.paramId``), which
-is also how the planner names metadata keys everywhere else (filters, dimensions). What has no
-attribute form becomes JSON text, by the one rule every JSON output follows (:func:`jsonable`:
-attributes, the CLI's ``dump`` and ``info --json``, virtual Zarr metadata, NetCDF exports).
+is also how the planner names metadata keys everywhere else (filters, dimensions). GRIB facts
+are named as cfgrib names them (:func:`attr_name`: ``grib.paramId`` is ``GRIB_paramId``),
+whoever wrote the file. What has no attribute form becomes JSON text, by the one rule every
+JSON output follows (:func:`jsonable`: attributes, the CLI's ``dump`` and ``info --json``,
+virtual Zarr metadata, NetCDF exports).
 
 >>> flatten({"mars": {"class": "od", "step": 0}, "_reserved_": {"tensor": {}}})
 {'mars.class': 'od', 'mars.step': 0}
 >>> to_attrs({"flag": True, "digest": b"\\x01\\xff", "levels": [1000, 850], "grid": [{"n": 1}]})
 {'digest': '01ff', 'flag': 1, 'grid': '[{"n": 1}]', 'levels': [1000, 850]}
+>>> to_attrs({"grib.paramId": 167, "GRIB_units": "K", "grib.units": "K"})
+{'GRIB_paramId': 167, 'GRIB_units': 'K'}
 """
 
 from __future__ import annotations
@@ -46,6 +50,12 @@ STRUCTURAL_KEYS = frozenset({RESERVED_KEY, DIM_NAMES_KEY, COORDINATE_ATTRS_KEY, 
                              STACKED_DIMS_KEY, REVERSED_DIMS_KEY, LABELS_KEY, CF_PACKING_KEY})
 #: CF attributes listed first, in this order; the rest follow sorted by name.
 CF_FIRST = ("units", "long_name", "standard_name")
+#: The namespace of the ecCodes keys upstream's GRIB converter stores (``grib.paramId``), and
+#: cfgrib's prefix of the same keys as attributes (``GRIB_paramId``), which files converted
+#: through cfgrib store as they are.
+GRIB_NAMESPACE = "grib"
+GRIB_PREFIX = "GRIB_"
+_GRIB_DOT = GRIB_NAMESPACE + "."
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # Types CBOR decodes to most often, checked before the (slower) abstract base classes: opening
@@ -122,12 +132,36 @@ def attr_value(value: Any) -> Any:
     return _scalar_value(value)
 
 
+def attr_name(key: str) -> str:
+    """The attribute name of a flattened metadata key: an ecCodes key of the ``grib``
+    namespace as cfgrib's attribute, any other key as it is.
+
+    >>> attr_name("grib.gridType"), attr_name("GRIB_gridType"), attr_name("mars.param")
+    ('GRIB_gridType', 'GRIB_gridType', 'mars.param')
+    """
+    return GRIB_PREFIX + key[len(_GRIB_DOT):] if key.startswith(_GRIB_DOT) else key
+
+
 def to_attrs(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Attributes from flattened metadata: values made netCDF-friendly, CF keys first."""
-    converted = {key: attr_value(value) for key, value in flat.items()}
-    ordered = [key for key in CF_FIRST if key in converted]
-    ordered += sorted(key for key in converted if key not in CF_FIRST)
-    return {key: converted[key] for key in ordered if converted[key] is not None}
+    """Attributes from flattened metadata: values made netCDF-friendly, named by
+    :func:`attr_name`, CF keys first.
+
+    Where a file stores a GRIB fact both ways (``GRIB_level`` and ``grib.level``), one
+    attribute holds it when the values agree; when they differ, ``GRIB_<key>`` keeps its own
+    value and ``grib.<key>`` stays as stored, so no value is lost or replaced.
+    """
+    converted = {key: value for key, value in ((k, attr_value(v)) for k, v in flat.items()) if value is not None}
+    named: dict[str, Any] = {}
+    for key, value in converted.items():
+        name = attr_name(key)
+        if name != key and name in converted:
+            if freeze(converted[name]) == freeze(value):
+                continue  # cfgrib's spelling holds it
+            name = key
+        named[name] = value
+    ordered = [key for key in CF_FIRST if key in named]
+    ordered += sorted(key for key in named if key not in CF_FIRST)
+    return {key: named[key] for key in ordered}
 
 
 def _scalar_value(value: Any) -> Any:

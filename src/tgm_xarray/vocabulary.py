@@ -3,14 +3,17 @@
 cfgrib users filter with ecCodes keys (``shortName``, ``paramId``, ``typeOfLevel``, ``level``,
 ``dataType``, ``stepType``, ...). Tensogram files carry the MARS request of each field
 (``mars.param``, ``mars.levtype``, ``mars.levelist``, ``mars.type``, ``mars.step``, ...) and,
-when converted from GRIB by upstream's converter, the ecCodes keys themselves under ``grib.``.
-This module is the one table between the two: :func:`values` gives a filter key's values for
+the ecCodes keys themselves: under ``grib.`` when converted from GRIB by upstream's converter,
+as cfgrib's ``GRIB_<key>`` attributes when converted through cfgrib (``tgm-xarray convert``).
+This module is the one table between them: :func:`values` gives a filter key's values for
 one object in cfgrib's spelling (``mars.levtype: pl`` is ``typeOfLevel: isobaricInhPa``).
 
 >>> values({"mars.levtype": "pl", "mars.levelist": 500}, "typeOfLevel")
 ['isobaricInhPa']
 >>> values({"grib.typeOfLevel": "heightAboveGround", "mars.levtype": "sfc"}, "typeOfLevel")
 ['heightAboveGround']
+>>> values({"GRIB_gridType": "regular_ll"}, "gridType"), values({"grib.gridType": "regular_ll"}, "GRIB_gridType")
+(['regular_ll'], ['regular_ll'])
 >>> values({"mars.levelist": 500}, "level")
 [500]
 >>> values({"mars.levtype": "sfc", "mars.param": "2t"}, "typeOfLevel")  # as the engine reads it
@@ -26,11 +29,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tgm_xarray import mars
+from tgm_xarray.attrs import GRIB_NAMESPACE, GRIB_PREFIX
 from tgm_xarray.params import PARAMETERS, short_name
 
 #: Namespaces a plain filter key is also looked up in: the MARS request, and the ecCodes keys
 #: that upstream's GRIB converter stores.
-NAMESPACES = ("mars", "grib")
+NAMESPACES = ("mars", GRIB_NAMESPACE)
 
 
 def _step_type(step: Any) -> str | None:
@@ -65,7 +69,7 @@ def _cf_name(param: Any) -> str:
 
 #: cfgrib (ecCodes) key -> the stored keys that say the same, each with the conversion of its
 #: value to cfgrib's spelling (``None``: the same value). Used only when the object has none of
-#: the key's own spellings (``key``, ``mars.key``, ``grib.key``).
+#: the key's own spellings (``key``, ``mars.key``, ``grib.key``, ``GRIB_key``).
 CFGRIB_KEYS: dict[str, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {
     "shortName": (("mars.param", None), ("param", None), ("name", None)),
     "cfVarName": (("grib.shortName", _cf_var_name), ("grib.paramId", _cf_var_name),
@@ -95,16 +99,26 @@ CFGRIB_KEYS: dict[str, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {
 HEIGHT_KEYS = ("typeOfLevel", "level")
 
 
+def _ec_codes_key(key: str) -> str:
+    """The ecCodes key a plain filter key names: cfgrib's attribute name (``GRIB_gridType``)
+    is its key (``gridType``), as :func:`tgm_xarray.attrs.attr_name` names it."""
+    return key.removeprefix(GRIB_PREFIX)
+
+
 def spellings(key: str) -> tuple[str, ...]:
     """The stored keys that are ``key`` itself: a dotted key is exact; a plain one is also
-    looked up in :data:`NAMESPACES`."""
-    return (key,) if "." in key else (key, *(f"{ns}.{key}" for ns in NAMESPACES))
+    looked up in :data:`NAMESPACES` and as cfgrib's ``GRIB_<key>``."""
+    if "." in key:
+        return (key,)
+    key = _ec_codes_key(key)
+    return (key, *(f"{ns}.{key}" for ns in NAMESPACES), f"{GRIB_PREFIX}{key}")
 
 
 def stored_keys(key: str) -> tuple[str, ...]:
     """Every stored key :func:`values` may read for a filter key."""
-    height = mars.LEVEL_KEYS if key in HEIGHT_KEYS else ()
-    return spellings(key) + tuple(k for k, _ in CFGRIB_KEYS.get(key, ())) + height
+    plain = _ec_codes_key(key)
+    height = mars.LEVEL_KEYS if plain in HEIGHT_KEYS else ()
+    return spellings(key) + tuple(k for k, _ in CFGRIB_KEYS.get(plain, ())) + height
 
 
 def values(keys: Mapping[str, Any], key: str) -> list[Any]:
@@ -113,6 +127,7 @@ def values(keys: Mapping[str, Any], key: str) -> list[Any]:
     found = [keys[k] for k in spellings(key) if k in keys]
     if found or "." in key:
         return found
+    key = _ec_codes_key(key)
     height = mars.height_axis(keys) if key in HEIGHT_KEYS else None
     if height is not None:
         return [mars.HEIGHT_DIM if key == "typeOfLevel" else height.value]

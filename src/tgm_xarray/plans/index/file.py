@@ -25,7 +25,8 @@ FORMAT = "tgm-xarray-index"
 #: Raised whenever the plans it keeps would differ (4: cfgrib's ``heightAboveGround``), so that
 #: no index keeps a plan this version would not make, or their keys would (5: ``PlanOptions``,
 #: ``dim_names`` as a tuple; 6: the writer's records of stacked dimensions and CF packing, and
-#: groups named after cfgrib's levels; 7: the table in the core's stored form).
+#: groups named after cfgrib's levels; 7: the table in the core's stored form, and GRIB facts as
+#: cfgrib's ``GRIB_<key>`` attributes).
 VERSION = 7
 #: The metadata key (in ``_extra_``) that holds an index message's contents.
 KEY = "tgm_xarray_index"
