@@ -180,3 +180,30 @@ def test_a_refused_connection_is_one_retry_cycle_and_one_error(monkeypatch, inde
     assert [str(w.message) for w in caught if issubclass(w.category, TgmIndexWarning)] == []
     index_tries = 1 if index_mode else 0  # the index beside the URL is tried once, not retried
     assert requests.paths == ["/x.tgm" + index.SUFFIX] * index_tries + ["/x.tgm"] * remote.RETRIES
+
+
+@pytest.mark.parametrize("index_mode", ["auto", False])
+def test_a_refused_s3_endpoint_is_one_retry_cycle_and_one_error(monkeypatch, index_mode):
+    """As over HTTP, for botocore's ``EndpointConnectionError`` (s3fs over aiobotocore): the index
+    tried once, quietly, the data's request retried, one error naming the URL. botocore's own
+    retries are off (one attempt per try), so each request botocore sends is one try of ours."""
+    pytest.importorskip("s3fs")
+    import fsspec
+    import fsspec.asyn
+
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    options = {"endpoint_url": f"http://127.0.0.1:{closed_port()}", "key": "testing", "secret": "testing",
+               "config_kwargs": {"retries": {"total_max_attempts": 1, "mode": "standard"}}}
+    url = "s3://bucket/x.tgm"
+    fs, _ = fsspec.core.url_to_fs(url, **options)  # the instance the open uses (fsspec's cache)
+    fsspec.asyn.sync(fs.loop, fs.set_session)
+    sent: list[str] = []
+    fs.s3.meta.events.register("before-send.s3", lambda request, **_: sent.append(request.url))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RemoteConnectionError, match=rf"{url}: .*failed after {remote.RETRIES} tries: "
+                                                        "connection refused"):
+            xr.open_dataset(url, engine=ENGINE, index=index_mode, storage_options=options)
+    assert [str(w.message) for w in caught if issubclass(w.category, TgmIndexWarning)] == []
+    endpoint = options["endpoint_url"] + "/bucket/x.tgm"
+    assert sent == [endpoint + index.SUFFIX] * (1 if index_mode else 0) + [endpoint] * remote.RETRIES

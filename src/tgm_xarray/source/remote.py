@@ -188,27 +188,43 @@ def _transient(err: BaseException) -> bool:
         return status in _TRANSIENT_STATUS
     if isinstance(err, (FileNotFoundError, PermissionError)):
         return False
-    if isinstance(err, (TimeoutError, asyncio.TimeoutError, ConnectionError, ShortReadError)):
+    if isinstance(err, (TimeoutError, asyncio.TimeoutError, ConnectionError, ShortReadError)) or unreachable(err):
         return True
     aiohttp = _aiohttp()
     return aiohttp is not None and isinstance(err, (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError))
 
 
-def _refused(err: BaseException) -> bool:
+def _causes(err: BaseException) -> list[BaseException]:
+    """``err`` and the errors it was raised from or while handling, outermost first: a client
+    library's error wraps the socket's (botocore's ``EndpointConnectionError``, which s3fs
+    raises, wraps aiohttp's ``ClientConnectorError``, which wraps ``ConnectionRefusedError``)."""
+    chain: list[BaseException] = []
+    found: BaseException | None = err
+    while found is not None and all(found is not e for e in chain):
+        chain.append(found)
+        found = found.__cause__ or found.__context__
+    return chain
+
+
+def _refused_here(err: BaseException) -> bool:
     aiohttp = _aiohttp()
     return isinstance(err, ConnectionRefusedError) or (
         aiohttp is not None and isinstance(err, aiohttp.ClientConnectorError)
         and getattr(err.os_error, "errno", None) == errno.ECONNREFUSED)
 
 
+def _refused(err: BaseException) -> bool:
+    return any(_refused_here(e) for e in _causes(err))
+
+
 def unreachable(err: BaseException) -> bool:
     """Whether ``err`` (a try's failure, or the error a :class:`Fetcher` raised for it) says
     that no connection to the host could be made at all: it refused the connection, or its
-    name did not resolve."""
+    name did not resolve; whichever client library's error says so (aiohttp's, botocore's)."""
     aiohttp = _aiohttp()
-    return any(_refused(e) or isinstance(e, socket.gaierror) or (
+    return any(_refused_here(e) or isinstance(e, socket.gaierror) or (
         aiohttp is not None and isinstance(e, aiohttp.ClientConnectorError) and isinstance(e.os_error, socket.gaierror))
-        for e in (err, err.__cause__) if e is not None)
+        for e in _causes(err))
 
 
 def _final_error(url: str, what: str, err: BaseException, tries: int, deadline: float | None) -> OSError:
@@ -243,7 +259,7 @@ def _final_error(url: str, what: str, err: BaseException, tries: int, deadline: 
         return RemoteHTTPError(message, url, status)
     if isinstance(err, (TimeoutError, asyncio.TimeoutError)):
         return RemoteTimeoutError(message, url)
-    connection = refused or isinstance(err, ConnectionError) or (
+    connection = refused or isinstance(err, ConnectionError) or unreachable(err) or (
         aiohttp is not None and isinstance(err, aiohttp.ClientConnectionError))
     return (RemoteConnectionError if connection else RemoteError)(message, url)
 
