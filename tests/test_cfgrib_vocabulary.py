@@ -3,8 +3,6 @@ as filters, its ``backend_kwargs``, and its level coordinate for height levels."
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +11,6 @@ import xarray as xr
 import tgm_xarray
 from conftest import ENGINE, FIXTURES, require_shared
 from tgm_xarray import vocabulary
-from tgm_xarray.errors import TgmFormatError
 
 
 @pytest.mark.parametrize(("filter_by_keys", "names"), [
@@ -46,8 +43,8 @@ def test_cfgrib_backend_kwargs_as_cfgrib_users_write_them(ifs_file):
     kwargs = {"filter_by_keys": {"cfVarName": "t2m"}, "indexpath": "", "read_keys": ["centre"]}
     with xr.open_dataset(ifs_file, engine=ENGINE, backend_kwargs=kwargs) as ds:
         assert list(ds.data_vars) == ["2t"]
-    with pytest.warns(UserWarning, match=r"errors='warn' mean nothing to engine='tgm'"):
-        xr.open_dataset(ifs_file, engine=ENGINE, backend_kwargs={**kwargs, "errors": "warn"}).close()
+    with pytest.warns(UserWarning, match=r"ignore_keys=\['centre'\] mean nothing to engine='tgm'"):
+        xr.open_dataset(ifs_file, engine=ENGINE, backend_kwargs={**kwargs, "ignore_keys": ["centre"]}).close()
     with xr.open_dataset(ifs_file, engine=ENGINE, backend_kwargs={**kwargs, "values_dtype": np.float32}) as ds:
         assert ds["2t"].dtype == np.float32  # honoured, as cfgrib does
 
@@ -195,7 +192,7 @@ def test_each_variable_names_its_own_level(ifs_file):
 
 
 # --------------------------------------------------------------------------------------------
-# cfgrib's time_dims and errors (once accepted, warned about and ignored)
+# cfgrib's time_dims (cfgrib's errors: test_cfgrib_errors.py)
 # --------------------------------------------------------------------------------------------
 
 
@@ -290,17 +287,3 @@ def test_time_dims_the_planner_cannot_build_are_refused(two_runs, time_dims, err
     with pytest.raises(error, match=message) as err:
         xr.open_dataset(path, engine=ENGINE, time_dims=time_dims)
     assert str(path) in str(err.value)
-
-
-def test_errors_raise_is_what_the_engine_does(ifs_file, tmp_path):
-    """A file cut short raises, naming the complete messages, with no word that ``errors`` was
-    ignored; cfgrib's ``"warn"`` (read the complete messages) is not done yet, and says so."""
-    cut = tmp_path / "cut.tgm"
-    cut.write_bytes(require_shared(ifs_file).read_bytes()[:-100])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(TgmFormatError, match=r"after 3 complete message\(s\)"):
-            xr.open_dataset(cut, engine=ENGINE, errors="raise")
-        xr.open_dataset(ifs_file, engine=ENGINE, errors="raise").close()
-    with pytest.warns(UserWarning, match=r"errors='warn' mean nothing"), pytest.raises(TgmFormatError):
-        xr.open_dataset(cut, engine=ENGINE, errors="warn")

@@ -146,7 +146,7 @@ def test_cfgrib_backend_kwargs_are_accepted(ifs_file, tmp_path, monkeypatch):
         with xr.open_dataset(ifs_file, engine=ENGINE, backend_kwargs=cfgrib_defaults) as ds:
             assert sorted(ds.data_vars) == ["2t", "lsm", "q", "t"]
     assert not (tmp_path / "cache").exists()  # indexpath="": no index written, as with cfgrib
-    with pytest.warns(UserWarning, match=r"errors='ignore', extra_coords=\{'x': 'y'\} mean nothing") as caught:
+    with pytest.warns(UserWarning, match=r"keyword\(s\) extra_coords=\{'x': 'y'\} mean nothing") as caught:
         with xr.open_dataset(ifs_file, engine=ENGINE, backend_kwargs={"errors": "ignore", "extra_coords": {"x": "y"}},
                              filter_by_keys={"shortName": "t"}) as ds:
             assert list(ds.data_vars) == ["t"]

@@ -154,11 +154,13 @@ class TensogramDataStore(AbstractDataStore):
     @classmethod
     def open(cls, path: str | list[str], *, lock: ReadLock | None = None, verify_hash: bool | None = None,
              storage_options: dict | None = None, threads: int | None = None, index: str | bool = "auto",
-             options: PlanOptions = PlanOptions()) -> TensogramDataStore:
+             options: PlanOptions = PlanOptions(), complete_only: bool = False) -> TensogramDataStore:
         """The store of one file (through its index where there is one), or of several planned as
-        one (a list of paths), planned with ``options``."""
+        one (a list of paths), planned with ``options``; ``complete_only``: of the complete
+        messages of files cut short (``TgmFile``)."""
         threads = check_threads(threads, str(path))  # before planning, not at the first read
-        ref, plans, values, recorded = planned(path, storage_options, index, options, groups=False)
+        ref, plans, values, recorded = planned(path, storage_options, index, options, groups=False,
+                                               complete_only=complete_only)
         return cls(ref, plans[""], lock, verify_hash, threads, values[""], recorded.get(""))
 
     def __getstate__(self) -> dict:
@@ -194,14 +196,25 @@ class TensogramDataStore(AbstractDataStore):
 
 
 #: cfgrib's ``open_dataset`` keywords that are not ours, each with the value of it this engine
-#: does (``None``: no value of it means anything here): cfgrib's default, but ``errors="raise"``
-#: (a file cut short or a conflict between variables raises; cfgrib's default "warn" leaves out
-#: what it cannot read, which needs the core to open a file's complete messages alone).
+#: does (``None``: no value of it means anything here): cfgrib's default. ``errors`` is not
+#: among them: every value of it is honoured (:data:`ERRORS`).
 CFGRIB_KEYWORDS: dict[str, Any] = {
     "indexpath": None, "read_keys": None, "ignore_keys": (), "encode_cf": ("parameter", "time", "geography", "vertical"),
-    "errors": "raise", "extra_coords": {},
-    "coords_as_attributes": {}, "cache_geo_coords": True,
+    "extra_coords": {}, "coords_as_attributes": {}, "cache_geo_coords": True,
 }
+#: cfgrib's ``errors``: ``"raise"`` (this engine's default; a file cut short raises), ``"warn"``
+#: (its complete messages are read, with a warning naming what was left out: cfgrib's default)
+#: and ``"ignore"`` (the same, silently).
+ERRORS = ("raise", "warn", "ignore")
+
+
+def _errors(source, errors: Any) -> str:
+    """``errors`` checked: one of :data:`ERRORS` (``None``: ``"raise"``)."""
+    if errors is None:
+        return "raise"
+    if not isinstance(errors, str) or errors not in ERRORS:
+        raise ValueError(f"{source}: errors must be one of {', '.join(map(repr, ERRORS))} (cfgrib's), not {errors!r}")
+    return errors
 
 
 def _cfgrib_keywords(source, index: str | bool, **given) -> str | bool:
@@ -281,7 +294,7 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         read_keys: Iterable[str] | None = None,
         ignore_keys: Iterable[str] | None = None,
         encode_cf: Iterable[str] | None = None,
-        errors: str | None = None,
+        errors: str | None = "raise",
         extra_coords: Mapping | None = None,
         coords_as_attributes: Mapping | None = None,
         cache_geo_coords: bool | None = None,
@@ -364,15 +377,21 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
             variables are read as. Default ``None``: the dtype they were written in (a float32
             variable packed by this package's writer, which packing stores as float64, reads as
             float32; files without that record, upstream's, as stored).
-        indexpath, read_keys, ignore_keys, encode_cf, errors, extra_coords, coords_as_attributes, cache_geo_coords
+        errors
+            cfgrib's keyword, for a file cut short (truncated, or followed by bytes that are no
+            message): ``"raise"`` (default here; cfgrib's is ``"warn"``) raises
+            ``TgmFormatError`` naming the file and its complete messages; ``"warn"`` reads the
+            complete messages before the cut, with a ``UserWarning`` naming the file, how many
+            were read and why the rest was not; ``"ignore"`` reads them silently. With
+            ``"warn"`` or ``"ignore"`` no index is read or written, and a URL is a
+            ``ValueError`` (a URL is read whole or refused). Variables that conflict raise
+            whatever the value. Any other value is a ``ValueError``.
+        indexpath, read_keys, ignore_keys, encode_cf, extra_coords, coords_as_attributes, cache_geo_coords
             cfgrib's keywords, accepted so that cfgrib's ``backend_kwargs`` work unchanged (default
             ``None``: not given). Honoured where they mean something here: ``indexpath=""``
             (cfgrib: no index file) is ``index=False``; ``read_keys`` (every metadata key is read
             anyway); cfgrib's own defaults of ``encode_cf`` and ``cache_geo_coords`` (what this
-            engine does); ``errors="raise"`` (a truncated file, or variables that conflict, raise
-            an error naming the file). Any other value (``errors="warn"`` too: a file cut short
-            is not read up to its last complete message) is ignored with a ``UserWarning``
-            naming the keywords.
+            engine does). Any other value is ignored with a ``UserWarning`` naming the keywords.
 
         Returns
         -------
@@ -384,9 +403,9 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
         # compatibility: every read here decodes only what it needs.
         del range_threshold
         source = filename_or_obj if isinstance(filename_or_obj, (str, os.PathLike, list, tuple)) else "<file object>"
+        errors = _errors(source, errors)
         index = _cfgrib_keywords(source, index, indexpath=indexpath, read_keys=read_keys,
-                                 ignore_keys=ignore_keys, encode_cf=encode_cf,
-                                 errors=errors, extra_coords=extra_coords,
+                                 ignore_keys=ignore_keys, encode_cf=encode_cf, extra_coords=extra_coords,
                                  coords_as_attributes=coords_as_attributes,
                                  cache_geo_coords=cache_geo_coords)
         paths = paths_of(filename_or_obj)
@@ -395,7 +414,12 @@ class TensogramBackendEntrypoint(BackendEntrypoint):
                               squeeze=squeeze, values_dtype=values_dtype, time_dims=time_dims,
                               source=str(paths))
         store = TensogramDataStore.open(paths, lock=lock, verify_hash=verify_hash, storage_options=storage_options,
-                                        threads=threads, index=index, options=options)
+                                        threads=threads, index=index, options=options,
+                                        complete_only=errors != "raise")
+        if errors == "warn":
+            for cut in store.ref.source.cut_short():
+                warnings.warn(f"{cut.path}: errors='warn': read its {len(cut)} complete message(s); the rest "
+                              f"is left out: {cut.cut}", UserWarning, stacklevel=3)
         return _decode(store, mask_and_scale, decode_times, concat_characters, decode_coords,
                        drop_variables, use_cftime, decode_timedelta)
 

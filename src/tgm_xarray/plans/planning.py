@@ -27,7 +27,7 @@ Planned = tuple[SourceRef, dict[str, HypercubePlan], dict[str, dict[str, np.ndar
 
 
 def planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: PlanOptions, *,
-            groups: bool, identify: bool = False, must_write: bool = False) -> Planned:
+            groups: bool, identify: bool = False, must_write: bool = False, complete_only: bool = False) -> Planned:
     """The file's reference, its plans with ``options`` (``split_groups``'s with ``groups``, else one under
     ``""``), the values of their dimension coordinates where an index holds them and, for plans
     from an index, what it recorded of their variables' objects (checked at each one's first
@@ -36,28 +36,32 @@ def planned(path: str | list[str], storage_options: dict | None, index: str | bo
     cold open), ``"beside"`` (write beside the data instead), ``False`` (neither). ``identify``:
     index a remote object opened cold too (``tgm_xarray.plans.index.find``); ``must_write``: an index
     that cannot be written is an error, not a warning (``tgm-xarray index``). A list of paths is
-    planned as one, without an index."""
+    planned as one, without an index. ``complete_only``: files cut short are planned from their
+    complete messages (``TgmFile``), without an index."""
     if index not in tgm_index.MODES:
         raise ValueError(f"index must be one of {tgm_index.MODES}, not {index!r}")
     try:
-        return _planned(path, storage_options, index, options, groups, identify, must_write)
+        return _planned(path, storage_options, index, options, groups, identify, must_write, complete_only)
     except TgmStaleFileError:
         if not isinstance(path, str) or is_url(path):
             raise
     # Replaced (os.replace, as writers publish) between the identity and the open: the new file.
-    return _planned(path, storage_options, index, options, groups, identify, must_write)
+    return _planned(path, storage_options, index, options, groups, identify, must_write, complete_only)
 
 
 def _planned(path: str | list[str], storage_options: dict | None, index: str | bool, options: PlanOptions,
-             groups: bool, identify: bool, must_write: bool) -> Planned:
+             groups: bool, identify: bool, must_write: bool, complete_only: bool) -> Planned:
     def plan(table: MetadataTable, fingerprint: Fingerprint, source: str,
              locate: Locate | None = None) -> dict[str, HypercubePlan]:
         if groups:
             return split_groups(table, options, source=source, fingerprint=fingerprint, locate=locate)
         return {"": build_hypercube(table, options, source=source, fingerprint=fingerprint, locate=locate)}
 
-    if not isinstance(path, str) or index is False:
-        opened = open_source(path, storage_options)
+    # An open of complete messages only neither writes an index (one of a cut file's complete
+    # messages would let a later strict open plan from it unscanned, and succeed where it must
+    # raise) nor plans from one (the open must find the cut to report it, so the file is opened).
+    if not isinstance(path, str) or index is False or complete_only:
+        opened = open_source(path, storage_options, complete_only=complete_only)
         plans = plan(opened.table(), opened.fingerprint, path if isinstance(path, str) else opened.path,
                      None if isinstance(opened, TgmFile) else opened.locate)
         return reference(opened), plans, {name: {} for name in plans}, {}

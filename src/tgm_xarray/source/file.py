@@ -36,8 +36,11 @@ class TgmFile:
     of threads at once, and pickle as their absolute path and the version of the file they
     opened: a worker reopens through its own cache, and raises ``TgmStaleFileError`` if the file
     has been replaced or rewritten since (rather than read other values than the client's).
-    ``version`` is that check: ``None`` opens whatever version is there. ``handle``: a
-    ``remote.RemoteHandle`` of one's own (over another fetcher) instead of the cache's.
+    ``version`` is that check: ``None`` opens whatever version is there. ``complete_only``: a
+    local file cut short (truncated, or followed by bytes that are no message) opens with the
+    messages before the cut, :attr:`cut` saying why the rest is none, instead of raising
+    ``TgmFormatError`` (a ``ValueError`` for a URL). ``handle``: a ``remote.RemoteHandle`` of
+    one's own (over another fetcher) instead of the cache's.
 
     ``read(msg, obj, index=None, out=None, verify_hash=None, threads=None)`` reads an object, or
     the part ``index`` selects (outer indexing), into ``out``. ``index`` is a slice, an int, a
@@ -53,14 +56,19 @@ class TgmFile:
     """
 
     def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,
-                 version: handles.FileVersion | None = None, *, handle: RemoteHandle | None = None):
+                 version: handles.FileVersion | None = None, complete_only: bool = False, *,
+                 handle: RemoteHandle | None = None):
         self.path = handles.absolute(path)
         self.storage_options = storage_options
+        self.complete_only = complete_only
         self._handle: Handle | _ClosedHandle
         if handle is None:
-            self._handle, self.version = handles.acquire_version(self.path, storage_options, version)
+            self._handle, self.version = handles.acquire_version(self.path, storage_options, version, complete_only)
         else:  # a remote object read through a fetcher of its own, not the cache's
             self._handle, self.version = handle, None
+        #: Why the end of a file opened ``complete_only`` is no message (the core's words: the
+        #: file, the bytes and the complete messages before them), ``None`` where none is cut.
+        self.cut = self._handle.cut if complete_only and isinstance(self._handle, FileHandle) else None
         # Where the two kinds of handle differ, once: a remote one also reads asynchronously, and
         # gives the core's table builder its `messages` rather than itself.
         self._remote = self._handle if isinstance(self._handle, RemoteHandle) else None
@@ -128,8 +136,12 @@ class TgmFile:
         """``(path, msg)``: one file holds every message."""
         return self.path, msg
 
+    def cut_short(self) -> list[TgmFile]:
+        """``[self]`` where the file was opened ``complete_only`` and is cut short, else ``[]``."""
+        return [self] if self.cut is not None else []
+
     def __reduce__(self):
-        return (type(self), (self.path, self.storage_options, self.version))
+        return (type(self), (self.path, self.storage_options, self.version, self.complete_only))
 
     def __len__(self) -> int:
         return len(self._handle)

@@ -35,6 +35,10 @@ class FileSet:
         i = int(np.searchsorted(self.starts, msg, side="right")) - 1
         return self.files[i], msg - int(self.starts[i])
 
+    def cut_short(self) -> list[TgmFile]:
+        """The files opened ``complete_only`` that are cut short."""
+        return [f for f in self.files if f.cut is not None]
+
     def locate(self, msg: int) -> tuple[str, int]:
         """The file of message ``msg`` (numbered across the files) and its number there: what
         the planner's errors name."""

@@ -12,6 +12,11 @@ Remote objects (``http(s)://``, ``s3://``: ``remote.RemoteHandle``) join the sam
 URL and storage options: they are indexed once per process, whatever number of datasets and
 tasks use them. A remote object replaced in place is seen after ``CACHE.release(url)``.
 
+A file may be opened ``complete_only`` (cfgrib's ``errors="warn"``: a file cut short keeps its
+complete messages, ``FileHandle.cut`` says why the rest is none): such a handle is a cache entry
+of its own, never handed to a strict open, which must raise for the same file. URLs have no
+such open (the core's remote scan reads a file whole or refuses it).
+
 An open that meets an atomic replace (``os.replace`` of a new file over the path, as writers
 publish one) between its stat and its mapping is done once more, with the new file
 (:func:`unreplaced`): a handle is never cached under another version's key.
@@ -103,10 +108,10 @@ def unreplaced(path: str | os.PathLike, open_version: Callable[[FileKey], _Opene
                             "open it again once its writer is done")
 
 
-def _mapped(key: FileKey) -> FileHandle:
+def _mapped(key: FileKey, complete_only: bool) -> FileHandle:
     """The handle of version ``key``: the path is stat'ed again once it is mapped, since the
     mapping opens the path by name (``Replaced`` if it is another version by then)."""
-    handle = FileHandle(key.path)
+    handle = FileHandle(key.path, complete_only)
     if FileKey.of(key.path) != key:
         raise Replaced(key.path)
     return handle
@@ -130,19 +135,23 @@ class RemoteKey(NamedTuple):
         return cls(url, repr(sorted((storage_options or {}).items())))
 
 
+#: A cached handle's key: the file's (or URL's), and whether it was opened ``complete_only``.
+CacheKey = tuple[FileKey | RemoteKey, bool]
+
+
 class HandleCache:
     """A thread-safe LRU of ``FileHandle`` (``RemoteHandle`` for URLs) keyed by ``FileKey``
-    (``RemoteKey``)."""
+    (``RemoteKey``) and how it was opened."""
 
     def __init__(self, max_open: int = DEFAULT_MAX_OPEN):
         if max_open < 1:
             raise ValueError(f"max_open must be at least 1, got {max_open}")
         self.max_open = max_open
-        self._handles: OrderedDict[FileKey | RemoteKey, Handle] = OrderedDict()
+        self._handles: OrderedDict[CacheKey, Handle] = OrderedDict()
         self._lock = threading.Lock()
         # One lock per key being opened, so concurrent first opens of one file open it once
         # while opens of other files go ahead.
-        self._opening: dict[FileKey | RemoteKey, threading.Lock] = {}
+        self._opening: dict[CacheKey, threading.Lock] = {}
         self.opens = 0  # handles opened so far (tests count them)
 
     def acquire(self, path: str | os.PathLike, storage_options: dict | None = None) -> Handle:
@@ -150,26 +159,30 @@ class HandleCache:
         return self.acquire_version(path, storage_options)[0]
 
     def acquire_version(self, path: str | os.PathLike, storage_options: dict | None = None,
-                        expected: FileVersion | None = None,
+                        expected: FileVersion | None = None, complete_only: bool = False,
                         ) -> tuple[Handle, FileVersion | None]:
         """The handle of ``path`` and the version of the file it maps (``None`` for a URL).
 
         With ``expected``, the file must still be that version: ``TgmStaleFileError`` otherwise.
+        ``complete_only``: a file cut short keeps its complete messages (a ``ValueError`` for a
+        URL, which has no such open).
         """
         if is_url(path):
+            if complete_only:
+                raise ValueError(f"{path}: only a local file cut short can be read up to its last complete "
+                                 "message (errors='warn' or 'ignore'): a URL is read whole or refused")
             remote = functools.partial(RemoteHandle, path, storage_options)
-            return self._acquire(RemoteKey.of(path, storage_options), remote), None
+            return self._acquire((RemoteKey.of(path, storage_options), False), remote), None
 
         def acquire(key: FileKey) -> tuple[Handle, FileVersion]:
             if expected is not None and key.version != expected:
                 raise TgmStaleFileError(f"{changed(key.path, expected, key.version)}; reading it would mix two "
                                         "versions: open it again")
-            return self._acquire(key, functools.partial(_mapped, key)), key.version
+            return self._acquire((key, complete_only), functools.partial(_mapped, key, complete_only)), key.version
 
         return unreplaced(path, acquire)
 
-    def _acquire(self, key: FileKey | RemoteKey, opener: Callable[[], Handle]
-                 ) -> Handle:
+    def _acquire(self, key: CacheKey, opener: Callable[[], Handle]) -> Handle:
         with self._lock:
             handle = self._hit(key)
             if handle is not None:
@@ -190,7 +203,7 @@ class HandleCache:
                     self._opening.pop(key, None)
         return handle
 
-    def _hit(self, key: FileKey | RemoteKey) -> Handle | None:
+    def _hit(self, key: CacheKey) -> Handle | None:
         handle = self._handles.get(key)
         if handle is not None:
             self._handles.move_to_end(key)
@@ -204,7 +217,7 @@ class HandleCache:
         """Drops the cache's references to every version of ``path`` (a file or a URL)."""
         real = path if is_url(path) else os.path.realpath(os.fspath(path))
         with self._lock:
-            for key in [k for k in self._handles if k.path == real]:
+            for key in [k for k in self._handles if k[0].path == real]:
                 del self._handles[key]
 
     def clear(self) -> None:
@@ -233,6 +246,7 @@ def acquire(path: str | os.PathLike, storage_options: dict | None = None) -> Han
 
 
 def acquire_version(path: str | os.PathLike, storage_options: dict | None = None,
-                    expected: FileVersion | None = None) -> tuple[Handle, FileVersion | None]:
+                    expected: FileVersion | None = None, complete_only: bool = False,
+                    ) -> tuple[Handle, FileVersion | None]:
     """The shared handle of ``path`` and its file's version (see ``HandleCache.acquire_version``)."""
-    return CACHE.acquire_version(path, storage_options, expected)
+    return CACHE.acquire_version(path, storage_options, expected, complete_only)

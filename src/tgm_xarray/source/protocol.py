@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-if TYPE_CHECKING:  # handles.py types its cache with Handle
+if TYPE_CHECKING:  # handles.py types its cache with Handle; file.py implements Source
+    from tgm_xarray.source.file import TgmFile
     from tgm_xarray.source.handles import FileVersion
 from tgm_xarray.table import MetadataTable
 
@@ -51,6 +52,10 @@ class Source(Protocol):
 
     def locate(self, msg: int) -> tuple[str, int]:
         """The file of message ``msg`` and its number there: what errors name."""
+        ...
+
+    def cut_short(self) -> list[TgmFile]:
+        """Its files opened ``complete_only`` whose end is no message (``TgmFile.cut``)."""
         ...
 
     def layout(self, msg: int, obj: int) -> tuple[tuple[int, ...], np.dtype]:

@@ -22,23 +22,26 @@ class FileRef:
     with ``any_version`` at the version there (for readers that check each object first)."""
 
     def __init__(self, path: str, file: TgmFile | None = None, storage_options: dict | None = None,
-                 version: FileVersion | None = None, any_version: bool = False):
+                 version: FileVersion | None = None, any_version: bool = False, complete_only: bool = False):
         self.path = absolute(path)
         self.storage_options = storage_options
         self.version = file.version if file is not None else version
         self.any_version = any_version
+        # Reopened as it was opened: a file cut short was planned from its complete messages.
+        self.complete_only = file.complete_only if file is not None else complete_only
         self._source = file
         self._lock = threading.Lock()
 
     @classmethod
     def of(cls, file: TgmFile) -> FileRef:
         """The reference of an opened file."""
-        return cls(file.path, file, file.storage_options)
+        return cls(file.path, file, file.storage_options, complete_only=file.complete_only)
 
     def for_checked_reads(self) -> FileRef:
         """This reference, with its file if it is open, for readers that prove each object the
         one planned before they read it: it reopens whatever version of the file is there."""
-        return FileRef(self.path, self._source, self.storage_options, self.version, any_version=True)
+        return FileRef(self.path, self._source, self.storage_options, self.version, any_version=True,
+                       complete_only=self.complete_only)
 
     @property
     def source(self) -> TgmFile:
@@ -48,7 +51,7 @@ class FileRef:
             with self._lock:
                 if self._source is None:
                     self._source = TgmFile(self.path, self.storage_options,
-                                           None if self.any_version else self.version)
+                                           None if self.any_version else self.version, self.complete_only)
                 file = self._source
         return file
 
@@ -56,7 +59,7 @@ class FileRef:
         self._source = None
 
     def __reduce__(self):
-        return (FileRef, (self.path, None, self.storage_options, self.version, self.any_version))
+        return (FileRef, (self.path, None, self.storage_options, self.version, self.any_version, self.complete_only))
 
 
 class FileSetRef:
