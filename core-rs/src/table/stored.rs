@@ -38,7 +38,6 @@ impl Table {
     /// at a value: what the builder guarantees, for a table from elsewhere.
     pub fn check(&self) -> CoreResult<()> {
         let rows = self.msg.len();
-        let kinds = |name: &str| self.columns().into_iter().find(|c| c.0 == name).and_then(|c| c.2.entries()).unwrap_or(0);
         for (name, per, field) in self.columns() {
             let n = match per {
                 Rows::Objects => rows,
@@ -53,12 +52,12 @@ impl Table {
                 _ => {}
             }
         }
-        let in_range = |codes: &[i32], name: &str| match codes.iter().find(|&&c| c < 0 || c as usize >= kinds(name)) {
-            Some(c) => Err(CoreError::format(format!("a stored table points at {name} {c} of {}", kinds(name)))),
+        let in_range = |codes: &[i32], name: &str, kinds: usize| match codes.iter().find(|&&c| c < 0 || c as usize >= kinds) {
+            Some(c) => Err(CoreError::format(format!("a stored table points at {name} {c} of {kinds}"))),
             None => Ok(()),
         };
-        in_range(&self.shape, "shapes")?;
-        in_range(&self.descriptor, "descriptors")?;
+        in_range(&self.shape, "shapes", self.shapes.len())?;
+        in_range(&self.descriptor, "descriptors", self.descriptors.len())?;
         if self.msg.iter().any(|&m| m < 0 || m as usize >= self.n_messages) || self.msg.windows(2).any(|w| w[0] > w[1]) {
             return Err(CoreError::format("a stored table's messages are out of order or range"));
         }
