@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use ciborium::Value;
 use tensogram::framing::{self, DecodedMessage, EncodedObject, HashFramePolicy};
 use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata, MessageFlags};
-use tensogram_encodings::compression::{Blosc2Compressor, Compressor};
+use tensogram_encodings::compression::{Blosc2Compressor, Compressor, Lz4Compressor};
 use tensogram_encodings::libaec::{aec_compress, AecParams};
 use tensogram_encodings::pipeline::Blosc2Codec;
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
@@ -140,13 +140,15 @@ fn reserve_for_encode(input: usize) -> CoreResult<()> {
 const RESERVE_MIN_BYTES: usize = 1 << 20;
 
 /// The message, when every object's stored bytes can be made here: float64 simple packing (no
-/// filter; szip, blosc2 or no compression) of finite values (from float64 or float32), and plain values with no NaN or infinity
-/// (the coordinates beside a field). Upstream's encode scans the values for NaN and infinity,
-/// copies them to find the packing parameters, then scans them again before packing; here they
-/// are packed in one pass that checks them, szip records its block offsets as it compresses, and
-/// upstream frames the result (`encode_pre_encoded`: the bytes its own encode stores, see the
-/// tests). `None` sends the message to upstream's encode: other codecs, values that need NaN or
-/// infinity masks, and parameters upstream refuses (its error then says why).
+/// filter; szip, blosc2 or no compression) of finite values (from float64 or float32), and plain
+/// values with no NaN or infinity, uncompressed or compressed with blosc2 or lz4 (a field left
+/// unpacked, the coordinates beside it). Upstream's encode scans the values for NaN and infinity
+/// (a classifying pass that costs about what blosc2 does), copies them to find the packing
+/// parameters, then scans them again before packing; here they are checked in one fast pass,
+/// packed and compressed, szip records its block offsets as it compresses, and upstream frames
+/// the result (`encode_pre_encoded`: the bytes its own encode stores, see the tests). `None`
+/// sends the message to upstream's encode: other codecs, values that need NaN or infinity
+/// masks, and parameters upstream refuses (its error then says why).
 fn encode_direct(
     global: &GlobalMetadata,
     objects: &[(&DataObjectDescriptor, Values<'_>)],
@@ -160,24 +162,63 @@ fn encode_direct(
         };
         stored.push(object);
     }
-    let pairs: Vec<(&DataObjectDescriptor, &[u8])> = stored.iter().map(|(d, bytes)| (d, bytes.as_ref())).collect();
-    tensogram::encode_pre_encoded(global, &pairs, options)
-        .map(Some)
-        .map_err(|e| CoreError::from_tensogram(&e, "encode failed"))
+    let pairs: Vec<(&DataObjectDescriptor, &[u8])> = stored.iter().map(|o| o.framed()).collect();
+    let message = tensogram::encode_pre_encoded(global, &pairs, options)
+        .map_err(|e| CoreError::from_tensogram(&e, "encode failed"))?;
+    if stored.iter().all(|o| matches!(o, Direct::Framed(..))) {
+        return Ok(Some(message));
+    }
+    let decoded = framing::decode_message(&message)
+        .map_err(|e| CoreError::from_tensogram(&e, "cannot parse the encoded message"))?;
+    let mut compressed = stored.into_iter().map(|o| match o {
+        Direct::Framed(..) => None,
+        Direct::Compressed { compression, compressed, .. } => Some((compression, compressed)),
+    });
+    reframe(decoded, |descriptor, _| {
+        Ok(compressed.next().flatten().map(|(compression, bytes)| {
+            descriptor.compression = compression;
+            bytes
+        }))
+    })
+    .map(Some)
 }
 
-/// The descriptor upstream's encode would store for `desc` and the bytes it would store, if
-/// `encode_direct` makes them.
-fn direct_object<'a>(desc: &DataObjectDescriptor, values: Values<'a>, threads: Option<usize>) -> Option<(DataObjectDescriptor, Cow<'a, [u8]>)> {
+/// An object `encode_direct` stores.
+enum Direct<'a> {
+    /// The descriptor upstream's encode would store and the bytes it would store, framed by
+    /// upstream as they are.
+    Framed(DataObjectDescriptor, Cow<'a, [u8]>),
+    /// Plain values compressed here: upstream's framing takes no compressed bytes of values that
+    /// are not encoded, so it frames them under `raw` (the descriptor with no compression), and
+    /// the frame then gets back `compression` and the `compressed` bytes (the hash covers them).
+    Compressed { raw: DataObjectDescriptor, values: &'a [u8], compression: String, compressed: Vec<u8> },
+}
+
+impl Direct<'_> {
+    fn framed(&self) -> (&DataObjectDescriptor, &[u8]) {
+        match self {
+            Direct::Framed(desc, bytes) => (desc, bytes.as_ref()),
+            Direct::Compressed { raw, values, .. } => (raw, values),
+        }
+    }
+}
+
+/// How `encode_direct` stores `desc`'s values, if it makes their bytes.
+fn direct_object<'a>(desc: &DataObjectDescriptor, values: Values<'a>, threads: Option<usize>) -> Option<Direct<'a>> {
     if desc.filter != "none" || desc.masks.is_some() || desc.byte_order != ByteOrder::native() {
         return None;
     }
     match (desc.encoding.as_str(), desc.compression.as_str(), values) {
         ("none", "none", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
-            Some((desc.clone(), Cow::Borrowed(data)))
+            Some(Direct::Framed(desc.clone(), Cow::Borrowed(data)))
+        }
+        ("none", "blosc2" | "lz4", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
+            let compressed = lossless_compressor(desc, desc.dtype.byte_width())?.compress(data).ok()?.data;
+            let raw = DataObjectDescriptor { compression: "none".to_string(), ..desc.clone() };
+            Some(Direct::Compressed { raw, values: data, compression: desc.compression.clone(), compressed })
         }
         ("simple_packing", "none" | "szip" | "blosc2", _) => {
-            packed_object(desc, values.floats(desc)?, threads).map(|(d, bytes)| (d, Cow::Owned(bytes)))
+            packed_object(desc, values.floats(desc)?, threads).map(|(d, bytes)| Direct::Framed(d, Cow::Owned(bytes)))
         }
         _ => None,
     }
@@ -324,24 +365,35 @@ fn packed_bytes(values: Floats<'_>, params: &SimplePackingParams) -> Option<Vec<
     }
 }
 
-/// Simple packing and blosc2 as upstream's pipeline does them: the packed bytes compressed by
-/// its compressor with the descriptor's codec and level and the packed value's whole bytes as
-/// the type size (so the same bytes as its encode). `None` where a parameter is missing or not
-/// one upstream knows: its encode then says why.
+/// Simple packing and blosc2 as upstream's pipeline does them: the packed bytes compressed with
+/// the packed value's whole bytes as blosc2's type size (so the same bytes as its encode).
 fn blosc2_object(stored: DataObjectDescriptor, values: Floats<'_>, params: &SimplePackingParams) -> Option<(DataObjectDescriptor, Vec<u8>)> {
-    let codec = match stored.params.get("blosc2_codec")?.as_text()? {
-        "blosclz" => Blosc2Codec::Blosclz,
-        "lz4" => Blosc2Codec::Lz4,
-        "lz4hc" => Blosc2Codec::Lz4hc,
-        "zlib" => Blosc2Codec::Zlib,
-        "zstd" => Blosc2Codec::Zstd,
-        _ => return None,
-    };
-    let clevel = i32::try_from(int_param(&stored, "blosc2_clevel")?).ok()?;
-    let typesize = (params.bits_per_value as usize).div_ceil(8);
-    let packed = packed_bytes(values, params)?;
-    let compressed = Blosc2Compressor { codec, clevel, typesize, nthreads: 0 }.compress(&packed).ok()?;
+    let compressor = lossless_compressor(&stored, (params.bits_per_value as usize).div_ceil(8))?;
+    let compressed = compressor.compress(&packed_bytes(values, params)?).ok()?;
     Some((stored, compressed.data))
+}
+
+/// The compressor upstream's pipeline builds for `desc`'s blosc2 or lz4 (`typesize`: blosc2's,
+/// the bytes of one stored value), on one thread as our encodes ask; zstd stays with upstream,
+/// which may pick its pure-Rust backend by environment. `None` where a parameter is missing or
+/// not one upstream knows: its encode then says why.
+fn lossless_compressor(desc: &DataObjectDescriptor, typesize: usize) -> Option<Box<dyn Compressor>> {
+    match desc.compression.as_str() {
+        "blosc2" => {
+            let codec = match desc.params.get("blosc2_codec")?.as_text()? {
+                "blosclz" => Blosc2Codec::Blosclz,
+                "lz4" => Blosc2Codec::Lz4,
+                "lz4hc" => Blosc2Codec::Lz4hc,
+                "zlib" => Blosc2Codec::Zlib,
+                "zstd" => Blosc2Codec::Zstd,
+                _ => return None,
+            };
+            let clevel = i32::try_from(int_param(desc, "blosc2_clevel")?).ok()?;
+            Some(Box::new(Blosc2Compressor { codec, clevel, typesize, nthreads: 0 }))
+        }
+        "lz4" => Some(Box::new(Lz4Compressor)),
+        _ => None,
+    }
 }
 
 /// Packing and szip of a field of more than [`PIECE_VALUES`] values in pieces of whole RSI
@@ -452,20 +504,22 @@ fn verify_szip_offsets(message: Vec<u8>) -> CoreResult<Vec<u8>> {
         if desc.compression == "szip" && desc.shape.iter().product::<u64>() > 0 {
             szip::verify_offsets(desc, payload)?;
         }
-        Ok(())
+        Ok(None)
     })
 }
 
-/// The message framed again with each object's descriptor passed through `edit`: the payload
-/// and mask bytes, the metadata and the hash settings stay as they were (hashes are recomputed,
-/// as they cover the descriptors).
+/// The message framed again with each object's descriptor passed through `edit`, which may also
+/// give the payload to store instead (`None`: the payload as it was): the mask bytes, the
+/// metadata and the hash settings stay as they were (hashes are recomputed, as they cover the
+/// descriptors and payloads).
 fn reframe(
     decoded: DecodedMessage<'_>,
-    mut edit: impl FnMut(&mut DataObjectDescriptor, &[u8]) -> CoreResult<()>,
+    mut edit: impl FnMut(&mut DataObjectDescriptor, &[u8]) -> CoreResult<Option<Vec<u8>>>,
 ) -> CoreResult<Vec<u8>> {
     let mut objects = Vec::with_capacity(decoded.objects.len());
     for (i, (mut descriptor, payload, masks, _)) in decoded.objects.into_iter().enumerate() {
-        edit(&mut descriptor, payload).map_err(|e| e.context(&format!("object {i}")))?;
+        let replaced = edit(&mut descriptor, payload).map_err(|e| e.context(&format!("object {i}")))?;
+        let payload = replaced.as_deref().unwrap_or(payload);
         // Masks follow the payload in the frame; their descriptors count from the payload's start.
         objects.push(EncodedObject { descriptor, encoded_payload: [payload, masks].concat() });
     }
@@ -522,7 +576,7 @@ mod tests {
         ];
         for hashing in [true, false] {
             let message = encode(&objects, hashing);
-            let again = reframe(framing::decode_message(&message).unwrap(), |_, _| Ok(())).unwrap();
+            let again = reframe(framing::decode_message(&message).unwrap(), |_, _| Ok(None)).unwrap();
             assert!(again == message, "hashing={hashing}");
         }
     }
@@ -729,8 +783,15 @@ mod tests {
         let given = [vec![("sp_bits_per_value", int(24)), ("sp_reference_value", Value::Float(230.0 - 40.0)),
                           ("sp_binary_scale_factor", int(-18))], szip(4)].concat();
         cases.push(("given parameters".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip", given)));
+        // The field unpacked: blosc2 (each codec, the value's bytes as its type size) and lz4.
+        for codec in ["zstd", "lz4", "blosclz", "lz4hc", "zlib"] {
+            let params = vec![("blosc2_codec", Value::Text(codec.into())), ("blosc2_clevel", int(1))];
+            cases.push((format!("unpacked, blosc2 {codec}"), with_params(&[150, 260], Dtype::Float64, "none", "blosc2", params)));
+        }
+        cases.push(("unpacked, lz4".into(), with_params(&[150, 260], Dtype::Float64, "none", "lz4", vec![])));
         let plain = |shape: &[u64], dtype| with_params(shape, dtype, "none", "none", vec![]);
-        let (lat_desc, lon_desc, steps_desc) = (plain(&[150], Dtype::Float64), plain(&[260], Dtype::Float32), plain(&[4], Dtype::Int32));
+        let lon_desc = with_params(&[260], Dtype::Float32, "none", "blosc2", vec![("blosc2_codec", Value::Text("zstd".into())), ("blosc2_clevel", int(5))]);
+        let (lat_desc, steps_desc) = (plain(&[150], Dtype::Float64), with_params(&[4], Dtype::Int32, "none", "lz4", vec![]));
         for hashing in [true, false] {
             let options = EncodeOptions { hashing, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
             for (what, desc) in &cases {
