@@ -189,7 +189,7 @@ def test_defaults_are_the_tables():
     p = Pipeline.from_options({"compression": "szip"})
     assert p.filter == "none"  # raw 8-byte values then need filter="shuffle" (stored_dtype says so)
     assert p.params == {"szip_rsi": 4, "szip_block_size": 32, "szip_flags": 8}  # 128-value RSI
-    assert Pipeline.from_options({}).params == {"blosc2_codec": "zstd", "blosc2_clevel": 3}
+    assert Pipeline.from_options({}).params == {"blosc2_codec": "zstd", "blosc2_clevel": 1}
     assert Pipeline.from_options({"zstd_level": 9}).compression == "zstd"
     assert Pipeline.from_options({"compression": "zfp"}).params == {"zfp_mode": "fixed_precision", "zfp_precision": 32}
     for option in TABLE:

@@ -513,7 +513,7 @@ def test_default_encodings(tmp_path):
     handle = _core.FileHandle(os.fspath(path))
     field, lat, _ = handle.descriptors(0)
     assert (field["encoding"], field["filter"], field["compression"]) == ("none", "none", "blosc2")
-    assert field["params"] == {"blosc2_codec": "zstd", "blosc2_clevel": 3}
+    assert field["params"] == {"blosc2_codec": "zstd", "blosc2_clevel": 1}
     assert (lat["encoding"], lat["compression"]) == ("none", "none")
 
 

@@ -202,10 +202,10 @@ def test_metadata_key_set_is_fixed_by_the_chosen_stages():
         "encoding", "filter", "compression", "hash"]
     zfp = TensogramCodec(compression="zfp", zfp_mode="fixed_rate").to_dict()["configuration"]
     assert zfp["zfp_rate"] == 16.0 and "zfp_precision" not in zfp
-    # the writer's defaults (pipeline.TABLE): blosc2 with zstd at level 3
+    # the writer's defaults (pipeline.TABLE): blosc2 with zstd at level 1
     assert TensogramCodec().to_dict()["configuration"] == {
         "encoding": "none", "filter": "none", "compression": "blosc2", "blosc2_codec": "zstd",
-        "blosc2_clevel": 3, "hash": True,
+        "blosc2_clevel": 1, "hash": True,
     }  # fmt: skip
 
 

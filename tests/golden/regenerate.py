@@ -58,7 +58,7 @@ CASES = (
     Case("szip", {"compression": "szip", "szip_rsi": 4, "szip_block_size": 16}),
     Case("zstd", {"compression": "zstd", "zstd_level": 5}, "int16"),
     Case("lz4", {"compression": "lz4"}, "float64"),
-    Case("blosc2", {}),  # the default compression: blosc2 zstd/3
+    Case("blosc2", {}),  # the default compression: blosc2 zstd/1
     Case("blosc2-lz4", {"blosc2_codec": "lz4", "blosc2_clevel": 9}, "float64"),
     Case("zfp-rate", {"compression": "zfp", "zfp_mode": "fixed_rate", "zfp_rate": 16.0}, "float64"),
     Case("zfp-accuracy", {"compression": "zfp", "zfp_mode": "fixed_accuracy", "zfp_tolerance": 0.01}),
