@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use ciborium::Value;
 use tensogram::framing::{self, DecodedMessage, EncodedObject, HashFramePolicy};
 use tensogram::{ByteOrder, DataObjectDescriptor, Dtype, EncodeOptions, GlobalMetadata, MessageFlags};
-use tensogram_encodings::compression::{Blosc2Compressor, Compressor, Lz4Compressor};
+use tensogram_encodings::compression::{Blosc2Compressor, Compressor};
 use tensogram_encodings::libaec::{aec_compress, AecParams};
 use tensogram_encodings::pipeline::Blosc2Codec;
 use tensogram_encodings::simple_packing::{self, SimplePackingParams};
@@ -141,8 +141,8 @@ const RESERVE_MIN_BYTES: usize = 1 << 20;
 
 /// The message, when every object's stored bytes can be made here: float64 simple packing (no
 /// filter; szip, blosc2 or no compression) of finite values (from float64 or float32), and plain
-/// values with no NaN or infinity, uncompressed or compressed with blosc2 or lz4 (a field left
-/// unpacked, the coordinates beside it). Upstream's encode scans the values for NaN and infinity
+/// values with no NaN or infinity, uncompressed or with blosc2 (a field left unpacked, the
+/// coordinates beside it). Upstream's encode scans the values for NaN and infinity
 /// (a classifying pass that costs about what blosc2 does), copies them to find the packing
 /// parameters, then scans them again before packing; here they are checked in one fast pass,
 /// packed and compressed, szip records its block offsets as it compresses, and upstream frames
@@ -174,13 +174,14 @@ fn encode_direct(
         Direct::Framed(..) => None,
         Direct::Compressed { compression, compressed, .. } => Some((compression, compressed)),
     });
-    reframe(decoded, |descriptor, _| {
+    let reframed = Reframed::of(decoded, |descriptor, _| {
         Ok(compressed.next().flatten().map(|(compression, bytes)| {
             descriptor.compression = compression;
             bytes
         }))
-    })
-    .map(Some)
+    })?;
+    drop(message); // the values' uncompressed copy, before the message is framed again
+    reframed.framed().map(Some)
 }
 
 /// An object `encode_direct` stores.
@@ -212,8 +213,8 @@ fn direct_object<'a>(desc: &DataObjectDescriptor, values: Values<'a>, threads: O
         ("none", "none", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
             Some(Direct::Framed(desc.clone(), Cow::Borrowed(data)))
         }
-        ("none", "blosc2" | "lz4", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
-            let compressed = lossless_compressor(desc, desc.dtype.byte_width())?.compress(data).ok()?.data;
+        ("none", "blosc2", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
+            let compressed = blosc2_compressor(desc, desc.dtype.byte_width())?.compress(data).ok()?.data;
             let raw = DataObjectDescriptor { compression: "none".to_string(), ..desc.clone() };
             Some(Direct::Compressed { raw, values: data, compression: desc.compression.clone(), compressed })
         }
@@ -368,32 +369,25 @@ fn packed_bytes(values: Floats<'_>, params: &SimplePackingParams) -> Option<Vec<
 /// Simple packing and blosc2 as upstream's pipeline does them: the packed bytes compressed with
 /// the packed value's whole bytes as blosc2's type size (so the same bytes as its encode).
 fn blosc2_object(stored: DataObjectDescriptor, values: Floats<'_>, params: &SimplePackingParams) -> Option<(DataObjectDescriptor, Vec<u8>)> {
-    let compressor = lossless_compressor(&stored, (params.bits_per_value as usize).div_ceil(8))?;
+    let compressor = blosc2_compressor(&stored, (params.bits_per_value as usize).div_ceil(8))?;
     let compressed = compressor.compress(&packed_bytes(values, params)?).ok()?;
     Some((stored, compressed.data))
 }
 
-/// The compressor upstream's pipeline builds for `desc`'s blosc2 or lz4 (`typesize`: blosc2's,
-/// the bytes of one stored value), on one thread as our encodes ask; zstd stays with upstream,
-/// which may pick its pure-Rust backend by environment. `None` where a parameter is missing or
-/// not one upstream knows: its encode then says why.
-fn lossless_compressor(desc: &DataObjectDescriptor, typesize: usize) -> Option<Box<dyn Compressor>> {
-    match desc.compression.as_str() {
-        "blosc2" => {
-            let codec = match desc.params.get("blosc2_codec")?.as_text()? {
-                "blosclz" => Blosc2Codec::Blosclz,
-                "lz4" => Blosc2Codec::Lz4,
-                "lz4hc" => Blosc2Codec::Lz4hc,
-                "zlib" => Blosc2Codec::Zlib,
-                "zstd" => Blosc2Codec::Zstd,
-                _ => return None,
-            };
-            let clevel = i32::try_from(int_param(desc, "blosc2_clevel")?).ok()?;
-            Some(Box::new(Blosc2Compressor { codec, clevel, typesize, nthreads: 0 }))
-        }
-        "lz4" => Some(Box::new(Lz4Compressor)),
-        _ => None,
-    }
+/// The blosc2 compressor upstream's pipeline builds for `desc` (`typesize`: the bytes of one
+/// stored value), on one thread as our encodes ask. `None` where a parameter is missing or not
+/// one upstream knows: its encode then says why.
+fn blosc2_compressor(desc: &DataObjectDescriptor, typesize: usize) -> Option<Blosc2Compressor> {
+    let codec = match desc.params.get("blosc2_codec")?.as_text()? {
+        "blosclz" => Blosc2Codec::Blosclz,
+        "lz4" => Blosc2Codec::Lz4,
+        "lz4hc" => Blosc2Codec::Lz4hc,
+        "zlib" => Blosc2Codec::Zlib,
+        "zstd" => Blosc2Codec::Zstd,
+        _ => return None,
+    };
+    let clevel = i32::try_from(int_param(desc, "blosc2_clevel")?).ok()?;
+    Some(Blosc2Compressor { codec, clevel, typesize, nthreads: 0 })
 }
 
 /// Packing and szip of a field of more than [`PIECE_VALUES`] values in pieces of whole RSI
@@ -508,28 +502,55 @@ fn verify_szip_offsets(message: Vec<u8>) -> CoreResult<Vec<u8>> {
     })
 }
 
-/// The message framed again with each object's descriptor passed through `edit`, which may also
-/// give the payload to store instead (`None`: the payload as it was): the mask bytes, the
-/// metadata and the hash settings stay as they were (hashes are recomputed, as they cover the
-/// descriptors and payloads).
+/// The message framed again with each object's descriptor passed through `edit` (see
+/// [`Reframed::of`]).
 fn reframe(
     decoded: DecodedMessage<'_>,
-    mut edit: impl FnMut(&mut DataObjectDescriptor, &[u8]) -> CoreResult<Option<Vec<u8>>>,
+    edit: impl FnMut(&mut DataObjectDescriptor, &[u8]) -> CoreResult<Option<Vec<u8>>>,
 ) -> CoreResult<Vec<u8>> {
-    let mut objects = Vec::with_capacity(decoded.objects.len());
-    for (i, (mut descriptor, payload, masks, _)) in decoded.objects.into_iter().enumerate() {
-        let replaced = edit(&mut descriptor, payload).map_err(|e| e.context(&format!("object {i}")))?;
-        let payload = replaced.as_deref().unwrap_or(payload);
-        // Masks follow the payload in the frame; their descriptors count from the payload's start.
-        objects.push(EncodedObject { descriptor, encoded_payload: [payload, masks].concat() });
+    Reframed::of(decoded, edit)?.framed()
+}
+
+/// A decoded message's parts, owned (so that the message they came from can be dropped before
+/// they are framed again: large fields are then not held three times).
+struct Reframed {
+    global_metadata: GlobalMetadata,
+    flags: MessageFlags,
+    objects: Vec<EncodedObject>,
+}
+
+impl Reframed {
+    /// Each object's descriptor passed through `edit`, which may also give the payload to store
+    /// instead (`None`: the payload as it was); the mask bytes, the metadata and the hash
+    /// settings stay as they were.
+    fn of(
+        decoded: DecodedMessage<'_>,
+        mut edit: impl FnMut(&mut DataObjectDescriptor, &[u8]) -> CoreResult<Option<Vec<u8>>>,
+    ) -> CoreResult<Reframed> {
+        let mut objects = Vec::with_capacity(decoded.objects.len());
+        for (i, (mut descriptor, payload, masks, _)) in decoded.objects.into_iter().enumerate() {
+            let replaced = edit(&mut descriptor, payload).map_err(|e| e.context(&format!("object {i}")))?;
+            // Masks follow the payload in the frame; their descriptors count from the payload's start.
+            let encoded_payload = match replaced {
+                Some(bytes) if masks.is_empty() => bytes, // moved, not copied: large fields come here
+                Some(bytes) => [bytes.as_slice(), masks].concat(),
+                None => [payload, masks].concat(),
+            };
+            objects.push(EncodedObject { descriptor, encoded_payload });
+        }
+        Ok(Reframed { global_metadata: decoded.global_metadata, flags: decoded.preamble.flags, objects })
     }
-    let flags = decoded.preamble.flags;
-    let policy = HashFramePolicy {
-        header: flags.has(MessageFlags::HEADER_HASHES),
-        footer: flags.has(MessageFlags::FOOTER_HASHES),
-    };
-    framing::encode_message(&decoded.global_metadata, &objects, flags.has(MessageFlags::HASHES_PRESENT), policy)
-        .map_err(|e| CoreError::from_tensogram(&e, "cannot frame the message again"))
+
+    /// The message of these parts (hashes recomputed, as they cover descriptors and payloads).
+    fn framed(self) -> CoreResult<Vec<u8>> {
+        let flags = self.flags;
+        let policy = HashFramePolicy {
+            header: flags.has(MessageFlags::HEADER_HASHES),
+            footer: flags.has(MessageFlags::FOOTER_HASHES),
+        };
+        framing::encode_message(&self.global_metadata, &self.objects, flags.has(MessageFlags::HASHES_PRESENT), policy)
+            .map_err(|e| CoreError::from_tensogram(&e, "cannot frame the message again"))
+    }
 }
 
 #[cfg(test)]
@@ -783,15 +804,14 @@ mod tests {
         let given = [vec![("sp_bits_per_value", int(24)), ("sp_reference_value", Value::Float(230.0 - 40.0)),
                           ("sp_binary_scale_factor", int(-18))], szip(4)].concat();
         cases.push(("given parameters".into(), with_params(&[150, 260], Dtype::Float64, "simple_packing", "szip", given)));
-        // The field unpacked: blosc2 (each codec, the value's bytes as its type size) and lz4.
+        // The field unpacked, with blosc2: each codec, the value's bytes as its type size.
         for codec in ["zstd", "lz4", "blosclz", "lz4hc", "zlib"] {
             let params = vec![("blosc2_codec", Value::Text(codec.into())), ("blosc2_clevel", int(1))];
             cases.push((format!("unpacked, blosc2 {codec}"), with_params(&[150, 260], Dtype::Float64, "none", "blosc2", params)));
         }
-        cases.push(("unpacked, lz4".into(), with_params(&[150, 260], Dtype::Float64, "none", "lz4", vec![])));
         let plain = |shape: &[u64], dtype| with_params(shape, dtype, "none", "none", vec![]);
         let lon_desc = with_params(&[260], Dtype::Float32, "none", "blosc2", vec![("blosc2_codec", Value::Text("zstd".into())), ("blosc2_clevel", int(5))]);
-        let (lat_desc, steps_desc) = (plain(&[150], Dtype::Float64), with_params(&[4], Dtype::Int32, "none", "lz4", vec![]));
+        let (lat_desc, steps_desc) = (plain(&[150], Dtype::Float64), plain(&[4], Dtype::Int32));
         for hashing in [true, false] {
             let options = EncodeOptions { hashing, threads: 1, allow_nan: true, allow_inf: true, ..Default::default() };
             for (what, desc) in &cases {
