@@ -125,6 +125,27 @@ def test_an_intermediate_all_blocks_share_is_computed_once(tmp_path):
         np.testing.assert_array_equal(read.t.values, expected.t.values)
 
 
+def test_blocks_are_computed_on_as_many_threads_as_dask_computes_on(tmp_path):
+    """The compute runs on the writer's thread, where dask, given no number of workers, would
+    make a pool of Python's default size (cores + 4): as many blocks in memory at once, on the
+    same cores. The write names dask's own number, or the one configured."""
+    threads: set[int] = set()
+
+    def block(block_info=None):
+        threads.add(threading.get_ident())
+        return np.ones(block_info[None]["chunk-shape"], "float32")
+
+    x = da.map_blocks(block, chunks=((1,) * 24, (NY,), (NX,)), dtype="float32", meta=np.array((), "float32"))
+    ds = xr.Dataset({"t": (("step", "latitude", "longitude"), x)},
+                    coords={"step": pd.to_timedelta(np.arange(24) * 6, unit="h")})
+    tgm_xarray.to_tgm(ds, tmp_path / "a.tgm")
+    assert 1 <= len(threads) <= dask.system.CPU_COUNT
+    threads.clear()
+    with dask.config.set(num_workers=1):
+        tgm_xarray.to_tgm(ds, tmp_path / "b.tgm")
+    assert len(threads) == 1
+
+
 def test_compute_false_computes_each_block_once_when_computed(tmp_path):
     counter = BlockCounter()
     chunks = CHUNKINGS["8 fields per block"]

@@ -277,11 +277,16 @@ def scheduler_of(threads: int | None) -> tuple[str, Any]:
     import dask
     import dask.base
     import dask.local
+    import dask.system
     import dask.threaded
 
     configured = dask.config.get("scheduler", None)
     if configured is None:
-        return "local", {"scheduler": "threads", "num_workers": threads} if threads else {"scheduler": "threads"}
+        # Named, as dask does on the main thread only: from the writer's thread, where the
+        # compute runs, dask would make a pool of Python's default size (cores + 4), with as
+        # many blocks in memory at once, on the same cores.
+        workers = threads or dask.config.get("num_workers", None) or dask.system.CPU_COUNT
+        return "local", {"scheduler": "threads", "num_workers": workers}
     get = dask.base.get_scheduler(scheduler=configured)
     if get in (dask.threaded.get, dask.local.get_sync):
         return "local", {"scheduler": get}
