@@ -18,19 +18,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import (
-    ENGINE,
-    NETCDF,
-    REAL,
-    assert_same_bits,
-    check_dataset_against_upstream,
-    describe_key,
-    outer_index,
-    random_outer_key,
-    require_shared,
-    shared_files,
-    upstream_decode_cached,
-)
+from tests.helpers.oracle import ENGINE, assert_same_bits, check_dataset_against_upstream, upstream_decode_cached
+from tests.helpers.selections import describe_key, outer_index, random_outer_key
+from tests.helpers.shared import NETCDF, REAL, require_shared, shared_files
 from tgm_xarray.backend import TensogramBackendArray, TensogramBackendEntrypoint, TensogramDataStore
 from tgm_xarray.source import handles
 

@@ -14,8 +14,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, assert_same_bits, upstream_decode
-from hostile import MEMORY_LIMIT
+from tests.helpers.hostile import MEMORY_LIMIT
+from tests.helpers.oracle import ENGINE, assert_same_bits, upstream_decode
 from tgm_xarray import _core
 
 BIG = (721, 1440)  # 8 MB of float64: pooled

@@ -17,8 +17,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, require_shared
-from test_cli import GRIB, REAL_TGM, assert_one_line_error, run_cli, small_dataset
+from tests.helpers.cli import GRIB, REAL_TGM, assert_one_line_error, run_cli, small_dataset
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import require_shared
 from tgm_xarray.cli import main
 
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import ENGINE, REAL, require_shared
-from test_cli import CLI, FIELDS, GRIB, assert_one_line_error, run_cli, run_on_terminal
+from tests.helpers.cli import CLI, FIELDS, GRIB, assert_one_line_error, run_cli, run_on_terminal
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import REAL, require_shared
 from tgm_xarray import _core
 from tgm_xarray.cli import main
 from tgm_xarray.cli.inputs import open_inputs

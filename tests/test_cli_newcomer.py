@@ -16,7 +16,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from test_cli import REPO, run_cli
+from tests.helpers.cli import run_cli
+from tests.helpers.shared import REPO
 from tgm_xarray import installation, versions
 from tgm_xarray.cli import main
 from tgm_xarray.errors import TgmCodecError

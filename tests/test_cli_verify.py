@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from conftest import FIXTURES, require_shared
+from tests.helpers.shared import FIXTURES, require_shared
 from tgm_xarray.cli import main
 
 UNHASHED = FIXTURES / "upstream" / "remote-parity" / "ten-msg.tgm"  # 10 messages, written without hashes

@@ -18,9 +18,10 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-import upstream as upstream_site
-from conftest import ENGINE, REAL, REPO, require_shared
-from test_cli import site_without
+from tests.helpers import upstream as upstream_site
+from tests.helpers.cli import site_without
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import REAL, REPO, require_shared
 from tgm_xarray import _core, installation
 from tgm_xarray.backend import TensogramBackendEntrypoint
 
@@ -170,7 +171,7 @@ def test_beside_upstream_tensogram_xarray():
     """With upstream's ``tensogram-xarray`` really installed, xarray maps ``"tensogram"`` to
     either package depending on the process's hash seed; ``"tgm"`` is always ours, and a
     warning names both packages and the way out. Runs where upstream is on the path
-    (tests/upstream.py)."""
+    (tests/helpers/upstream.py)."""
     upstream_site.only_in_isolation()
     try:
         upstream = [ep for ep in entry_points(group="xarray.backends", name="tensogram")

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from hostile import MEMORY_LIMIT
+from tests.helpers.hostile import MEMORY_LIMIT
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs child processes")
 

@@ -25,7 +25,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, GOLDEN, NETCDF, REAL, REMOTE_PARITY, REPO, require_entry_point, require_shared
+from tests.helpers.shared import (
+    FIXTURES,
+    GOLDEN,
+    NETCDF,
+    REAL,
+    REMOTE_PARITY,
+    REPO,
+    require_entry_point,
+    require_shared,
+)
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^(?P<indent>\s*)```python\s*$")
@@ -96,7 +105,7 @@ class StandIns:
     def serve(self, files: dict[str, Path]) -> str:
         """The base URL of a range server on loopback serving copies of ``files`` (by name; it
         serves no link out of its root), stopped with the module."""
-        from range_server import RangeServer
+        from tests.helpers.range_server import RangeServer
 
         root = self.workdir / "served"
         root.mkdir()

@@ -30,7 +30,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from conftest import FIXTURES, REAL, REPO, require_shared
+from tests.helpers.shared import FIXTURES, REAL, REPO, require_shared
 from tgm_xarray.cli import main
 
 PAGE = REPO / "docs" / "cli.md"

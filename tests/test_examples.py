@@ -24,7 +24,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENGINE, REAL, REPO, require_shared
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import REAL, REPO, require_shared
 
 EXAMPLES = REPO / "examples"
 NOTEBOOK = EXAMPLES / "distributed.ipynb"
@@ -290,7 +291,7 @@ def test_demo_prints_no_warning(tmp_path, monkeypatch):
     (pyproject's extras): there the demo prints no warning at all. Checked in this environment
     less upstream's ``tensogram-xarray`` (an older setup installed it)."""
     pytest.importorskip("dask")
-    from test_cli import site_without
+    from tests.helpers.cli import site_without
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setenv("PYTHONWARNINGS", "always")  # every warning printed, none hidden by a filter

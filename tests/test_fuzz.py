@@ -23,8 +23,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conftest import MATRIX_SPECS, REAL, encode_message
-from hostile import FRAME_HEADER, MEMORY_LIMIT, data_frames
+from tests.helpers.hostile import FRAME_HEADER, MEMORY_LIMIT, data_frames
+from tests.helpers.matrix import MATRIX_SPECS, encode_message
+from tests.helpers.shared import REAL
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs subprocesses")
 

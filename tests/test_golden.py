@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from conftest import assert_same_bits, upstream_decode
+from tests.helpers.oracle import assert_same_bits, upstream_decode
 from tgm_xarray import _core
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

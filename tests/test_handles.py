@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from conftest import small_file, upstream_decode
+from tests.helpers.matrix import small_file
+from tests.helpers.oracle import upstream_decode
 from tgm_xarray.source import handles
 from tgm_xarray.source.handles import DEFAULT_MAX_OPEN, HandleCache
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from hostile import (
+from tests.helpers.hostile import (
     MEMORY_LIMIT,
     PAD,
     data_frames,

@@ -44,7 +44,7 @@ from tgm_xarray.hypercube import (  # noqa: E402  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from planner import distinct_steps_table  # noqa: E402
-from test_attrs import assert_netcdf_friendly  # noqa: E402
+from tests.helpers.attrs import assert_netcdf_friendly  # noqa: E402
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
@@ -991,7 +991,7 @@ def test_undecodable_time_falls_back_to_plain_keys(tmp_path):
 
 def _round_trip(ds: xr.Dataset, path, **options) -> xr.Dataset:
     """``ds`` written by ``to_tgm`` and read back through the backend."""
-    from conftest import ENGINE
+    from tests.helpers.oracle import ENGINE
     from tgm_xarray.writer import to_tgm
 
     to_tgm(ds, path, **options)

@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import ENGINE
+from tests.helpers.cli import CLI
+from tests.helpers.index import assert_warm, cache_files, open_cold, open_quietly
+from tests.helpers.oracle import ENGINE
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.hypercube import PlanOptions
@@ -23,44 +23,7 @@ from tgm_xarray.plans import index
 from tgm_xarray.source import handles
 from tgm_xarray.table import MetadataTable
 
-CLI = [sys.executable, "-m", "tgm_xarray.cli"]
-
-
 pytestmark = pytest.mark.usefixtures("own_cache")  # each test its own index cache
-
-
-@pytest.fixture
-def archive(tmp_path) -> Path:
-    """300 messages of upstream ``tensogram``'s writing (field, latitude, longitude each)."""
-    from remote_archive import write_archive
-
-    pytest.importorskip("tensogram")
-    return Path(write_archive(tmp_path / "archive.tgm", 300))
-
-
-def open_cold(path, **kwargs) -> xr.Dataset:
-    with xr.open_dataset(path, engine=ENGINE, index=False, **kwargs) as ds:
-        return ds.load()
-
-
-def open_quietly(path, **kwargs) -> xr.Dataset:
-    """Opens ``path``, failing on any index warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", TgmIndexWarning)
-        return xr.open_dataset(path, engine=ENGINE, **kwargs)
-
-
-def cache_files(tmp_path) -> list[str]:
-    """The cache directory's files but this user's key."""
-    return sorted(name for name in os.listdir(tmp_path / "cache") if name != index.KEY_FILE)
-
-
-def assert_warm(path, **kwargs) -> xr.Dataset:
-    """Opens ``path`` from its index: the data file is not opened until a value is read."""
-    opens = handles.CACHE.opens
-    ds = open_quietly(path, **kwargs)
-    assert handles.CACHE.opens == opens, "the warm open opened the data file"
-    return ds
 
 
 def test_warm_open_equals_cold_open_and_reads_no_data_file(archive, tmp_path):
@@ -174,7 +137,7 @@ def rewrite_in_place(path: Path) -> None:
 
 
 def replace_by_rename(path: Path) -> None:
-    from remote_archive import write_archive
+    from tests.helpers.remote_archive import write_archive
 
     other = Path(write_archive(path.with_name("other.tgm"), 200))
     os.replace(other, path)

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from conftest import ENGINE
+from tests.helpers.oracle import ENGINE
 
 pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
 import tgm_xarray  # noqa: E402
-from range_server import Fault  # noqa: E402
+from tests.helpers.range_server import Fault  # noqa: E402
 from tgm_xarray.errors import RemoteTimeoutError, TgmIndexWarning  # noqa: E402
 from tgm_xarray.plans import index  # noqa: E402
 from tgm_xarray.source import handles, remote  # noqa: E402
@@ -45,7 +45,7 @@ def user_cache(tmp_path_factory) -> Path:
 def built(tmp_path_factory, user_cache) -> tuple[Path, xr.Dataset]:
     """100 messages of upstream ``tensogram``'s writing with their index beside them, and their
     values opened cold."""
-    from remote_archive import write_archive
+    from tests.helpers.remote_archive import write_archive
 
     pytest.importorskip("tensogram")
     path = Path(write_archive(tmp_path_factory.mktemp("built") / NAME, 100))

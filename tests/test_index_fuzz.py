@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from conftest import ENGINE
-from test_index import archive, open_cold  # noqa: F401
+from tests.helpers.index import open_cold
+from tests.helpers.oracle import ENGINE
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.plans import index
 from tgm_xarray.source import handles

@@ -17,8 +17,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE
-from test_index import CLI, archive, assert_warm, cache_files, open_cold, open_quietly  # noqa: F401
+from tests.helpers.cli import CLI
+from tests.helpers.index import assert_warm, cache_files, open_cold, open_quietly
+from tests.helpers.oracle import ENGINE
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmIndexWarning, TgmStaleFileError
 from tgm_xarray.hypercube import PlanOptions

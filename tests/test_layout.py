@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from conftest import ENGINE, NETCDF, require_shared
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import NETCDF, require_shared
 from tgm_xarray import _core, layout
 from tgm_xarray.errors import TgmCodecError
 from tgm_xarray.writer import to_tgm

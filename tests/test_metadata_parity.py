@@ -17,8 +17,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, REAL, require_shared, shared_files
-from hostile import MEMORY_LIMIT
+from tests.helpers.hostile import MEMORY_LIMIT
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import REAL, require_shared, shared_files
 from tgm_xarray import _core
 from tgm_xarray.attrs import flatten
 from tgm_xarray.source import handles, remote

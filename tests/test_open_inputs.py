@@ -12,7 +12,8 @@ import textwrap
 import pytest
 import xarray as xr
 
-from conftest import ENGINE, require_shared
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import require_shared
 
 pytestmark = pytest.mark.thread_unsafe  # HOME is patched
 

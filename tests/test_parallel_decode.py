@@ -14,7 +14,8 @@ import xarray as xr
 import zarr
 
 import tgm_xarray
-from conftest import REAL, assert_same_bits, require_shared
+from tests.helpers.oracle import assert_same_bits
+from tests.helpers.shared import REAL, require_shared
 from tgm_xarray import _core
 from tgm_xarray.zarr_codec import TensogramCodec
 

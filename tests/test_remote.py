@@ -16,18 +16,11 @@ pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
 import tgm_xarray  # noqa: E402
-from conftest import (  # noqa: E402
-    ENGINE,
-    GOLDEN,
-    REAL,
-    REMOTE_PARITY,
-    Spec,
-    describe_key,
-    random_outer_key,
-    require_shared,
-    write_message_file,
-)
-from range_server import Fault  # noqa: E402
+from tests.helpers.matrix import Spec, write_message_file
+from tests.helpers.oracle import ENGINE
+from tests.helpers.range_server import Fault  # noqa: E402
+from tests.helpers.selections import describe_key, random_outer_key
+from tests.helpers.shared import GOLDEN, REAL, REMOTE_PARITY, require_shared
 from tgm_xarray import _core  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
     RemoteConnectionError,
@@ -727,7 +720,7 @@ def test_a_refused_connection_is_a_connection_error(quick_retries):
 
 @pytest.fixture
 def plain_server(tmp_path):
-    from range_server import PlainServer
+    from tests.helpers.range_server import PlainServer
 
     root = tmp_path / "plain"
     root.mkdir()
@@ -763,7 +756,7 @@ def test_a_server_without_ranges_and_a_large_object_fails_fast(plain_server, ifs
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
-    from remote_archive import write_archive
+    from tests.helpers.remote_archive import write_archive
 
     pytest.importorskip("tensogram")
     return Path(write_archive(tmp_path_factory.mktemp("archive") / "archive.tgm", 10_000))
@@ -857,7 +850,7 @@ def test_a_list_of_small_message_archives_opens_in_as_few_requests_as_each(range
     """A list of remote archives plans from their scans' tables joined (no message fetched
     again), as one file does: as many requests as opening each alone, not one per message; a
     local file joins them too. The Dataset is the local files'."""
-    from remote_archive import write_archive
+    from tests.helpers.remote_archive import write_archive
 
     pytest.importorskip("tensogram")
     paths = [Path(write_archive(tmp_path / f"{name}.tgm", 200, first_step=first)) for name, first in (("a", 0), ("b", 12))]

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from conftest import ENGINE
+from tests.helpers.oracle import ENGINE
 from tgm_xarray import _core
 from tgm_xarray.cli import main
 

@@ -11,18 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from tests.helpers.shared import REPO
 
 TESTS = REPO / "tests"
 
 
 @pytest.fixture
 def checkout_without_shared(tmp_path) -> Path:
-    """``tmp_path/repo/tests`` holding the real conftest and one real-data test, and no
+    """``tmp_path/repo/tests`` holding the real conftest and helpers and one real-data test, and no
     ``tmp_path/shared`` beside the repo."""
     tests = tmp_path / "repo" / "tests"
     tests.mkdir(parents=True)
     shutil.copyfile(TESTS / "conftest.py", tests / "conftest.py")
+    shutil.copyfile(TESTS / "__init__.py", tests / "__init__.py")
+    shutil.copytree(TESTS / "helpers", tests / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
     (tests / "test_needs_shared.py").write_text(
         "def test_ifs(ifs_file):\n    assert ifs_file.is_file()\n\n"
         "def test_plain():\n    assert True\n")

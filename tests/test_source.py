@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import small_file
+from tests.helpers.matrix import small_file
 from tgm_xarray.source import FileSet, FileSetRef, Source, TgmFile, open_source, reference
 
 

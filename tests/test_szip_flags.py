@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import upstream_decode
+from tests.helpers.oracle import upstream_decode
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmCodecError
 

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from conftest import REAL, require_shared
+from tests.helpers.shared import REAL, require_shared
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmFormatError
 from tgm_xarray.table import Column, KeyColumns, MetadataTable

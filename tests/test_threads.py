@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from conftest import assert_same_bits, core_selection, describe_key, outer_index, random_outer_key
+from tests.helpers.oracle import assert_same_bits
+from tests.helpers.selections import core_selection, describe_key, outer_index, random_outer_key
 from tgm_xarray import _core
 
 pytestmark = pytest.mark.thread_unsafe(reason="starts its own threads")

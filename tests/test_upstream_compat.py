@@ -3,7 +3,7 @@
 Each test opens the same file with upstream's engine class and with ours and compares; the
 deliberate differences are listed in docs/mapping.md (section 10) and tested here as such. Never
 by engine name "tensogram": both packages register it. Upstream's package is not in the test
-environment: this module runs in a subprocess that has it (tests/upstream.py).
+environment: this module runs in a subprocess that has it (tests/helpers/upstream.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import upstream
-from conftest import require_shared
+from tests.helpers import upstream
+from tests.helpers.shared import require_shared
 from tgm_xarray.backend import TensogramBackendEntrypoint as Ours
 from tgm_xarray.errors import TgmHashMismatchError, TgmIndexError
 from tgm_xarray.source import handles

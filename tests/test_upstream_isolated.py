@@ -1,4 +1,4 @@
-"""Upstream tensogram-xarray's tests (``tests/upstream.py``'s ``ISOLATED``), in a subprocess that
+"""Upstream tensogram-xarray's tests (``tests/helpers/upstream.py``'s ``ISOLATED``), in a subprocess that
 has upstream's package on its path: this process, like the environment ``make demo`` builds,
 never sees upstream's engine."""
 
@@ -11,8 +11,8 @@ from importlib.metadata import entry_points
 
 import pytest
 
-import upstream
-from conftest import REPO
+from tests.helpers import upstream
+from tests.helpers.shared import REPO
 
 pytestmark = pytest.mark.thread_unsafe(reason="starts a pytest subprocess")
 

@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, upstream_decode
+from tests.helpers.oracle import ENGINE, upstream_decode
 from tgm_xarray import _core
 
 

@@ -29,12 +29,15 @@ for _package in ("virtualizarr", "icechunk", "obstore"):
 
 import icechunk  # noqa: E402
 from obspec_utils.registry import ObjectStoreRegistry  # noqa: E402
-from obstore.store import HTTPStore, LocalStore  # noqa: E402
+from obstore.store import HTTPStore  # noqa: E402
 from virtualizarr import open_virtual_dataset, open_virtual_mfdataset  # noqa: E402
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore  # noqa: E402
 
 import tgm_xarray  # noqa: E402
-from conftest import ENGINE, FIXTURES, Spec, require_shared, shared_files, write_message_file  # noqa: E402
+from tests.helpers.matrix import Spec, write_message_file  # noqa: E402
+from tests.helpers.oracle import ENGINE  # noqa: E402
+from tests.helpers.shared import FIXTURES, require_shared, shared_files  # noqa: E402
+from tests.helpers.virtual import LOCAL, assert_identical_bits, commit, engine, forecast_file, frame_spans, parse  # noqa: E402
 from tgm_xarray import _core  # noqa: E402
 from tgm_xarray.errors import TgmError  # noqa: E402
 from tgm_xarray.hypercube import PlanOptions  # noqa: E402
@@ -46,50 +49,12 @@ from tgm_xarray.zarr_codec import TensogramCodec, TensogramFrameCodec  # noqa: E
 # Files rewritten in place and Icechunk repositories: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe
 
-LOCAL = ObjectStoreRegistry({"file://": LocalStore()})
-
-
-def parse(path, **options):
-    return TensogramParser(**options)(Path(path).resolve().as_uri(), LOCAL)
-
-
-def frame_spans(path) -> dict[tuple[int, int], tuple[int, int]]:
-    """``(offset, length)`` of every object's data-object frame by ``(message, object)``, from
-    the metadata table (where the parser takes them too)."""
-    table = tgm_xarray.open_file(path).table()
-    return {(int(m), int(o)): (int(start), int(end - start))
-            for m, o, start, end in zip(table.msg, table.obj, table.frame_start, table.frame_end)}
-
-
-def engine(path, **options) -> xr.Dataset:
-    return xr.open_dataset(path, engine=ENGINE, **options)
-
 
 def engine_steps(paths, **options) -> xr.Dataset:
     """The engine's files, one step each, concatenated along ``step``. ``coords`` and ``compat``
     as the tests always had them: xarray's defaults until they change (with a FutureWarning)."""
     return xr.open_mfdataset(paths, engine=ENGINE, combine="nested", concat_dim="step", coords="different",
                              compat="no_conflicts", **options)
-
-
-def assert_identical_bits(actual: xr.Dataset, expected: xr.Dataset, what: str) -> None:
-    """The same variables, dims, attributes and values, bit for bit (NaN payloads aside: the
-    engine and the codec decode with the same core)."""
-    assert set(actual.variables) == set(expected.variables), what
-    assert set(actual.coords) == set(expected.coords), what
-    assert actual.attrs == expected.attrs, what
-    for name, want in expected.variables.items():
-        got = actual.variables[name]
-        assert got.dims == want.dims, f"{what}: {name}"
-        assert got.attrs == want.attrs, f"{what}: {name}"
-        assert got.dtype == want.dtype, f"{what}: {name}: {got.dtype} != {want.dtype}"
-        a, e = np.ascontiguousarray(got.values), np.ascontiguousarray(want.values)
-        assert a.shape == e.shape, f"{what}: {name}"
-        if a.dtype.kind in "fc":
-            same = (a == e) | (np.isnan(a) & np.isnan(e))
-            assert same.all() and (np.signbit(a.real) == np.signbit(e.real)).all(), f"{what}: {name}"
-        else:
-            assert (a == e).all(), f"{what}: {name}"
 
 
 def assert_parity(path, **options) -> None:
@@ -117,32 +82,8 @@ def test_no_credentials_is_the_value_of_the_installed_icechunk():
         no_credentials("s3://bucket/")
 
 
-def commit(repo: icechunk.Repository, vds: xr.Dataset, message: str, **kw) -> None:
-    session = repo.writable_session("main")
-    vds.vz.to_icechunk(session.store, **kw)
-    session.commit(message)
-
-
 def reopen(repo: icechunk.Repository) -> xr.Dataset:
     return xr.open_zarr(repo.readonly_session("main").store, consolidated=False, zarr_format=3, chunks=None)
-
-
-def forecast_file(path: Path, step: int, seed: int, levels=(500, 850)) -> str:
-    """One forecast step of two parameters on ``levels``, 24-bit packing + szip (upstream)."""
-    rng = np.random.default_rng(seed)
-    import tensogram
-
-    with open(path, "wb") as f:
-        for param in ("t", "q"):
-            for level in levels:
-                values = 250 + 30 * rng.random((19, 36))
-                desc = {"type": "ntensor", "shape": [19, 36], "dtype": "float64", "byte_order": "little",
-                        "encoding": "simple_packing", "filter": "none", "compression": "szip",
-                        "sp_bits_per_value": 24, "szip_rsi": 128, "szip_block_size": 16, "szip_flags": 8}
-                meta = {"base": [{"mars": {"param": param, "levelist": level, "levtype": "pl", "step": step,
-                                           "date": "20260404", "time": "0000"}}]}
-                f.write(tensogram.encode(meta, [(desc, values)], hash="xxh3"))
-    return str(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -421,7 +362,7 @@ def test_icechunk_reads_http_references_back_identical(tmp_path, ifs_file):
     """Committed to Icechunk with an http virtual chunk container and read back through zarr
     alone. Icechunk 1.x (what Python 3.11 gets) drops the port of an http location, so the
     loopback server must listen on port 80 (docs/virtual.md)."""
-    from range_server import RangeServer
+    from tests.helpers.range_server import RangeServer
 
     served = tmp_path / "served"
     served.mkdir()

@@ -29,7 +29,7 @@ from zarr.core.array_spec import ArraySpec  # noqa: E402
 from zarr.core.buffer import default_buffer_prototype  # noqa: E402
 from zarr.storage import MemoryStore, StorePath, WrapperStore  # noqa: E402
 
-from test_virtual import LOCAL, commit, engine, forecast_file, frame_spans, parse  # noqa: E402
+from tests.helpers.virtual import LOCAL, commit, engine, forecast_file, frame_spans, parse  # noqa: E402
 from tgm_xarray.virtual import READ_CONFIG, TensogramParser, local_repository  # noqa: E402
 from tgm_xarray.zarr_codec import TensogramFrameCodec  # noqa: E402
 

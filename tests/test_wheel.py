@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import REPO, assert_same_bits
+from tests.helpers.oracle import assert_same_bits
+from tests.helpers.shared import REPO
 
 pytestmark = [pytest.mark.wheel, pytest.mark.thread_unsafe(reason="builds and installs a wheel")]
 

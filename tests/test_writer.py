@@ -17,7 +17,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, FIXTURES, require_shared, upstream_decode
+from tests.helpers.oracle import ENGINE, upstream_decode
+from tests.helpers.shared import FIXTURES, require_shared
 from tgm_xarray import _core, cf, mars
 from tgm_xarray.atomic import AtomicFile
 from tgm_xarray.attrs import attr_name, flatten

@@ -15,8 +15,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE
-from hostile import MEMORY_LIMIT
+from tests.helpers.hostile import MEMORY_LIMIT
+from tests.helpers.oracle import ENGINE
 from tgm_xarray import _core
 
 dask = pytest.importorskip("dask")

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import ENGINE
+from tests.helpers.oracle import ENGINE
 from tgm_xarray.writer import TgmWriter, to_tgm
 
 pytestmark = pytest.mark.thread_unsafe(reason="starts processes, sends signals, sets limits")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from conftest import shared_files
+from tests.helpers.shared import shared_files
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmFormatError, TgmHashMismatchError
 from tgm_xarray.zarr_codec import TensogramCodec

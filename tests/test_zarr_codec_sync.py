@@ -17,8 +17,8 @@ import pytest
 import zarr
 from zarr.storage import LocalStore
 
-from conftest import assert_same_bits
-from test_zarr_codec import CONFIGURATIONS, SHAPE, as_dtype, t2m, valid  # noqa: F401 (t2m: fixture)
+from tests.helpers.oracle import assert_same_bits
+from tests.helpers.zarr_codec import CONFIGURATIONS, SHAPE, as_dtype, valid
 from tgm_xarray import TensogramCodec, _core
 from tgm_xarray.zarr_codec import ZARR_SYNC_PIPELINE, TensogramFrameCodec
 
@@ -195,7 +195,7 @@ def test_virtual_store_reads_through_the_fused_pipeline(ifs_file, tmp_path, monk
     import xarray as xr
     from virtualizarr import open_virtual_dataset
 
-    from test_virtual import LOCAL, assert_identical_bits, commit, engine
+    from tests.helpers.virtual import LOCAL, assert_identical_bits, commit, engine
     from tgm_xarray.virtual import TensogramParser, local_repository
 
     data = tmp_path / "data"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from tests.helpers.shared import REPO
 
 VERSION = "0.24.0"
 REQUIREMENT = f"tensogram-xarray=={VERSION}"  # pure Python; its dependency `tensogram` is in our `test` extra

@@ -4,11 +4,10 @@ latitude and longitude objects and MARS metadata: 10 params x 10 levels x steps 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import archive_data  # noqa: E402
 
 
@@ -37,17 +36,17 @@ def measure(path, url_of, server) -> tuple[int, int, float]:
     return server.count(), server.sent_bytes(), time.perf_counter() - began
 
 
-if __name__ == "__main__":  # python tests/remote_archive.py: what opening over loopback HTTP costs
+if __name__ == "__main__":  # python -m tests.helpers.remote_archive (in the repository): what opening over loopback HTTP costs
     import shutil
     import tempfile
 
-    sys.path.insert(0, os.path.dirname(__file__))
-    from range_server import RangeServer
+    from tests.helpers.range_server import RangeServer
+    from tests.helpers.shared import REMOTE_PARITY
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_archive(root / "archive.tgm", 10_000)
-        thousand = Path(__file__).resolve().parents[1].parent / "shared/fixtures/upstream/remote-parity/thousand-msg.tgm"
+        thousand = REMOTE_PARITY / "thousand-msg.tgm"
         shutil.copyfile(thousand, root / thousand.name)
         server = RangeServer(root).start()
         for name in ("archive.tgm", thousand.name):
