@@ -23,6 +23,8 @@ import xarray as xr
 
 tensogram = pytest.importorskip("tensogram")
 
+from tests.helpers.attrs import assert_netcdf_friendly  # noqa: E402
+from tests.helpers.tables import distinct_steps_table  # noqa: E402
 from tgm_xarray import attrs as attrs_module  # noqa: E402
 from tgm_xarray import cf  # noqa: E402
 from tgm_xarray.errors import (  # noqa: E402
@@ -41,10 +43,6 @@ from tgm_xarray.hypercube import (  # noqa: E402  # noqa: E402
     split_groups,
     variables,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from planner import distinct_steps_table  # noqa: E402
-from tests.helpers.attrs import assert_netcdf_friendly  # noqa: E402
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
