@@ -25,7 +25,7 @@ import pytest
 
 from tests.helpers.hostile import FRAME_HEADER, MEMORY_LIMIT, data_frames
 from tests.helpers.matrix import MATRIX_SPECS, encode_message
-from tests.helpers.shared import REAL
+from tests.helpers.shared import REAL, optional_shared
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs subprocesses")
 
@@ -75,8 +75,8 @@ def base_messages(left_out: frozenset[str] = frozenset(), ids_left_out: frozense
     ``left_out``, and the objects ``ids_left_out`` names), and the shared real file's messages."""
     specs = [s for s in MATRIX_SPECS if s.params.get("compression") not in left_out and s.id not in ids_left_out]
     messages = [encode_message([s], hashed=False) for s in specs]
-    real = REAL / "2t-codecs.tgm"
-    if real.exists():
+    real = optional_shared(REAL / "2t-codecs.tgm")
+    if real is not None:
         import tensogram
 
         data = real.read_bytes()

@@ -24,6 +24,7 @@ import xarray as xr
 tensogram = pytest.importorskip("tensogram")
 
 from tests.helpers.attrs import assert_netcdf_friendly  # noqa: E402
+from tests.helpers.shared import FIXTURES, require_shared, shared_files  # noqa: E402
 from tests.helpers.tables import distinct_steps_table  # noqa: E402
 from tgm_xarray import attrs as attrs_module  # noqa: E402
 from tgm_xarray import cf  # noqa: E402
@@ -45,13 +46,13 @@ from tgm_xarray.hypercube import (  # noqa: E402  # noqa: E402
 )
 
 #: The read-only fixtures shared by every developer and CI (``<repo>/../shared``).
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 IFS = FIXTURES / "real" / "ifs-0p25-20260404.tgm"
 CODECS = FIXTURES / "real" / "2t-codecs.tgm"
 THOUSAND = FIXTURES / "upstream" / "remote-parity" / "thousand-msg.tgm"
 MULTI_MESSAGE = FIXTURES / "upstream" / "golden" / "multi_message.tgm"
 
-needs = pytest.mark.skipif(not IFS.exists(), reason="shared fixtures not available")
+# The real IFS file (through require_shared: skipped without the shared fixtures, failed in CI).
+needs = pytest.mark.usefixtures("ifs_file")
 
 
 # --------------------------------------------------------------------------------------------
@@ -672,7 +673,6 @@ def test_duplicates_name_only_the_clashing_fields(tmp_path):
     assert "message 2" not in text
 
 
-@needs
 def test_same_metadata_different_contents_stack_by_message(tmp_path):
     meta = {"name": "t", "mars": {"step": 6}}
     path = _write(tmp_path / "unlabelled.tgm", [
@@ -690,7 +690,7 @@ def test_same_metadata_different_contents_stack_by_message(tmp_path):
 
 def test_upstream_golden_multi_message_stacks_by_message():
     # Two messages with identical metadata but different values ([1, 2] and [3, 4]).
-    plan = _plan(MULTI_MESSAGE)
+    plan = _plan(require_shared(MULTI_MESSAGE))
     var = plan.variables["object_0"]
     assert var.dims == ("message", "dim_0") and var.refs == ((0, 0), (1, 0))
     assert plan.index_coords["message"][1].tolist() == [0, 1]
@@ -721,8 +721,8 @@ def test_filter_plain_key_matches_mars_namespace_and_values_loosely():
 # --------------------------------------------------------------------------------------------
 
 
-@needs
 def test_thousand_messages_from_metadata_only():
+    require_shared(THOUSAND)
     fingerprint = _Fingerprint(THOUSAND)
     plan = build_hypercube(_table(THOUSAND), source=str(THOUSAND),
                            fingerprint=fingerprint)
@@ -736,8 +736,7 @@ def test_thousand_messages_from_metadata_only():
     assert fingerprint.calls == 0
 
 
-@needs
-@pytest.mark.parametrize("path", sorted((FIXTURES / "upstream").glob("*/*.tgm")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shared_files("upstream/*/*.tgm"))
 def test_every_upstream_fixture_opens(path):
     """Any file opens somehow: as one Dataset (keeping the first of duplicates) and as groups."""
     plan = _plan(path, duplicates="first")
@@ -752,9 +751,8 @@ def test_every_upstream_fixture_opens(path):
 # --------------------------------------------------------------------------------------------
 
 
-@needs
 def test_codec_file_stacks_along_codec_only():
-    plan = _plan(CODECS)
+    plan = _plan(require_shared(CODECS))
     _assert_plan_consistent(plan)
     var = plan.variables["2t"]
     # `input_dtype` follows from `codec`: stacking on both would leave half the grid empty

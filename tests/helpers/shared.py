@@ -41,6 +41,14 @@ def require_shared(path: Path | None = None) -> Path:
     return target
 
 
+def optional_shared(path: Path) -> Path | None:
+    """``path`` in the shared fixtures for a test that also runs without it: ``None`` when it is
+    missing, but in CI, where a missing fixture fails the test as ``require_shared`` does."""
+    if IN_CI or path.exists():
+        return require_shared(path)
+    return None
+
+
 def require_entry_point(group: str, name: str) -> None:
     """Skips the test when the installed tgm-xarray lacks an entry point of pyproject.toml (a
     source tree newer than the install); fails it in CI, where the install is the tree's."""
