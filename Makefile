@@ -11,7 +11,7 @@ SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(HOME)/.cargo/bin:$(PATH)
 PY := $(CURDIR)/.venv/bin/python
 # The pytest-run-parallel pass runs the files of this list that exist.
-PARALLEL_TESTS := tests/test_read.py tests/test_threads.py
+PARALLEL_TESTS := tests/test_read.py tests/core/test_threads.py
 
 .PHONY: setup demo lint test test-rust test-deny test-py test-ft test-newest bench
 # Cargo target dirs of the free-threaded and newest lanes' extension builds (scripts/lanes.sh).
@@ -32,12 +32,12 @@ test: setup
 
 # ruff and mypy come with the test extra (pyproject.toml, which configures both). mypy checks the
 # whole package, the _core stubs included; stubtest checks the stubs against the built module.
-# clippy: the release profile, as the builds and the Rust tests. tests/test_layers.py: the package's
+# clippy: the release profile, as the builds and the Rust tests. tests/package/test_layers.py: the package's
 # layers (docs/architecture.md), read from the sources with ast: no upward import, no cycle.
 lint: setup
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
-	$(PY) -m pytest -q tests/test_layers.py
+	$(PY) -m pytest -q tests/package/test_layers.py
 	$(PY) -m mypy.stubtest tgm_xarray._core
 	cargo clippy --workspace --release -- -D warnings
 

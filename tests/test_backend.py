@@ -47,7 +47,7 @@ def assert_datasets_identical(actual: xr.Dataset, expected: xr.Dataset):
 @pytest.mark.thread_unsafe(reason="xarray's engine list is a process-wide cache")
 def test_engine_name_resolves_to_this_package():
     """``engine="tgm"`` must open files with tgm_xarray's backend, whatever else is installed
-    (upstream's ``tensogram-xarray`` registers ``"tensogram"`` too: tests/test_conveniences.py)."""
+    (upstream's ``tensogram-xarray`` registers ``"tensogram"`` too: tests/package/test_conveniences.py)."""
     engines = xr.backends.list_engines()
     assert type(engines["tgm"]) is TensogramBackendEntrypoint, (
         f"engine 'tgm' is {type(engines['tgm']).__module__}")

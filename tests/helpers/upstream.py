@@ -7,7 +7,7 @@ not a dependency of any extra; the tests that compare with it or check living be
 directory holding it, kept (git-ignored) in ``<repo>/.venv-upstream-xarray/<version>``.
 
 Upstream's own tests come from its source distribution on PyPI (:func:`sdist`, unpacked beside
-it); tests/test_upstream_portable.py runs those that use only the engine against ours.
+it); tests/package/test_upstream_portable.py runs those that use only the engine against ours.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ CACHE = REPO / ".venv-upstream-xarray" / VERSION
 SDIST = CACHE.with_name(f"{VERSION}-sdist")
 #: Set (to the target directory) in the subprocess that has upstream on its path.
 ENV = "TGM_XARRAY_UPSTREAM_SITE"
-#: The tests that need upstream's package, run by tests/test_upstream_isolated.py.
-ISOLATED = ("tests/test_upstream_compat.py",
-            "tests/test_conveniences.py::test_beside_upstream_tensogram_xarray")
+#: The tests that need upstream's package, run by tests/package/test_upstream_isolated.py.
+ISOLATED = ("tests/package/test_upstream_compat.py",
+            "tests/package/test_conveniences.py::test_beside_upstream_tensogram_xarray")
 
 
 def only_in_isolation() -> None:
     """Skips the calling test (or module) outside the subprocess that has upstream on its path."""
     if not os.environ.get(ENV):
-        pytest.skip(f"needs {REQUIREMENT}: runs in a subprocess (tests/test_upstream_isolated.py)",
+        pytest.skip(f"needs {REQUIREMENT}: runs in a subprocess (tests/package/test_upstream_isolated.py)",
                     allow_module_level=True)
 
 

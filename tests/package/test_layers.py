@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tgm_xarray"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "tgm_xarray"
 #: The package's own ``__init__``: ``from tgm_xarray import __version__`` imports it.
 TOP = "tgm_xarray"
 

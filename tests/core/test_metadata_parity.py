@@ -108,7 +108,7 @@ def test_messages_with_keys_of_their_own_open_in_bounded_memory(tmp_path):
 # --------------------------------------------------------------------------------------------
 # The whole table against upstream's parse, and a remote file's table against the local one
 
-OURS = Path(__file__).parent / "golden"
+OURS = Path(__file__).resolve().parents[1] / "golden"
 #: What the table keeps of a descriptor (the rest, ``params``, has columns; ``masks`` upstream's
 #: Python API does not show).
 DESCRIPTOR_FIELDS = ("type", "ndim", "shape", "strides", "dtype", "byte_order", "encoding", "filter", "compression")

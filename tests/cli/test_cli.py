@@ -332,7 +332,7 @@ def test_existing_non_tensogram_output_and_other_names_need_force(tmp_path):
     assert not (tmp_path / "out").exists()
     assert run_cli("convert", REAL_TGM, tmp_path / "out", "--force").returncode == 0
     assert (tmp_path / "out").read_bytes()[:8] == b"TENSOGRM"
-    # a directory OUTPUT gets one .tgm per input (tests/test_cli_convert_many.py)
+    # a directory OUTPUT gets one .tgm per input (tests/cli/test_convert_many.py)
     assert run_cli("convert", REAL_TGM, tmp_path).returncode == 0
     assert (tmp_path / REAL_TGM.name).read_bytes()[:8] == b"TENSOGRM"
 

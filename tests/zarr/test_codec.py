@@ -636,7 +636,7 @@ def test_a_chunk_holding_two_messages_is_refused():
 
     from tgm_xarray.errors import TgmFormatError
 
-    message = (Path(__file__).parent / "golden" / "codec-packing24-szip.tgm").read_bytes()
+    message = (Path(__file__).resolve().parents[1] / "golden" / "codec-packing24-szip.tgm").read_bytes()
     metadata, objects = _core.parse_message(message)
     shape = objects[0][0]["shape"]
     out = np.empty(shape)

@@ -33,7 +33,7 @@ from tgm_xarray.pipeline import (
 )
 from tgm_xarray.zarr_codec import TensogramCodec
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 # Every encoding x filter x compression (16 bits: a width szip and shuffle both take).
 STAGES = [{"encoding": e, "filter": f, "compression": c, **({"bits_per_value": 16} if e != "none" else {})}

@@ -22,7 +22,7 @@ import tgm_xarray
 from tests.helpers.oracle import assert_same_bits, upstream_decode
 from tgm_xarray import _core
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 sys.path.insert(0, str(GOLDEN))
 import regenerate  # noqa: E402
 from regenerate import CASES, Case  # noqa: E402

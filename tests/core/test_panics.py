@@ -25,7 +25,7 @@ from tgm_xarray import _core
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs subprocesses")
 
-BINDING = Path(__file__).resolve().parents[1] / "codec-rs" / "src"
+BINDING = Path(__file__).resolve().parents[2] / "codec-rs" / "src"
 
 # The child: `path` (one message), the phase, and the calls, made in that order; prints per call
 # the exception's class and message. Arguments only need the right types: the guard is entered

@@ -15,7 +15,7 @@ from tgm_xarray import _core
 from tgm_xarray.errors import TgmFormatError, TgmHashMismatchError
 from tgm_xarray.zarr_codec import TensogramCodec
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 OFFSETS_KEY = b"\x72szip_block_offsets"  # the key as CBOR text (0x60 + 18 bytes)
 OFFSETS_PARAMS = {"szip_block_offsets", "szip_block_offsets_verified"}  # not shown by parse_message
 
