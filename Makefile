@@ -75,10 +75,10 @@ test-ft: setup
 	if [ -z "$$files" ]; then echo "no $(PARALLEL_TESTS): pytest-run-parallel pass skipped"; \
 	else $$FT -m pytest -q -p run-parallel --parallel-threads=4 -m "not thread_unsafe" $$files; fi
 
-# Deprecation warnings our calls get (attributed to our package's or our tests' modules) fail
+# Deprecation warnings our calls get (attributed to our package's modules or our tests', tests.*) fail
 # this lane: the next release removes what they warn about. pyproject.toml sets no filterwarnings
 # for -o to replace.
-NEWEST_WARNINGS := $$'error::DeprecationWarning:(tgm_xarray|test_|conftest)\nerror::FutureWarning:(tgm_xarray|test_|conftest)'
+NEWEST_WARNINGS := $$'error::DeprecationWarning:(tgm_xarray|tests)\nerror::FutureWarning:(tgm_xarray|tests)'
 test-newest: setup
 	bash scripts/lanes.sh wait
 	PY=$$(CARGO_TARGET_DIR=$(LANE_TARGET_DIR)/newest bash scripts/newest-python.sh | tail -n 1); \
