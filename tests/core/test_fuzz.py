@@ -1,5 +1,5 @@
 """A seeded mutation fuzz of the read path: every codec's payloads (the codec matrix of
-``conftest.py`` and the shared ``2t-codecs.tgm``, written by upstream ``tensogram`` without
+``tests.helpers.matrix`` and the shared ``2t-codecs.tgm``, written by upstream ``tensogram`` without
 hashes) and their descriptors, with bytes flipped, ranges overwritten and shapes rewritten, read
 whole and by window in child processes under an address-space limit.
 

@@ -7,7 +7,7 @@ import numbers
 
 def assert_netcdf_friendly(values: dict) -> None:
     """Strings, numbers (not booleans), or non-empty lists of numbers or of strings (what netCDF
-    attributes hold; test_hypercube checks its plans' attributes with it too)."""
+    attributes hold; tests/hypercube checks its plans' attributes with it too)."""
     for key, value in values.items():
         assert isinstance(key, str)
         if isinstance(value, list):
