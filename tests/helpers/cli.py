@@ -19,11 +19,7 @@ import xarray as xr
 from tests.helpers.shared import FIXTURES
 
 GRIB = FIXTURES / "upstream" / "grib"
-
-
 FIELDS = {"2t": ("t2m", None), "lsm": ("lsm", None), "q_150": ("q", 150.0), "t_600": ("t", 600.0)}
-
-
 CLI = [sys.executable, "-m", "tgm_xarray.cli"]
 
 

@@ -23,12 +23,17 @@ SHARED_MISSING = f"the shared fixtures are not at {FIXTURES} (expected at <repo>
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-
 def shared_files(*patterns: str) -> list:
-    """Paths under ``fixtures/`` matching ``patterns``, as pytest params (one skip if absent)."""
+    """Paths under ``fixtures/`` matching ``patterns``, as pytest params (one skip if absent or
+    if none matches; in CI, a pattern matching nothing stops the run)."""
     if not FIXTURES.is_dir():
         return [pytest.param(None, marks=pytest.mark.skip(reason=SHARED_MISSING), id="no-shared")]
     paths = sorted({p for pattern in patterns for p in FIXTURES.glob(pattern)})
+    if not paths:  # an empty parametrization would skip quietly, in CI too
+        missing = f"no shared fixture under {FIXTURES} matches {', '.join(patterns)}"
+        if IN_CI:
+            raise pytest.UsageError(missing)
+        return [pytest.param(None, marks=pytest.mark.skip(reason=missing), id="no-shared")]
     return [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in paths]
 
 

@@ -57,3 +57,21 @@ def test_missing_fixtures_fail_the_run_in_ci(checkout_without_shared):
 
 def test_ci_set_to_false_still_skips(checkout_without_shared):
     assert _pytest(checkout_without_shared, "false").returncode == 0
+
+
+def test_a_parametrization_over_no_shared_file_skips_locally_and_stops_ci(checkout_without_shared):
+    """``shared_files`` patterns that match nothing in the fixtures folder: one skip saying so
+    locally (not pytest's quiet empty parameter set), a stopped run in CI."""
+    fixtures = checkout_without_shared.parent.parent / "shared" / "fixtures"
+    fixtures.mkdir(parents=True)
+    (checkout_without_shared / "test_needs_shared.py").write_text(
+        "import pytest\n\nfrom tests.helpers.shared import shared_files\n\n"
+        "@pytest.mark.parametrize('path', shared_files('real/*.tgm'))\n"
+        "def test_each(path):\n    assert path.is_file()\n")
+    local = _pytest(checkout_without_shared, None)
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert "1 skipped" in local.stdout
+    assert f"no shared fixture under {fixtures} matches real/*.tgm" in local.stdout
+    ci = _pytest(checkout_without_shared, "true")
+    assert ci.returncode != 0 and "passed" not in ci.stdout and "skipped" not in ci.stdout, ci.stdout + ci.stderr
+    assert f"no shared fixture under {fixtures} matches real/*.tgm" in ci.stdout + ci.stderr

@@ -22,7 +22,6 @@ SEEDS = range(100)  # about 12 s on a busy 2-core machine
 pytestmark = pytest.mark.usefixtures("own_cache")  # each test its own index cache
 
 
-
 def mutate(data: bytes, rng: random.Random) -> bytes:
     out = bytearray(data)
     kind = rng.choice(["flip", "flips", "truncate", "insert", "delete"])

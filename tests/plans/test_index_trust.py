@@ -29,7 +29,6 @@ from tgm_xarray.source import handles, open_file
 pytestmark = pytest.mark.usefixtures("own_cache")  # each test its own index cache
 
 
-
 def forge(path: Path, target: Path, change, key: bytes | None = None) -> None:
     """Writes to ``target`` an index of ``path`` whose plan ``change(plans, values)`` altered,
     with the data file's true identity, signed with ``key`` (default: not this user's)."""
