@@ -1,7 +1,7 @@
 """Upstream tensogram-xarray 0.24's own tests that use only the engine, run against ours.
 
 The tests come unchanged from upstream's source distribution on PyPI (tests/helpers/upstream.py); a
-plugin (tests/helpers/upstream_portable.py) selects the portable ones and expects the failures of
+plugin (tests/helpers/plugins/upstream_portable.py) selects the portable ones and expects the failures of
 ``DIFFERENCES``, each documented in docs/mapping.md.
 """
 
@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from tests.helpers import upstream, upstream_portable
+from tests.helpers import upstream
+from tests.helpers.plugins import upstream_portable
 from tests.helpers.shared import REPO
 
 pytestmark = pytest.mark.thread_unsafe(reason="starts a pytest subprocess")
@@ -29,7 +30,7 @@ MOST_DIFFERENCES = 4
 def test_upstream_portable_tests_pass_on_our_engine():
     pytest.importorskip("tensogram")
     root = upstream.sdist()
-    path = os.pathsep.join(p for p in (str(REPO / "tests" / "helpers"), str(root / "src"), str(REPO / "src"),
+    path = os.pathsep.join(p for p in (str(REPO / "tests" / "helpers" / "plugins"), str(root / "src"), str(REPO / "src"),
                                        os.environ.get("PYTHONPATH")) if p)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "upstream_portable",

@@ -1,6 +1,6 @@
 """A pytest plugin that runs upstream tensogram-xarray's portable tests against our engine.
 
-Loaded (``-p upstream_portable``) in the subprocess tests/test_upstream_portable.py starts in
+Loaded (``-p upstream_portable``) in the subprocess tests/package/test_upstream_portable.py starts in
 upstream's unpacked source distribution, with upstream's package importable (its test modules
 import it) but not installed: no entry point of its own, so xarray's engine ``"tensogram"`` is
 ours. A test is portable when it opens files through the engine (``open_dataset``) and uses
