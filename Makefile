@@ -11,7 +11,7 @@ SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(HOME)/.cargo/bin:$(PATH)
 PY := $(CURDIR)/.venv/bin/python
 # The pytest-run-parallel pass runs the files of this list that exist.
-PARALLEL_TESTS := tests/test_read.py tests/test_threads.py
+PARALLEL_TESTS := tests/test_read.py tests/core/test_threads.py
 
 .PHONY: setup demo lint test test-rust test-deny test-py test-ft test-newest bench
 # Cargo target dirs of the free-threaded and newest lanes' extension builds (scripts/lanes.sh).
@@ -32,12 +32,12 @@ test: setup
 
 # ruff and mypy come with the test extra (pyproject.toml, which configures both). mypy checks the
 # whole package, the _core stubs included; stubtest checks the stubs against the built module.
-# clippy: the release profile, as the builds and the Rust tests. tests/test_layers.py: the package's
+# clippy: the release profile, as the builds and the Rust tests. tests/package/test_layers.py: the package's
 # layers (docs/architecture.md), read from the sources with ast: no upward import, no cycle.
 lint: setup
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
-	$(PY) -m pytest -q tests/test_layers.py
+	$(PY) -m pytest -q tests/package/test_layers.py
 	$(PY) -m mypy.stubtest tgm_xarray._core
 	cargo clippy --workspace --release -- -D warnings
 
@@ -75,10 +75,10 @@ test-ft: setup
 	if [ -z "$$files" ]; then echo "no $(PARALLEL_TESTS): pytest-run-parallel pass skipped"; \
 	else $$FT -m pytest -q -p run-parallel --parallel-threads=4 -m "not thread_unsafe" $$files; fi
 
-# Deprecation warnings our calls get (attributed to our package's or our tests' modules) fail
+# Deprecation warnings our calls get (attributed to our package's modules or our tests', tests.*) fail
 # this lane: the next release removes what they warn about. pyproject.toml sets no filterwarnings
 # for -o to replace.
-NEWEST_WARNINGS := $$'error::DeprecationWarning:(tgm_xarray|test_|conftest)\nerror::FutureWarning:(tgm_xarray|test_|conftest)'
+NEWEST_WARNINGS := $$'error::DeprecationWarning:(tgm_xarray|tests)\nerror::FutureWarning:(tgm_xarray|tests)'
 test-newest: setup
 	bash scripts/lanes.sh wait
 	PY=$$(CARGO_TARGET_DIR=$(LANE_TARGET_DIR)/newest bash scripts/newest-python.sh | tail -n 1); \

@@ -1,5 +1,5 @@
 """Archives of many small messages, written by upstream ``tensogram``: the ``archive`` benchmark's
-data and the test suite's (``tests/remote_archive.py``, for remote opens and indexes).
+data (``tests/helpers/remote_archive.py`` writes the same archive for the test suite).
 
 Each message holds one 32 x 64 float32 field with MARS keys (param, date, time, step, pl level)
 and its latitude and longitude objects; messages go step by step, level by level, param by

@@ -159,7 +159,7 @@ def case_async(ctx: Context) -> CaseResult:
     import xarray as xr
 
     res = CaseResult("async", f"load_async of {FIELDS} fields over a link with {LATENCY * 1e3:.0f} ms of latency",
-                     f"A loopback HTTP server (tests/range_server.py) that answers every request after "
+                     f"A loopback HTTP server (tests/helpers/range_server.py) that answers every request after "
                      f"{LATENCY * 1e3:.0f} ms serves {FIELDS} fields (73 x 144, sp24 + szip, one message each; "
                      "opening fetches their headers). `await ds['t'].load_async()` of every field against "
                      "`await ds['t'].isel(member=-1).load_async()` of one (the last: the first came with the "

@@ -55,7 +55,7 @@ if [ "$(cat "$VENV/.tgm-stack" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$VENV/.tgm-stack"
 fi
 # Upstream's tensogram-xarray registers engine="tensogram" too; the test extra installed it here
-# before it moved to an isolated folder (tests/upstream.py), and pip -U never removes a package.
+# before it moved to an isolated folder (tests/helpers/upstream.py), and pip -U never removes a package.
 "$VPY" -m pip uninstall -q -y tensogram-xarray >/dev/null 2>&1 || true
 print_stack "$VENV"
 

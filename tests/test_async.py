@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import assert_same_bits
+from tests.helpers.oracle import assert_same_bits
 from tgm_xarray.source import remote
 
 pytestmark = pytest.mark.thread_unsafe(reason="runs event loops and a server")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import types
 
 import numpy as np
@@ -13,21 +12,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import FIXTURES, REAL, require_shared
+from tests.helpers.attrs import assert_netcdf_friendly
+from tests.helpers.shared import FIXTURES, REAL, require_shared
 from tgm_xarray import attrs
-
-
-def assert_netcdf_friendly(values: dict) -> None:
-    """Strings, numbers (not booleans), or non-empty lists of numbers or of strings (what netCDF
-    attributes hold; test_hypercube checks its plans' attributes with it too)."""
-    for key, value in values.items():
-        assert isinstance(key, str)
-        if isinstance(value, list):
-            assert value and (all(isinstance(v, str) for v in value)
-                              or all(isinstance(v, numbers.Real) and not isinstance(v, bool)
-                                     for v in value)), (key, value)
-        else:
-            assert isinstance(value, (str, int, float)) and not isinstance(value, bool), (key, value)
 
 
 def test_flatten_dots_nested_maps_and_leaves_out_reserved_entries():

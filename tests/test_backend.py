@@ -18,19 +18,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import (
-    ENGINE,
-    NETCDF,
-    REAL,
-    assert_same_bits,
-    check_dataset_against_upstream,
-    describe_key,
-    outer_index,
-    random_outer_key,
-    require_shared,
-    shared_files,
-    upstream_decode_cached,
-)
+from tests.helpers.oracle import ENGINE, assert_same_bits, check_dataset_against_upstream, upstream_decode_cached
+from tests.helpers.selections import describe_key, outer_index, random_outer_key
+from tests.helpers.shared import NETCDF, REAL, require_shared, shared_files
 from tgm_xarray.backend import TensogramBackendArray, TensogramBackendEntrypoint, TensogramDataStore
 from tgm_xarray.source import handles
 
@@ -57,7 +47,7 @@ def assert_datasets_identical(actual: xr.Dataset, expected: xr.Dataset):
 @pytest.mark.thread_unsafe(reason="xarray's engine list is a process-wide cache")
 def test_engine_name_resolves_to_this_package():
     """``engine="tgm"`` must open files with tgm_xarray's backend, whatever else is installed
-    (upstream's ``tensogram-xarray`` registers ``"tensogram"`` too: tests/test_conveniences.py)."""
+    (upstream's ``tensogram-xarray`` registers ``"tensogram"`` too: tests/package/test_conveniences.py)."""
     engines = xr.backends.list_engines()
     assert type(engines["tgm"]) is TensogramBackendEntrypoint, (
         f"engine 'tgm' is {type(engines['tgm']).__module__}")

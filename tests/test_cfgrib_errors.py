@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import ENGINE
+from tests.helpers.oracle import ENGINE
 from tgm_xarray.errors import TgmFormatError
 from tgm_xarray.source import handles
 

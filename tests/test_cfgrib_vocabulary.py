@@ -9,7 +9,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, FIXTURES, require_shared
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import FIXTURES, require_shared
 from tgm_xarray import vocabulary
 
 

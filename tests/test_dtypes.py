@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE
+from tests.helpers.oracle import ENGINE
 from tgm_xarray import _core
 from tgm_xarray.cli.info import describe
 from tgm_xarray.errors import TgmCodecError

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from conftest import ENGINE, FIXTURES, REAL, REPO, require_entry_point, require_shared
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import FIXTURES, REAL, REPO, require_entry_point, require_shared
 
 ekd = pytest.importorskip("earthkit.data", reason="earthkit-data is not installed (the `earthkit` extra)")
 

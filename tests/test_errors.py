@@ -15,7 +15,9 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, NETCDF, Spec, encode_message, require_shared
+from tests.helpers.matrix import Spec, encode_message
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import NETCDF, require_shared
 from tgm_xarray import _core
 from tgm_xarray.errors import (
     TgmCodecError,

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import ENGINE, FIXTURES, require_shared
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import FIXTURES, require_shared
 from tgm_xarray.cli import main
 from tgm_xarray.grib import to_grib
 from tgm_xarray.writer import to_tgm

@@ -24,7 +24,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE
+from tests.helpers.oracle import ENGINE
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmStaleFileError
 from tgm_xarray.writer import TgmWriter, to_tgm
 

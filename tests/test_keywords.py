@@ -17,7 +17,8 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE, REPO
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import REPO
 from tgm_xarray import export
 from tgm_xarray.backend import TensogramBackendEntrypoint
 from tgm_xarray.errors import TgmConflictError, TgmIndexError

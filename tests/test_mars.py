@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tgm_xarray
-from conftest import FIXTURES, REAL, require_shared
+from tests.helpers.shared import FIXTURES, REAL, require_shared
 from tgm_xarray import attrs, cf, mars
 
 GRIB = FIXTURES / "upstream" / "grib"

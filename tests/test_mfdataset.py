@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import ENGINE
+from tests.helpers.oracle import ENGINE
 
 STEPS = [0, 6, 12, 18]
 

@@ -13,19 +13,10 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import (
-    ENGINE,
-    MATRIX_IDS,
-    REAL,
-    assert_same_bits,
-    check_dataset_against_upstream,
-    describe_key,
-    outer_index,
-    random_outer_key,
-    require_shared,
-    shared_files,
-    upstream_decode,
-)
+from tests.helpers.matrix import MATRIX_IDS
+from tests.helpers.oracle import ENGINE, assert_same_bits, check_dataset_against_upstream, upstream_decode
+from tests.helpers.selections import describe_key, outer_index, random_outer_key
+from tests.helpers.shared import REAL, require_shared, shared_files
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmHashMismatchError
 

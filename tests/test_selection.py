@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import describe_key, outer_index, random_outer_key
+from tests.helpers.selections import describe_key, outer_index, random_outer_key
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmIndexError
 from tgm_xarray.selection import outer

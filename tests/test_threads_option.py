@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 
 import tgm_xarray
-from conftest import small_file
+from tests.helpers.matrix import small_file
 from tgm_xarray.threads import MAX_THREADS, check_threads
 
 BAD = [0, -1, MAX_THREADS + 1, 10**6, True, 2.0, "4"]

@@ -12,12 +12,13 @@ import sys
 import pytest
 import xarray as xr
 
-from conftest import ENGINE, GOLDEN, REAL, REMOTE_PARITY, require_shared
+from tests.helpers.oracle import ENGINE
+from tests.helpers.shared import GOLDEN, REAL, REMOTE_PARITY, require_shared
 
 pytest.importorskip("pooch")
 requests = pytest.importorskip("requests")
 
-from range_server import Fault  # noqa: E402
+from tests.helpers.range_server import Fault  # noqa: E402
 from tgm_xarray import tutorial  # noqa: E402
 
 pytestmark = pytest.mark.thread_unsafe(reason="sets environment variables and serves files per test")
@@ -259,7 +260,7 @@ def test_override_must_be_a_url(cache, monkeypatch):
 def readme_tutorial_names() -> list[str]:
     import re
 
-    from conftest import REPO
+    from tests.helpers.shared import REPO
 
     return re.findall(r'tutorial\.open_dataset\("([^"]+)"', (REPO / "README.md").read_text())
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import require_shared
+from tests.helpers.shared import require_shared
 from tgm_xarray import vocabulary
 from tgm_xarray.cf import RAW_TIME_ATTRS, RAW_TIMEDELTA_ATTRS
 

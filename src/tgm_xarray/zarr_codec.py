@@ -64,7 +64,7 @@ INLINE_DECODE_MAX_BYTES = 128 * 1024
 #: Whether zarr has its synchronous pipeline (``FusedCodecPipeline``, zarr >= 3.3). Its read path
 #: looks up the codec's ``_decode_partial_sync`` by name (a private hook, not part of the
 #: ``ArrayBytesCodecPartialDecodeMixin`` contract): the codecs define it only where zarr calls
-#: it, and tests/test_zarr_codec_sync.py checks this gate against zarr on both sides of 3.3.
+#: it, and tests/zarr/test_codec_sync.py checks this gate against zarr on both sides of 3.3.
 ZARR_SYNC_PIPELINE = Version(version("zarr")) >= Version("3.3")
 
 

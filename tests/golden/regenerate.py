@@ -4,7 +4,7 @@ Run ``python tests/golden/regenerate.py`` only when a change of the bytes writte
 default, a new encoder version): it rewrites ``writer-<case>.tgm`` (``to_tgm`` of a one-variable
 Dataset), ``codec-<case>.tgm`` (the chunk ``TensogramCodec`` stores in a zarr array, a whole
 message) and ``manifest.json`` (each case's options and the SHA-256 of its decoded values).
-``tests/test_golden.py`` imports :data:`CASES` and the writers from here, so the test and the
+``tests/writer/test_golden.py`` imports :data:`CASES` and the writers from here, so the test and the
 fixtures are made by the same code. See README.md.
 """
 

@@ -33,7 +33,7 @@ pub const OFFSETS_KEY: &str = "szip_block_offsets";
 /// RSI to a whole byte. Tensogram's decoders (ours, and upstream 0.24's) read such a stream
 /// wrong, with a hash that matches: values off by far more than a step, or an error. Found by
 /// encoding and decoding every flag at 8 to 32 bits, small and large fields, 1 and 2 threads
-/// (`tests/test_szip_flags.py` runs that fuzz against this rule). `AEC_RESTRICTED` takes
+/// (`tests/core/test_szip_flags.py` runs that fuzz against this rule). `AEC_RESTRICTED` takes
 /// samples of at most 4 bits (libaec refuses it on wider ones, some paths only).
 pub const WRITABLE_FLAGS: u32 = 0x7f & !AEC_PAD_RSI;
 

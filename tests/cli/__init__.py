@@ -1,0 +1,1 @@
+"""Tests of the `tgm-xarray` command (`tgm_xarray.cli`)."""

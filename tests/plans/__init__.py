@@ -1,0 +1,1 @@
+"""Tests of persistent indexes and their cache (`tgm_xarray.plans`)."""
