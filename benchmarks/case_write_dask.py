@@ -22,7 +22,7 @@ from harness import fmt_ratio, fmt_time
 CHILD = """
 import json, sys, time
 import dask, dask.array as da, numpy as np, pandas as pd, xarray as xr
-import tgm_xarray
+import tgm_xarray, tgm_xarray.writer, zarr  # both writers loaded before the memory is read
 
 writer, graph, n, per_chunk, packed, scheduler, out = sys.argv[1:]
 n, per_chunk, packed = int(n), int(per_chunk), packed == "1"

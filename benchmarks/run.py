@@ -19,6 +19,7 @@ run makes the data once under ``data/bench/`` (about 3 minutes, ~2.5 GB).
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import subprocess
 import sys
@@ -114,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*google-crc32c.*")
     from common import CaseResult, Context, Skip  # noqa: E402  (imports tgm_xarray, numpy, ...)
+
+    # Child processes import the package as an installed one is imported, from bytecode: where
+    # PYTHONDONTWRITEBYTECODE is set (these machines), every child would compile it again.
+    compileall.compile_dir(os.path.dirname(sys.modules["tgm_xarray"].__file__), quiet=1)
 
     threads = sorted({int(t) for t in args.threads.split(",")})
     e2e_threads = ([int(t) for t in args.e2e_threads.split(",")] if args.e2e_threads
