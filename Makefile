@@ -33,7 +33,8 @@ test: setup
 # ruff and mypy come with the test extra (pyproject.toml, which configures both). mypy checks the
 # whole package, the _core stubs included; stubtest checks the stubs against the built module.
 # clippy: the release profile, as the builds and the Rust tests. tests/test_layers.py: the package's
-# layers (docs/architecture.md), read from the sources with ast: no upward import, no cycle.
+# layers (docs/architecture.md), read from the sources with ast: no upward import, no cycle, no
+# module over 600 lines.
 lint: setup
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
