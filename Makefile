@@ -80,11 +80,16 @@ test-ft: setup
 # this lane: the next release removes what they warn about. pyproject.toml sets no filterwarnings
 # for -o to replace.
 NEWEST_WARNINGS := $$'error::DeprecationWarning:(tgm_xarray|test_|conftest)\nerror::FutureWarning:(tgm_xarray|test_|conftest)'
+# What this lane installs (every extra, scripts/newest-python.sh) and tests skip without
+# (pytest.importorskip): here one that does not import fails the run (tests/conftest.py), so a
+# failed install cannot pass as skipped tests.
+NEWEST_MODULES := aiohttp boto3 cfgrib dask.array distributed earthkit.data eccodes fsspec icechunk ipykernel \
+	matplotlib moto.server nbclient nbformat netCDF4 obstore pooch requests s3fs tensogram virtualizarr zarr
 test-newest: setup
 	bash scripts/lanes.sh wait
 	PY=$$(CARGO_TARGET_DIR=$(LANE_TARGET_DIR)/newest bash scripts/newest-python.sh | tail -n 1); \
 	echo "newest python: $$PY"; \
-	$$PY -m pytest -q -o filterwarnings=$(NEWEST_WARNINGS)
+	TGM_REQUIRE_MODULES="$(NEWEST_MODULES)" $$PY -m pytest -q -o filterwarnings=$(NEWEST_WARNINGS)
 
 bench: setup
 	$(PY) benchmarks/run.py
