@@ -8,6 +8,7 @@ Everything here writes and reads real ``.tgm`` files; nothing is mocked.
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import shutil
 import sysconfig
@@ -18,12 +19,28 @@ import numpy as np
 import pytest
 
 from tests.helpers.shared import FIXTURES, IN_CI, REAL, SHARED, SHARED_MISSING, require_shared
+#: Modules (space-separated) a lane installs and whose tests may not skip there: the newest lane
+#: sets it (``make test-newest``), so a failed install fails the run instead of skipping tests.
+REQUIRE_MODULES_ENV = "TGM_REQUIRE_MODULES"
+
+
+def _missing(module: str) -> str | None:
+    try:
+        importlib.import_module(module)
+    except ImportError as err:
+        return f"{module} ({err})"
+    return None
 
 
 def pytest_sessionstart(session) -> None:
     if IN_CI and not FIXTURES.is_dir():
         raise pytest.UsageError(f"{SHARED_MISSING}; CI is set, so the real-data tests may not skip "
                                 "(check out the shared fixtures there, or unset CI to skip them)")
+    missing = [m for m in map(_missing, os.environ.get(REQUIRE_MODULES_ENV, "").split()) if m is not None]
+    if missing:
+        raise pytest.UsageError(f"{REQUIRE_MODULES_ENV} requires modules that do not import: {'; '.join(missing)}. "
+                                "The newest lane (make test-newest) installs them (scripts/newest-python.sh, "
+                                "log /tmp/tgm-newest-pip.log), so its tests may not skip for want of them")
 
 # Opens write indexes to the cache directory (docs/archives.md): this session's own, never the
 # user's, inherited by the processes tests start.

@@ -31,7 +31,7 @@ from tgm_xarray import atomic
 from tgm_xarray.backend import TensogramBackendEntrypoint as ENGINE
 from tgm_xarray.errors import TgmIndexWarning
 from tgm_xarray.plans import index
-from tgm_xarray.source import remote
+from tgm_xarray.source import fetcher
 from tgm_xarray.writer import TgmWriter, to_tgm
 
 pytestmark = pytest.mark.thread_unsafe(reason="forks, starts processes, patches the temporary directory")
@@ -238,7 +238,7 @@ needs_remote = pytest.mark.skipif(not all(importlib.util.find_spec(m) for m in (
 
 
 def _large_dataset(value: float) -> xr.Dataset:
-    """Past the first request's block (``remote.FIRST_BLOCK``): reads of it go to the server."""
+    """Past the first request's block (``fetcher.FIRST_BLOCK``): reads of it go to the server."""
     return xr.Dataset({"t": (("y", "x"), np.random.default_rng(int(value)).random((200, 200)))})
 
 
@@ -301,7 +301,7 @@ def test_a_remote_file_reads_asynchronously_in_a_forked_child(range_server):
     to_tgm(_large_dataset(11.0), range_server.root / "remote.tgm")
     f = tgm_xarray.open_file(range_server.url("remote.tgm"))
     expected = f.read(0, 0)
-    assert f.handle.file_size > remote.FIRST_BLOCK
+    assert f.handle.file_size > fetcher.FIRST_BLOCK
     kind, values = _in_child(lambda: asyncio.run(f.read_async(0, 0)), "os.fork")
     assert kind == "ok", values
     np.testing.assert_array_equal(values, expected)

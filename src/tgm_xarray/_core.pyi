@@ -145,7 +145,7 @@ def check_frame_hash(frame: bytes, context: str = "") -> bool:
 
 def frame_fingerprint(frame: bytes) -> str: ...
 
-# Remote files: sans-IO walks that `tgm_xarray.source.remote.drive` (or `drive_async`) runs: each asks
+# Remote files: sans-IO walks that `tgm_xarray.source.fetcher.drive` (or `drive_async`) runs: each asks
 # for byte ranges of the file (`wanted`: (start, stop) pairs, None when done) and takes their
 # bytes in the same order (`feed`) until it wants nothing more, then `finish`.
 @final

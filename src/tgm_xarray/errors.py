@@ -28,7 +28,7 @@ class TgmDuplicateError(TgmConflictError):
     """Two messages carry the same variable at the same coordinates."""
 
 
-# Remote reads (source/remote.py, docs/remote.md). They are ``OSError``s, as fsspec's and the standard
+# Remote reads (source/fetcher.py, docs/remote.md). They are ``OSError``s, as fsspec's and the standard
 # library's network errors are; each names the URL and says what happened. A missing object stays
 # a ``FileNotFoundError``, a refused one a ``PermissionError``.
 

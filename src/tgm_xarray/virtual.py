@@ -234,7 +234,7 @@ def _open_source(url: str, registry) -> TgmFile:
 
 
 class _StoreFetcher:
-    """``remote.Fetcher``'s methods (a ``remote.RangeFetcher``) over an obstore store (retries
+    """``fetcher.Fetcher``'s methods (a ``fetcher.RangeFetcher``) over an obstore store (retries
     are the store's own)."""
 
     def __init__(self, url: str, store: ObjectStore, path: str):

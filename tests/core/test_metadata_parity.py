@@ -22,7 +22,7 @@ from tests.helpers.oracle import ENGINE
 from tests.helpers.shared import REAL, require_shared, shared_files
 from tgm_xarray import _core
 from tgm_xarray.attrs import flatten
-from tgm_xarray.source import handles, remote
+from tgm_xarray.source import fetcher, handles, remote
 from tgm_xarray.table import MetadataTable
 
 tensogram = pytest.importorskip("tensogram")
@@ -306,10 +306,10 @@ def remote_and_local(range_server, path: Path, monkeypatch, large: bool) -> tupl
     pytest.importorskip("aiohttp")
     # The table is what is compared, not how fast the loopback server answers: on 3.13t beside two
     # busy loops a request waited past the 20 s idle timeout and the retries past the deadline.
-    monkeypatch.setenv(remote.DEADLINE_ENV, "3600")
-    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, "600")
+    monkeypatch.setenv(fetcher.DEADLINE_ENV, "3600")
+    monkeypatch.setenv(fetcher.IDLE_TIMEOUT_ENV, "600")
     if large:  # as test_remote's `read_as_large_files`
-        monkeypatch.setattr(remote, "FIRST_BLOCK", 1024)
+        monkeypatch.setattr(fetcher, "FIRST_BLOCK", 1024)
         monkeypatch.setattr(remote, "WHOLE_MESSAGE_MAX", 256)
     target = range_server.root / path.name
     shutil.copyfile(path, target)
@@ -354,7 +354,7 @@ def test_bytes_between_frames_read_as_upstream_reads_them(range_server, monkeypa
     assert [span for span in tensogram.scan(data)] == [(0, len(data) // 2), (len(data) // 2, len(data) // 2)]
     path = range_server.root / f"between-frames-{seekable}.tgm"
     path.write_bytes(data)
-    monkeypatch.setattr(remote, "FIRST_BLOCK", 1024)  # as test_remote's `read_as_large_files`
+    monkeypatch.setattr(fetcher, "FIRST_BLOCK", 1024)  # as test_remote's `read_as_large_files`
     monkeypatch.setattr(remote, "WHOLE_MESSAGE_MAX", 256)
     handles.CACHE.clear()
     for f in (tgm_xarray.open_file(path), tgm_xarray.open_file(range_server.url(path.name))):

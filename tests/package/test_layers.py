@@ -2,8 +2,9 @@
 ``src/tgm_xarray`` (module-level, function-level and ``TYPE_CHECKING`` ones alike) goes to the
 importer's own layer or one below it, and no two top-level modules or packages import each other,
 directly or round a loop; inside ``plans/index/`` each module imports only those its package's
-docstring lists before it. Read with ``ast`` from the sources: nothing is imported, so this runs in
-``make lint`` in well under a second.
+docstring lists before it, and the modules of ``cli/`` import each other without a loop. No
+module is over ``MAX_LINES`` lines. Read with ``ast`` from the sources: nothing is imported, so
+this runs in ``make lint`` in well under a second.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "tgm_xarray"
 #: The package's own ``__init__``: ``from tgm_xarray import __version__`` imports it.
 TOP = "tgm_xarray"
+#: The most lines a module may have: a longer one holds more than one concern, to split.
+MAX_LINES = 600
 
 #: Bottom to top (docs/architecture.md draws it: change both). A name is a top-level module or
 #: package of ``tgm_xarray``; a new one must be placed here (test_every_module_has_a_layer).
@@ -112,14 +115,15 @@ def test_no_import_upwards():
     assert upwards == []
 
 
-def test_no_cycle_between_modules():
-    edges = graph()
-    cycles = []
+def cycles(edges: dict[str, set[str]]) -> list[str]:
+    """The loops of the import graph ``edges`` (``{node: the nodes it imports}``), each as
+    ``a -> b -> a``."""
+    found = []
     done: set[str] = set()
 
     def walk(unit: str, path: list[str]) -> None:
         if unit in path:
-            cycles.append(" -> ".join(path[path.index(unit):] + [unit]))
+            found.append(" -> ".join(path[path.index(unit):] + [unit]))
             return
         if unit in done:
             return
@@ -129,7 +133,27 @@ def test_no_cycle_between_modules():
 
     for unit in sorted(edges):
         walk(unit, [])
-    assert cycles == []
+    return found
+
+
+def test_no_cycle_between_modules():
+    assert cycles(graph()) == []
+
+
+def test_no_cycle_inside_the_cli():
+    """``cli/`` is one unit above, so its modules' imports of each other need their own check:
+    a loop between commands' modules would make their import order matter."""
+    package = PACKAGE / "cli"
+    name = ".".join(_module(package / "__init__.py"))
+    edges = {".".join(_module(path)): {to for to in imported(path) if to == name or to.startswith(name + ".")}
+             for path in sorted(package.glob("*.py"))}
+    assert cycles(edges) == []
+
+
+def test_no_module_is_too_long():
+    long = [f"{path.relative_to(PACKAGE)} ({n} lines)" for path in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(path.read_text().splitlines())) > MAX_LINES]
+    assert long == [], f"over {MAX_LINES} lines, split by concern: {', '.join(long)}"
 
 
 def test_the_index_modules_import_only_those_before_them():

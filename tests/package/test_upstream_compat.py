@@ -177,7 +177,7 @@ def test_storage_options_in_object_store_spelling_over_s3(s3_bucket, ifs_file):
 
 
 def test_fsspec_options_translation():
-    from tgm_xarray.source.remote import fsspec_options
+    from tgm_xarray.source.fetcher import fsspec_options
 
     assert fsspec_options("https://h/f.tgm", {"allow_http": True, "headers": {"a": "b"}}) == {"headers": {"a": "b"}}
     assert fsspec_options("s3://b/f.tgm", {"aws_endpoint": "http://e", "aws_region": "eu-west-1",

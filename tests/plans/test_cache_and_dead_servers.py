@@ -19,7 +19,7 @@ import xarray as xr
 import tgm_xarray
 from tgm_xarray.errors import RemoteConnectionError, TgmIndexWarning
 from tgm_xarray.plans import index
-from tgm_xarray.source import handles, remote
+from tgm_xarray.source import fetcher, handles
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
 pytestmark = pytest.mark.thread_unsafe
@@ -169,17 +169,17 @@ def closed_port() -> int:
 @pytest.mark.parametrize("index_mode", ["auto", False])
 def test_a_refused_connection_is_one_retry_cycle_and_one_error(monkeypatch, index_mode):
     pytest.importorskip("aiohttp")
-    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    monkeypatch.setattr(fetcher, "BACKOFF", 0.01)
     url = f"http://127.0.0.1:{closed_port()}/x.tgm"
     requests = Requests()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with pytest.raises(RemoteConnectionError, match=rf"{url}: .*failed after {remote.RETRIES} tries: "
+        with pytest.raises(RemoteConnectionError, match=rf"{url}: .*failed after {fetcher.RETRIES} tries: "
                                                         "connection refused"):
             xr.open_dataset(url, engine=ENGINE, index=index_mode, storage_options=requests.options())
     assert [str(w.message) for w in caught if issubclass(w.category, TgmIndexWarning)] == []
     index_tries = 1 if index_mode else 0  # the index beside the URL is tried once, not retried
-    assert requests.paths == ["/x.tgm" + index.SUFFIX] * index_tries + ["/x.tgm"] * remote.RETRIES
+    assert requests.paths == ["/x.tgm" + index.SUFFIX] * index_tries + ["/x.tgm"] * fetcher.RETRIES
 
 
 @pytest.mark.parametrize("index_mode", ["auto", False])
@@ -191,7 +191,7 @@ def test_a_refused_s3_endpoint_is_one_retry_cycle_and_one_error(monkeypatch, ind
     import fsspec
     import fsspec.asyn
 
-    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    monkeypatch.setattr(fetcher, "BACKOFF", 0.01)
     options = {"endpoint_url": f"http://127.0.0.1:{closed_port()}", "key": "testing", "secret": "testing",
                "config_kwargs": {"retries": {"total_max_attempts": 1, "mode": "standard"}}}
     url = "s3://bucket/x.tgm"
@@ -201,9 +201,9 @@ def test_a_refused_s3_endpoint_is_one_retry_cycle_and_one_error(monkeypatch, ind
     fs.s3.meta.events.register("before-send.s3", lambda request, **_: sent.append(request.url))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with pytest.raises(RemoteConnectionError, match=rf"{url}: .*failed after {remote.RETRIES} tries: "
+        with pytest.raises(RemoteConnectionError, match=rf"{url}: .*failed after {fetcher.RETRIES} tries: "
                                                         "connection refused"):
             xr.open_dataset(url, engine=ENGINE, index=index_mode, storage_options=options)
     assert [str(w.message) for w in caught if issubclass(w.category, TgmIndexWarning)] == []
     endpoint = options["endpoint_url"] + "/bucket/x.tgm"
-    assert sent == [endpoint + index.SUFFIX] * (1 if index_mode else 0) + [endpoint] * remote.RETRIES
+    assert sent == [endpoint + index.SUFFIX] * (1 if index_mode else 0) + [endpoint] * fetcher.RETRIES

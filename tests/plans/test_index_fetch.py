@@ -24,7 +24,7 @@ import tgm_xarray  # noqa: E402
 from tests.helpers.range_server import Fault  # noqa: E402
 from tgm_xarray.errors import RemoteTimeoutError, TgmIndexWarning  # noqa: E402
 from tgm_xarray.plans import index  # noqa: E402
-from tgm_xarray.source import handles, remote  # noqa: E402
+from tgm_xarray.source import fetcher, handles  # noqa: E402
 from tgm_xarray.table import MetadataTable  # noqa: E402
 
 # Environment variables and module settings are patched: not for pytest-run-parallel.
@@ -67,7 +67,7 @@ def own_cache(tmp_path, monkeypatch, built, user_cache):
     cache.mkdir(mode=0o700)
     shutil.copy2(user_cache / index.KEY_FILE, cache / index.KEY_FILE)
     monkeypatch.setenv(index.CACHE_DIR_ENV, str(cache))
-    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    monkeypatch.setattr(fetcher, "BACKOFF", 0.01)
     handles.CACHE.clear()
     yield
     handles.CACHE.clear()
@@ -116,7 +116,7 @@ def test_a_url_opened_from_its_index_reads_no_metadata_again(range_server, serve
     table = MetadataTable.of_bytes(path.read_bytes())
     frames = set(zip(table.frame_start.tolist(), table.frame_end.tolist()))
     size = path.stat().st_size
-    identity = {(0, remote.FIRST_BLOCK), (max(size - index.EDGE, index.EDGE), size)}
+    identity = {(0, fetcher.FIRST_BLOCK), (max(size - index.EDGE, index.EDGE), size)}
     values = open_quietly(served)
     xr.testing.assert_identical(values, cold)
     fetched = range_server.ranges(f"/{NAME}")
@@ -144,8 +144,8 @@ def test_a_transient_failure_of_the_index_is_retried(range_server, served, built
 
 
 @pytest.mark.parametrize("fault, why", [
-    (Fault(status=500), rf"failed after {remote.RETRIES} tries: HTTP 500"),
-    (Fault(truncate=100), rf"failed after {remote.RETRIES} tries: .*100 of \d+ bytes"),
+    (Fault(status=500), rf"failed after {fetcher.RETRIES} tries: HTTP 500"),
+    (Fault(truncate=100), rf"failed after {fetcher.RETRIES} tries: .*100 of \d+ bytes"),
     (Fault(status=418), "HTTP 418"),
 ], ids=["500 always", "cut short always", "418"])
 def test_an_index_that_cannot_be_fetched_is_a_warning_and_a_cold_open(range_server, served, built, fault, why):
@@ -154,16 +154,16 @@ def test_an_index_that_cannot_be_fetched_is_a_warning_and_a_cold_open(range_serv
 
 
 def test_an_endless_index_is_read_in_bounded_memory(range_server, served, built, monkeypatch):
-    monkeypatch.setenv(remote.MAX_WHOLE_OBJECT_ENV, str(2**20))
+    monkeypatch.setenv(fetcher.MAX_WHOLE_OBJECT_ENV, str(2**20))
     range_server.faults[INDEX_PATH] = Fault(endless=True)
-    why = rf"larger than {2**20} bytes, the most read whole \({remote.MAX_WHOLE_OBJECT_ENV}\)"
+    why = rf"larger than {2**20} bytes, the most read whole \({fetcher.MAX_WHOLE_OBJECT_ENV}\)"
     xr.testing.assert_identical(open_warning(served, why), built[1])
     assert range_server.count(INDEX_PATH) == 1  # too large is not retried
 
 
 def test_an_index_larger_than_the_cap_is_refused_before_its_body(range_server, served, built, monkeypatch):
     size = (range_server.root / f"{NAME}{index.SUFFIX}").stat().st_size
-    monkeypatch.setenv(remote.MAX_WHOLE_OBJECT_ENV, str(size - 1))
+    monkeypatch.setenv(fetcher.MAX_WHOLE_OBJECT_ENV, str(size - 1))
     why = rf"the {size}-byte object is larger than {size - 1} bytes"
     xr.testing.assert_identical(open_warning(served, why), built[1])
     assert range_server.count(INDEX_PATH) == 1
@@ -176,11 +176,11 @@ IDLE = "5"
 
 
 def test_a_stalled_index_answer_is_a_warning_within_the_idle_timeout(range_server, served, built, monkeypatch):
-    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, IDLE)  # the deadline stays at its default 120 s
+    monkeypatch.setenv(fetcher.IDLE_TIMEOUT_ENV, IDLE)  # the deadline stays at its default 120 s
     range_server.faults[INDEX_PATH] = Fault(hang=True)
-    why = rf"failed after {remote.STALL_RETRIES + 1} tries: the server stalled: no byte for {IDLE} s"
+    why = rf"failed after {fetcher.STALL_RETRIES + 1} tries: the server stalled: no byte for {IDLE} s"
     xr.testing.assert_identical(open_warning(served, why), built[1])
-    assert range_server.count(INDEX_PATH) == remote.STALL_RETRIES + 1  # a stall is retried once
+    assert range_server.count(INDEX_PATH) == fetcher.STALL_RETRIES + 1  # a stall is retried once
 
 
 @pytest.mark.parametrize("tail", ["?X-Amz-Signature=abc", "?", "#part"])
@@ -233,18 +233,18 @@ def test_a_local_index_path_that_is_not_a_regular_file(tmp_path, built, unblocke
 
 
 def test_a_stalled_data_server_is_reported_early_as_stalled(range_server, served, monkeypatch):
-    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, IDLE)  # the deadline stays at its default 120 s
+    monkeypatch.setenv(fetcher.IDLE_TIMEOUT_ENV, IDLE)  # the deadline stays at its default 120 s
     range_server.faults[f"/{NAME}"] = Fault(hang=True)
     with pytest.raises(RemoteTimeoutError, match=rf"{served}: reading bytes 0-\d+ failed after "
-                                                 rf"{remote.STALL_RETRIES + 1} tries: the server stalled: "
+                                                 rf"{fetcher.STALL_RETRIES + 1} tries: the server stalled: "
                                                  rf"no byte for {IDLE} s") as err:
         tgm_xarray.open_file(served)
     assert "deadline" not in str(err.value)
-    assert range_server.count(f"/{NAME}") == remote.STALL_RETRIES + 1  # a stall is retried once
+    assert range_server.count(f"/{NAME}") == fetcher.STALL_RETRIES + 1  # a stall is retried once
 
 
 def test_a_stalled_read_after_opening_is_reported_as_stalled(range_server, served, monkeypatch):
-    monkeypatch.setenv(remote.IDLE_TIMEOUT_ENV, IDLE)
+    monkeypatch.setenv(fetcher.IDLE_TIMEOUT_ENV, IDLE)
     f = tgm_xarray.open_file(served)
     range_server.faults[f"/{NAME}"] = Fault(hang=True)
     with pytest.raises(RemoteTimeoutError, match=rf"{served}: reading bytes .* the server stalled"):

@@ -31,8 +31,9 @@ from tgm_xarray.errors import (  # noqa: E402
     TgmFormatError,
     TgmIndexError,
 )
-from tgm_xarray.source import (
-    handles,  # noqa: E402
+from tgm_xarray.source import (  # noqa: E402
+    fetcher,
+    handles,
     remote,
 )
 from tgm_xarray.table import MetadataTable  # noqa: E402
@@ -59,13 +60,13 @@ def fresh_cache():
 
 @pytest.fixture
 def quick_retries(monkeypatch):
-    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    monkeypatch.setattr(fetcher, "BACKOFF", 0.01)
 
 
 def read_as_large_files(monkeypatch):
     """Small test files read as large ones are: the first request no longer holds them whole,
     and opening reads their messages' headers only."""
-    monkeypatch.setattr(remote, "FIRST_BLOCK", 1024)
+    monkeypatch.setattr(fetcher, "FIRST_BLOCK", 1024)
     monkeypatch.setattr(remote, "WHOLE_MESSAGE_MAX", 256)
 
 
@@ -108,7 +109,7 @@ def test_opening_many_small_messages_reads_them_in_blocks(range_server):
     assert range_server.max_in_flight >= 2
     assert range_server.sent_bytes() == size
     ranges = sorted(range_server.ranges(f"/{path.name}"))
-    assert ranges[0] == (0, remote.FIRST_BLOCK)
+    assert ranges[0] == (0, fetcher.FIRST_BLOCK)
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # no byte twice
 
 
@@ -341,9 +342,9 @@ def test_persistent_503_raises_naming_the_url(range_server, ifs_file, quick_retr
     f.handle.parse_all()
     range_server.reset()
     range_server.faults[f"/{ifs_file.name}"] = Fault(status=503)
-    with pytest.raises(OSError, match=rf"{url}: reading bytes \d+-\d+ failed after {remote.RETRIES} tries: HTTP 503"):
+    with pytest.raises(OSError, match=rf"{url}: reading bytes \d+-\d+ failed after {fetcher.RETRIES} tries: HTTP 503"):
         f.read(0, 2)
-    assert range_server.count() == remote.RETRIES
+    assert range_server.count() == fetcher.RETRIES
 
 
 def test_always_cut_short_raises(range_server, ifs_file, quick_retries):
@@ -356,7 +357,7 @@ def test_always_cut_short_raises(range_server, ifs_file, quick_retries):
 
 def test_timeouts_raise_naming_the_url(range_server, ifs_file, quick_retries, monkeypatch):
     aiohttp = pytest.importorskip("aiohttp")
-    monkeypatch.setattr(remote, "RETRIES", 2)
+    monkeypatch.setattr(fetcher, "RETRIES", 2)
     url, _ = serve(range_server, ifs_file)
     options = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=0.3)}}
     f = tgm_xarray.open_file(url, storage_options=options)
@@ -654,7 +655,7 @@ def test_a_server_that_never_answers_gives_up_at_the_deadline(range_server, ifs_
     aiohttp = pytest.importorskip("aiohttp")
     import time
 
-    monkeypatch.setenv(remote.DEADLINE_ENV, "1.5")
+    monkeypatch.setenv(fetcher.DEADLINE_ENV, "1.5")
     url, path = serve(range_server, ifs_file)
     options = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=30)}}  # longer than the deadline
     f = tgm_xarray.open_file(url, storage_options=options)
@@ -678,18 +679,18 @@ def test_short_client_timeouts_are_retried_within_the_deadline(range_server, ifs
     range_server.reset()
     range_server.faults[f"/{path.name}"] = Fault(hang=True)
     began = time.monotonic()
-    with pytest.raises(RemoteTimeoutError, match=rf"{url}: reading bytes .* failed after {remote.RETRIES} tries: "
+    with pytest.raises(RemoteTimeoutError, match=rf"{url}: reading bytes .* failed after {fetcher.RETRIES} tries: "
                                                  "no answer in time"):
         f.read(0, 2)
-    # Far from the default deadline (remote.DEADLINE_ENV): the short client timeouts ended each try.
+    # Far from the default deadline (fetcher.DEADLINE_ENV): the short client timeouts ended each try.
     assert time.monotonic() - began < 60
-    assert range_server.count() == remote.RETRIES
+    assert range_server.count() == fetcher.RETRIES
 
 
 def test_persistent_500_is_an_http_error(range_server, ifs_file, quick_retries):
     url, path = serve(range_server, ifs_file)
     range_server.faults[f"/{path.name}"] = Fault(status=500)
-    with pytest.raises(RemoteHTTPError, match=rf"{url}: .* failed after {remote.RETRIES} tries: HTTP 500") as err:
+    with pytest.raises(RemoteHTTPError, match=rf"{url}: .* failed after {fetcher.RETRIES} tries: HTTP 500") as err:
         tgm_xarray.open_file(url)
     assert err.value.status == 500 and not isinstance(err.value, FileNotFoundError)
 
@@ -742,10 +743,10 @@ def test_a_server_without_ranges_is_read_once_whole(plain_server, ifs_file):
 def test_a_server_without_ranges_and_a_large_object_fails_fast(plain_server, ifs_file, monkeypatch):
     require_shared(ifs_file)
     shutil.copyfile(ifs_file, plain_server.root / ifs_file.name)
-    monkeypatch.setenv(remote.MAX_WHOLE_BODY_ENV, "1000000")
+    monkeypatch.setenv(fetcher.MAX_WHOLE_BODY_ENV, "1000000")
     url = plain_server.url(ifs_file.name)
     with pytest.raises(RemoteRangeError, match=rf"{url}: the server does not support range requests.*"
-                                               rf"larger than 1000000 bytes.*{remote.MAX_WHOLE_BODY_ENV}"):
+                                               rf"larger than 1000000 bytes.*{fetcher.MAX_WHOLE_BODY_ENV}"):
         tgm_xarray.open_file(url)
     assert plain_server.gets == 1
 
@@ -781,13 +782,13 @@ def test_scan_finds_every_message_and_the_core_tables_them(range_server, archive
     for source, small in ((archive, True), (ifs_file, False)):
         url, path = serve(range_server, source)
         local = tgm_xarray.open_file(path)
-        fetcher = remote.Fetcher(url, None)
-        messages = remote.drive(_core.scan_remote(url, fetcher.size, **remote.scan_settings()), fetcher.fetch_many)
+        fetching = fetcher.Fetcher(url, None)
+        messages = fetcher.drive(_core.scan_remote(url, fetching.size, **remote.scan_settings()), fetching.fetch_many)
         assert [messages.span(i) for i in range(len(messages))] == [local.handle.message_span(i) for i in range(len(local))]
         if not small:
             with pytest.raises(ValueError, match="message 0: its descriptors are not fetched yet"):
                 _core.table_of_files([messages])
-            remote.drive(messages.describe(list(range(len(messages)))), fetcher.fetch_many)
+            fetcher.drive(messages.describe(list(range(len(messages)))), fetching.fetch_many)
         table, expected = (MetadataTable(_core.table_of_files([f])) for f in (messages, local.handle))
         for key in ("msg", "obj", "frame_start", "frame_end", "payload_start", "payload_end", "frame_hash",
                     "has_frame_hash", "message_offset", "message_length"):

@@ -9,6 +9,8 @@ list of files, and everything between what an open is given and the core's reads
   :mod:`.handles` (the per-process cache of the core's mapped files and of
   ``remote.RemoteHandle``);
 - :mod:`.fileset`: ``FileSet``, several files read as one;
+- :mod:`.remote`: ``RemoteHandle``, a URL read by byte range, its requests made by
+  :mod:`.fetcher`, the one guarded fetcher (checks, retries, deadline, size caps);
 - :mod:`.refs`: ``FileRef``/``FileSetRef``, references that survive closing and pickling.
 
 A source's plans, and the sidecar index that keeps them, are a layer above: :mod:`tgm_xarray.plans`.

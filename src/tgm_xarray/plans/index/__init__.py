@@ -69,8 +69,9 @@ from tgm_xarray.plans.index.places import CACHE_DIR_ENV, SUFFIX, beside, beside_
 from tgm_xarray.plans.index.recorded import Recorded, fingerprints, record
 from tgm_xarray.plans.index.stored import Packer, plan_key, unpack
 from tgm_xarray.plans.index.trust import KEY_FILE, KEY_SIZE, user_key
+from tgm_xarray.source.fetcher import unreachable
 from tgm_xarray.source.handles import FileKey
-from tgm_xarray.source.remote import is_url, unreachable
+from tgm_xarray.source.remote import is_url
 from tgm_xarray.table import MetadataTable
 
 __all__ = ["CACHE_DIR_ENV", "CACHE_MB", "CACHE_MB_ENV", "EDGE", "KEY_FILE", "KEY_SIZE", "MODES", "SUFFIX", "Found",
@@ -127,7 +128,7 @@ def fetch_beside(url: str, storage_options: dict | None, into: str) -> bool:
     is none: the server answers that it is missing or forbidden (S3 answers 403 for a missing
     key to whoever may not list the bucket). Other failures raise; a host that cannot be
     connected to is tried once (the data's own request, next, retries it and reports it)."""
-    from tgm_xarray.source.remote import fetch_whole
+    from tgm_xarray.source.fetcher import fetch_whole
 
     try:
         data = fetch_whole(url, storage_options, unreachable_once=True)
@@ -144,7 +145,7 @@ class Found:
 
     identity: Identity | None
     index: Index | None
-    #: The ``remote.Fetcher`` that identified a remote object (an open from the index reads on).
+    #: The ``fetcher.Fetcher`` that identified a remote object (an open from the index reads on).
     fetcher: Any = None
 
 
@@ -169,7 +170,7 @@ def find(path: str, storage_options: dict | None, *, to_beside: bool = False, id
                     warn(remote, f"it could not be read ({err})")
         if not present:
             return Found(Identity.of_url(path, storage_options) if identify else None, None)
-        from tgm_xarray.source.remote import Fetcher
+        from tgm_xarray.source.fetcher import Fetcher
 
         fetcher = Fetcher(path, storage_options)
         return dataclasses.replace(_found(Identity.of_fetcher(fetcher), [copy], copy), fetcher=fetcher)

@@ -51,14 +51,14 @@ class Identity:
     @classmethod
     def of_url(cls, url: str, storage_options: dict | None) -> Identity:
         """The remote object's size and fingerprint: one range request for an object of at most
-        ``remote.FIRST_BLOCK`` bytes, two for a larger one."""
-        from tgm_xarray.source.remote import Fetcher
+        ``fetcher.FIRST_BLOCK`` bytes, two for a larger one."""
+        from tgm_xarray.source.fetcher import Fetcher
 
         return cls.of_fetcher(Fetcher(url, storage_options))
 
     @classmethod
     def of_fetcher(cls, fetcher) -> Identity:
-        """The identity of the object a ``remote.Fetcher`` reads (its first block is at hand)."""
+        """The identity of the object a ``fetcher.Fetcher`` reads (its first block is at hand)."""
         size = fetcher.size
         head_stop = min(EDGE, size)
         tail_start = max(size - EDGE, EDGE) if size > EDGE else size
