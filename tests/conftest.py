@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.shared import FIXTURES, IN_CI, REAL, SHARED, SHARED_MISSING, require_shared
+
 #: Modules (space-separated) a lane installs and whose tests may not skip there: the newest lane
 #: sets it (``make test-newest``), so a failed install fails the run instead of skipping tests.
 REQUIRE_MODULES_ENV = "TGM_REQUIRE_MODULES"
