@@ -282,11 +282,13 @@ def scheduler_of(threads: int | None) -> tuple[str, Any]:
 
     configured = dask.config.get("scheduler", None)
     if configured is None:
-        # Named, as dask does on the main thread only: from the writer's thread, where the
-        # compute runs, dask would make a pool of Python's default size (cores + 4), with as
-        # many blocks in memory at once, on the same cores.
+        # The workers named, as dask does on the main thread only: from the writer's thread,
+        # where the compute runs, dask would make a pool of Python's default size (cores + 4),
+        # with as many blocks in memory at once, on the same cores. The scheduler given as its
+        # function: dask looks a name up after importing dask.distributed to find no client
+        # (0.15 s, the first write of a process).
         workers = threads or dask.config.get("num_workers", None) or dask.system.CPU_COUNT
-        return "local", {"scheduler": "threads", "num_workers": workers}
+        return "local", {"scheduler": dask.threaded.get, "num_workers": workers}
     get = dask.base.get_scheduler(scheduler=configured)
     if get in (dask.threaded.get, dask.local.get_sync):
         return "local", {"scheduler": get}

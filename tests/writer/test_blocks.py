@@ -6,6 +6,9 @@ holds the same messages as the write of the same Dataset in memory."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -144,6 +147,26 @@ def test_blocks_are_computed_on_as_many_threads_as_dask_computes_on(tmp_path):
     with dask.config.set(num_workers=1):
         tgm_xarray.to_tgm(ds, tmp_path / "b.tgm")
     assert len(threads) == 1
+
+
+@pytest.mark.thread_unsafe(reason="runs a subprocess")
+def test_a_write_on_dask_s_threads_does_not_import_dask_distributed(tmp_path):
+    """dask looks a scheduler given by name up after importing dask.distributed, to find no
+    client: 0.15 s of a process's first write, spent for nothing. The write gives dask its
+    threaded scheduler itself."""
+    script = textwrap.dedent("""
+        import sys
+        import dask.array as da, numpy as np, pandas as pd, xarray as xr, tgm_xarray
+        x = da.ones((4, 3, 5), chunks=(2, 3, 5), dtype="float32")
+        ds = xr.Dataset({"t": (("step", "y", "x"), x)}, coords={"step": pd.to_timedelta([0, 6, 12, 18], unit="h")})
+        tgm_xarray.to_tgm(ds, sys.argv[1])
+        print("distributed" in sys.modules)
+    """)
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a.tgm")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["False"]
+    assert len(_core.FileHandle(os.fspath(tmp_path / "a.tgm"))) == 4
 
 
 def test_compute_false_computes_each_block_once_when_computed(tmp_path):
