@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 import datagen
-from archive_data import NX, NY, write_archive
 from common import CaseResult, Context, Table, Target, check, optional, ours_entrypoint
 from harness import fmt_time, once_each
+from tests.helpers.remote_archive import NX, NY, write_steps
 from tgm_xarray import _core
 from tgm_xarray.source import handles
 
@@ -50,7 +50,7 @@ def ensure(directory: Path, quick: bool) -> tuple[Path, list[Path], Path]:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             datagen.say(f"writing {path} ({len(step_range) * per_step} messages)")
-            write_archive(path, step_range, params=[f"p{p}" for p in range(PARAMS)],
+            write_steps(path, step_range, params=[f"p{p}" for p in range(PARAMS)],
                           levels=[1000 - 100 * level for level in range(LEVELS)])
     return one, files, big
 

@@ -17,13 +17,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from tgm_xarray._core import encode_message
-from tgm_xarray.hypercube import build_hypercube
-from tgm_xarray.table import MetadataTable
+# The checkout on sys.path: the distinct-steps table is the test suite's (tests.helpers).
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from tests.helpers.tables import distinct_steps_table  # noqa: E402
+from tgm_xarray._core import encode_message  # noqa: E402
+from tgm_xarray.hypercube import build_hypercube  # noqa: E402
+from tgm_xarray.table import MetadataTable  # noqa: E402
 
 PARAMS = 10
 LEVELS = (1000, 925, 850, 700, 500, 400, 300, 250, 200, 100)
@@ -60,18 +66,6 @@ def archive_bytes(n_messages: int, hashed: bool = False) -> bytes:
     steps = -(-n_messages // len(one_step))
     messages = [m.replace(mark, b"dstep\x19" + step.to_bytes(2, "big")) for step in range(steps) for m in one_step]
     return b"".join(messages[:n_messages])
-
-
-def distinct_steps_table(n: int, reverse: bool = False) -> MetadataTable:
-    """``n`` one-value messages of ``2t``, message ``i`` at step ``i`` (``n - 1 - i`` with
-    ``reverse``): the table of a file of them. One message is encoded, with its step as a 4-byte
-    CBOR integer, and each message is that one with its step's bytes in place."""
-    marker = 0x12345678
-    one = encode_message({"base": [{"mars": {"param": "2t", "step": marker}}]}, [_object((), "float32")], hash=False)
-    mark = b"dstep\x1a" + marker.to_bytes(4, "big")
-    assert one.count(mark) == 1
-    steps = range(n)[::-1] if reverse else range(n)
-    return MetadataTable.of_bytes(b"".join(one.replace(mark, b"dstep\x1a" + s.to_bytes(4, "big")) for s in steps))
 
 
 def time_plan(table: MetadataTable, repeat: int) -> tuple[float, int]:

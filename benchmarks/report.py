@@ -22,7 +22,11 @@ PLOTTED = ("decode", "range", "packed")
 
 def use_checkout() -> None:
     """Imports tgm_xarray from this checkout's ``src/`` when its extension is built there for this
-    interpreter (an editable install may point at another clone); also for subprocesses."""
+    interpreter (an editable install may point at another clone); also for subprocesses. The
+    checkout itself goes on ``sys.path`` too: the benchmarks write their data with the test
+    suite's generators (``tests.helpers``), one writer for both."""
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))
     src = ROOT / "src"
     if (src / "tgm_xarray" / f"_core{sysconfig.get_config_var('EXT_SUFFIX')}").exists():
         if str(src) not in sys.path:

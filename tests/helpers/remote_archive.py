@@ -3,7 +3,7 @@ by upstream ``tensogram``: one 32 x 64 float32 field per message with its latitu
 objects and MARS metadata, 10 params x 10 levels x steps of 6 hours. Every field's values differ
 (by param, level and step), so two messages swapped in a file give another Dataset.
 
-The same archive as ``benchmarks/archive_data.py`` writes (the tests do not import benchmarks/)."""
+The benchmarks write their archives with it too (``benchmarks/archive.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Metadata tables for the planner's tests, built by the core from encoded messages (the same
-tables as ``benchmarks/planner.py`` times; the tests do not import benchmarks/)."""
+"""Metadata tables for the planner's tests, built by the core from encoded messages
+(``benchmarks/planner.py`` times the planner on ``distinct_steps_table`` too)."""
 
 from __future__ import annotations
 
