@@ -169,6 +169,33 @@ def test_a_write_on_dask_s_threads_does_not_import_dask_distributed(tmp_path):
     assert len(_core.FileHandle(os.fspath(tmp_path / "a.tgm"))) == 4
 
 
+FORKED_WRITE = textwrap.dedent("""
+    import os, signal, sys
+    import dask.array as da, numpy as np, pandas as pd, xarray as xr, tgm_xarray
+    x = da.ones((4, 3, 5), chunks=(2, 3, 5), dtype="float32")
+    ds = xr.Dataset({"t": (("step", "y", "x"), x)}, coords={"step": pd.to_timedelta([0, 6, 12, 18], unit="h")})
+    tgm_xarray.to_tgm(ds, sys.argv[1] + ".parent")  # leaves the compute threads idle, to be reused
+    child = os.fork()
+    if child == 0:
+        signal.alarm(60)  # a child that hangs ends here, and the test with it
+        tgm_xarray.to_tgm(ds, sys.argv[1] + ".child")
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    print(os.waitstatus_to_exitcode(status))
+""")
+
+
+@pytest.mark.thread_unsafe(reason="forks")
+def test_a_child_forked_after_a_dask_write_writes_too(tmp_path):
+    """The writes' compute threads are kept for the process; a forked child has none of them,
+    and a pool that believed its idle threads were there would never run the child's compute."""
+    run = subprocess.run([sys.executable, "-c", FORKED_WRITE, str(tmp_path / "a")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["0"], f"the forked child's write ended with {run.stdout!r} (-14: it hung)"
+    assert len(_core.FileHandle(os.fspath(tmp_path / "a.child"))) == 4
+
+
 def test_compute_false_computes_each_block_once_when_computed(tmp_path):
     counter = BlockCounter()
     chunks = CHUNKINGS["8 fields per block"]
