@@ -6,6 +6,7 @@ they came in. Each runs in a child process (a crash there fails the test, not th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -49,6 +50,38 @@ def test_a_write_without_the_memory_it_needs_raises_memory_error_and_leaves_no_f
     found = run_child(WRITE_CHILD, str(tmp_path), str(48 * 2**20))
     assert set(found["outcomes"].values()) == {"MemoryError"}, found
     assert found["left"] == []
+
+
+# The same field written with the defaults (blosc2) under budgets about the address space the
+# encode reserves first (8 times the field): each one writes or raises, never aborts.
+BOUNDARY_CHILD = textwrap.dedent("""
+    import os, sys
+    import numpy as np, xarray as xr, tgm_xarray
+    directory, budget = sys.argv[1], int(sys.argv[2])
+    ds = xr.Dataset({"t": (("y", "x"), np.random.default_rng(0).random((2000, 2000)))})
+""") + MEMORY_LIMIT + textwrap.dedent("""
+    try:
+        tgm_xarray.to_tgm(ds, os.path.join(directory, "a.tgm"), threads=1)
+        print("written")
+    except MemoryError:
+        print("MemoryError")
+""")
+
+
+def test_a_default_write_about_its_reserve_writes_or_raises_and_never_aborts(tmp_path):
+    """A direct blosc2 encode that held the values' raw frame while compressing needed more
+    than its reserve: between 7.75 and 8.6 times the field the process ended in SIGABRT and left
+    its temporary file."""
+    field = 2000 * 2000 * 8
+    for eighths in range(56, 76, 2):  # 7 to 9.25 times the field
+        directory = tmp_path / str(eighths)
+        directory.mkdir()
+        run = subprocess.run([sys.executable, "-c", BOUNDARY_CHILD, str(directory), str(field * eighths // 8)],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, f"{eighths / 8} x the field: {run.returncode} {run.stderr[-2000:]}"
+        outcome = run.stdout.split()
+        assert outcome in (["written"], ["MemoryError"]), outcome
+        assert sorted(os.listdir(directory)) == (["a.tgm"] if outcome == ["written"] else [])
 
 
 # A large szip-packed field read once, then read again on 4 threads once RLIMIT_AS leaves no

@@ -168,19 +168,25 @@ fn encode_direct(
     if stored.iter().all(|o| matches!(o, Direct::Framed(..))) {
         return Ok(Some(message));
     }
-    let decoded = framing::decode_message(&message)
-        .map_err(|e| CoreError::from_tensogram(&e, "cannot parse the encoded message"))?;
-    let mut compressed = stored.into_iter().map(|o| match o {
-        Direct::Framed(..) => None,
-        Direct::Compressed { compression, compressed, .. } => Some((compression, compressed)),
-    });
-    let reframed = Reframed::of(decoded, |descriptor, _| {
-        Ok(compressed.next().flatten().map(|(compression, bytes)| {
-            descriptor.compression = compression;
-            bytes
-        }))
-    })?;
-    drop(message); // the values' uncompressed copy, before the message is framed again
+    // The parts of the message, with no payload yet where the values are compressed here; the
+    // message (their uncompressed copy) is dropped before they are: the encode never holds
+    // more at once than upstream's own.
+    let mut reframed = {
+        let decoded = framing::decode_message(&message)
+            .map_err(|e| CoreError::from_tensogram(&e, "cannot parse the encoded message"))?;
+        let mut compressed_here = stored.iter().map(|o| matches!(o, Direct::Compressed { .. }));
+        Reframed::of(decoded, |_, _| Ok(compressed_here.next().unwrap_or(false).then(Vec::new)))?
+    };
+    drop(message);
+    for (object, direct) in reframed.objects.iter_mut().zip(stored) {
+        if let Direct::Compressed { values, compression, compressor, .. } = direct {
+            let Ok(compressed) = compressor.compress(values) else {
+                return Ok(None); // upstream's encode says why
+            };
+            object.descriptor.compression = compression;
+            object.encoded_payload = compressed.data;
+        }
+    }
     reframed.framed().map(Some)
 }
 
@@ -191,8 +197,9 @@ enum Direct<'a> {
     Framed(DataObjectDescriptor, Cow<'a, [u8]>),
     /// Plain values compressed here: upstream's framing takes no compressed bytes of values that
     /// are not encoded, so it frames them under `raw` (the descriptor with no compression), and
-    /// the frame then gets back `compression` and the `compressed` bytes (the hash covers them).
-    Compressed { raw: DataObjectDescriptor, values: &'a [u8], compression: String, compressed: Vec<u8> },
+    /// the frame then gets back `compression` and the values compressed by `compressor` (the
+    /// hash covers them).
+    Compressed { raw: DataObjectDescriptor, values: &'a [u8], compression: String, compressor: Blosc2Compressor },
 }
 
 impl Direct<'_> {
@@ -214,9 +221,9 @@ fn direct_object<'a>(desc: &DataObjectDescriptor, values: Values<'a>, threads: O
             Some(Direct::Framed(desc.clone(), Cow::Borrowed(data)))
         }
         ("none", "blosc2", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
-            let compressed = blosc2_compressor(desc, desc.dtype.byte_width())?.compress(data).ok()?.data;
+            let compressor = blosc2_compressor(desc, desc.dtype.byte_width())?;
             let raw = DataObjectDescriptor { compression: "none".to_string(), ..desc.clone() };
-            Some(Direct::Compressed { raw, values: data, compression: desc.compression.clone(), compressed })
+            Some(Direct::Compressed { raw, values: data, compression: desc.compression.clone(), compressor })
         }
         ("simple_packing", "none" | "szip" | "blosc2", _) => {
             packed_object(desc, values.floats(desc)?, threads).map(|(d, bytes)| Direct::Framed(d, Cow::Owned(bytes)))
