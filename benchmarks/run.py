@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import importlib.util
 import os
 import subprocess
 import sys
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Child processes import the package as an installed one is imported, from bytecode: where
     # PYTHONDONTWRITEBYTECODE is set (these machines), every child would compile it again.
-    compileall.compile_dir(os.path.dirname(sys.modules["tgm_xarray"].__file__), quiet=1)
+    compileall.compile_dir(importlib.util.find_spec("tgm_xarray").submodule_search_locations[0], quiet=1)
 
     threads = sorted({int(t) for t in args.threads.split(",")})
     e2e_threads = ([int(t) for t in args.e2e_threads.split(",")] if args.e2e_threads

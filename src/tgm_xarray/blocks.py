@@ -295,9 +295,9 @@ class _Fetched:
 
 
 def scheduler_of(threads: int | None) -> tuple[str, Any]:
-    """How blocks are computed: ``("local", compute keywords)`` for dask's threads (on at most
-    ``threads`` of them where no scheduler is configured) or synchronous scheduler,
-    ``("distributed", client)``, else ``("other", None)``."""
+    """How blocks are computed: ``("local", compute keywords)`` for dask's threads (where no
+    scheduler is configured, on ``threads`` of them, else dask's ``num_workers`` or its core
+    count) or synchronous scheduler, ``("distributed", client)``, else ``("other", None)``."""
     import dask
     import dask.base
     import dask.local
