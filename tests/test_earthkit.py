@@ -283,3 +283,7 @@ def test_the_file_target_writes_grib_fields_as_grib_whatever_the_name(tmp_path):
     # GRIB field list gets GRIB bytes under any other name. Were it to change, the docs must.
     ekd.from_source("file", str(require_shared(GRIB / "2t.grib2"))).to_target("file", tmp_path / "x.tgm")
     assert (tmp_path / "x.tgm").read_bytes()[:4] == b"GRIB"
+    # What no plugin can refuse at the write is refused at the open, saying what happened.
+    with pytest.raises(tgm_xarray.TgmFormatError, match=r"x\.tgm: not a Tensogram file: it is GRIB .*"
+                                                      r"write \.tgm with to_target\(\"tgm\", \.\.\.\)"):
+        xr.open_dataset(tmp_path / "x.tgm", engine=ENGINE)

@@ -156,7 +156,7 @@ def test_empty_file(tmp_path):
 def test_netcdf_renamed_tgm(tmp_path):
     path = tmp_path / "cf_temperature.tgm"
     shutil.copyfile(require_shared(NETCDF / "cf_temperature.nc"), path)
-    assert_open_fails(path, TgmFormatError, "TENSOGRM")
+    assert_open_fails(path, TgmFormatError, "not a Tensogram file: it is HDF5 (NetCDF-4)")
 
 
 def test_trailing_garbage_after_valid_messages(ifs_bytes, ifs_spans, tmp_path):

@@ -10,7 +10,7 @@ use tensogram::wire::MAGIC;
 
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::source::message::ParsedMessage;
-use crate::wire::frames;
+use crate::wire::{foreign, frames};
 
 /// A `.tgm` file mapped once and shared by every thread: `&self` methods only.
 pub struct MappedFile {
@@ -48,8 +48,8 @@ fn complete_messages(data: &[u8], mut passed: impl FnMut(usize)) -> CoreResult<(
     if data.is_empty() {
         return Err(format("the file is empty".into()));
     }
-    if !data.starts_with(MAGIC) {
-        return Err(format("not a Tensogram file (it does not start with the magic bytes TENSOGRM)".into()));
+    if !foreign::starts_as_tensogram(data) {
+        return Err(foreign::not_tensogram("file", data));
     }
     let mut spans = Vec::new();
     let mut pos = 0usize;

@@ -121,8 +121,8 @@ impl ParsedMessage {
     /// Parses a buffer that must hold one message and nothing else (a zarr chunk, a message
     /// given whole): a second message after it is an error, not ignored.
     pub fn parse_single(buf: &[u8]) -> CoreResult<ParsedMessage> {
-        if !buf.starts_with(tensogram::wire::MAGIC) {
-            return Err(CoreError::format("not a Tensogram message (it does not start with the magic bytes TENSOGRM)"));
+        if !crate::wire::foreign::starts_as_tensogram(buf) {
+            return Err(crate::wire::foreign::not_tensogram("message", buf));
         }
         let length = crate::wire::frames::message_length(buf)
             .map_err(|e| CoreError::format(format!("the buffer of {} bytes is {}", buf.len(), e.message)))?;

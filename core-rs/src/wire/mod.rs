@@ -2,5 +2,6 @@
 
 pub mod cbor;
 pub mod dtypes;
+pub mod foreign;
 pub mod frames;
 pub mod params;
