@@ -162,24 +162,50 @@ fn encode_direct(
         };
         stored.push(object);
     }
-    let pairs: Vec<(&DataObjectDescriptor, &[u8])> = stored.iter().map(|o| o.framed()).collect();
+    // Bytes made here are framed as no payload (upstream's framing copies a payload it is given),
+    // then moved into the frame.
+    let placeholders: Vec<Option<DataObjectDescriptor>> = stored.iter().map(Direct::placeholder).collect();
+    let pairs: Vec<(&DataObjectDescriptor, &[u8])> = stored
+        .iter()
+        .zip(&placeholders)
+        .map(|(object, placeholder)| match (object, placeholder) {
+            (_, Some(placeholder)) => (placeholder, &[][..]),
+            (Direct::Given(desc, data), None) => (*desc, *data),
+            (Direct::Compressed { raw, values, .. }, None) => (raw, *values),
+            (Direct::Made(..), None) => unreachable!("made bytes have a placeholder"),
+        })
+        .collect();
     let message = tensogram::encode_pre_encoded(global, &pairs, options)
         .map_err(|e| CoreError::from_tensogram(&e, "encode failed"))?;
-    if stored.iter().all(|o| matches!(o, Direct::Framed(..))) {
+    if stored.iter().all(|o| matches!(o, Direct::Given(..))) {
         return Ok(Some(message));
     }
-    // The parts of the message, with no payload yet where the values are compressed here; the
-    // message (their uncompressed copy) is dropped before they are: the encode never holds
-    // more at once than upstream's own.
+    // The parts of the message, with the payloads made here moved in and none yet where the
+    // values are compressed here; the message (their uncompressed copy) is dropped before they
+    // are: the encode never holds more at once than upstream's own.
+    let mut compress_later = Vec::with_capacity(stored.len());
     let mut reframed = {
         let decoded = framing::decode_message(&message)
             .map_err(|e| CoreError::from_tensogram(&e, "cannot parse the encoded message"))?;
-        let mut compressed_here = stored.iter().map(|o| matches!(o, Direct::Compressed { .. }));
-        Reframed::of(decoded, |_, _| Ok(compressed_here.next().unwrap_or(false).then(Vec::new)))?
+        let mut objects = stored.into_iter();
+        Reframed::of(decoded, |descriptor, _| {
+            let (payload, later) = match objects.next() {
+                Some(Direct::Made(desc, bytes)) => {
+                    *descriptor = desc; // its szip offsets back
+                    (Some(bytes), None)
+                }
+                Some(Direct::Compressed { values, compression, compressor, .. }) => {
+                    (Some(Vec::new()), Some((values, compression, compressor)))
+                }
+                _ => (None, None),
+            };
+            compress_later.push(later);
+            Ok(payload)
+        })?
     };
     drop(message);
-    for (object, direct) in reframed.objects.iter_mut().zip(stored) {
-        if let Direct::Compressed { values, compression, compressor, .. } = direct {
+    for (object, later) in reframed.objects.iter_mut().zip(compress_later) {
+        if let Some((values, compression, compressor)) = later {
             let Ok(compressed) = compressor.compress(values) else {
                 return Ok(None); // upstream's encode says why
             };
@@ -192,9 +218,11 @@ fn encode_direct(
 
 /// An object `encode_direct` stores.
 enum Direct<'a> {
-    /// The descriptor upstream's encode would store and the bytes it would store, framed by
-    /// upstream as they are.
-    Framed(DataObjectDescriptor, Cow<'a, [u8]>),
+    /// The caller's descriptor and bytes, which upstream stores as they are.
+    Given(&'a DataObjectDescriptor, &'a [u8]),
+    /// The descriptor upstream's encode would store and the bytes it would store, made here:
+    /// framed with no payload, then moved into the frame.
+    Made(DataObjectDescriptor, Vec<u8>),
     /// Plain values compressed here: upstream's framing takes no compressed bytes of values that
     /// are not encoded, so it frames them under `raw` (the descriptor with no compression), and
     /// the frame then gets back `compression` and the values compressed by `compressor` (the
@@ -203,22 +231,29 @@ enum Direct<'a> {
 }
 
 impl Direct<'_> {
-    fn framed(&self) -> (&DataObjectDescriptor, &[u8]) {
+    /// The descriptor upstream frames with no payload, for bytes made here: without their szip
+    /// offsets, which it would check against the payload.
+    fn placeholder(&self) -> Option<DataObjectDescriptor> {
         match self {
-            Direct::Framed(desc, bytes) => (desc, bytes.as_ref()),
-            Direct::Compressed { raw, values, .. } => (raw, values),
+            Direct::Given(..) => None,
+            Direct::Made(desc, _) => {
+                let mut placeholder = desc.clone();
+                placeholder.params.remove(szip::OFFSETS_KEY);
+                Some(placeholder)
+            }
+            Direct::Compressed { .. } => None, // plain values: upstream checks their length
         }
     }
 }
 
 /// How `encode_direct` stores `desc`'s values, if it makes their bytes.
-fn direct_object<'a>(desc: &DataObjectDescriptor, values: Values<'a>, threads: Option<usize>) -> Option<Direct<'a>> {
+fn direct_object<'a>(desc: &'a DataObjectDescriptor, values: Values<'a>, threads: Option<usize>) -> Option<Direct<'a>> {
     if desc.filter != "none" || desc.masks.is_some() || desc.byte_order != ByteOrder::native() {
         return None;
     }
     match (desc.encoding.as_str(), desc.compression.as_str(), values) {
         ("none", "none", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
-            Some(Direct::Framed(desc.clone(), Cow::Borrowed(data)))
+            Some(Direct::Given(desc, data))
         }
         ("none", "blosc2", Values::Stored(data)) if plain_values_need_no_masks(desc.dtype, data)? => {
             let compressor = blosc2_compressor(desc, desc.dtype.byte_width())?;
@@ -226,7 +261,7 @@ fn direct_object<'a>(desc: &DataObjectDescriptor, values: Values<'a>, threads: O
             Some(Direct::Compressed { raw, values: data, compression: desc.compression.clone(), compressor })
         }
         ("simple_packing", "none" | "szip" | "blosc2", _) => {
-            packed_object(desc, values.floats(desc)?, threads).map(|(d, bytes)| Direct::Framed(d, Cow::Owned(bytes)))
+            packed_object(desc, values.floats(desc)?, threads).map(|(d, bytes)| Direct::Made(d, bytes))
         }
         _ => None,
     }
