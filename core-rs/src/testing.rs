@@ -31,6 +31,17 @@ pub fn float_message(n: usize, objects: usize) -> Vec<u8> {
     tensogram::encode(&meta, &objects, &EncodeOptions::default()).expect("encodes")
 }
 
+/// `float_message` written by upstream's streaming encoder into a pipe: length 0 in the
+/// preamble, the metadata and index after the objects.
+pub fn streaming_float_message(n: usize, objects: usize) -> Vec<u8> {
+    let desc = vector_descriptor(n as u64, Dtype::Float32, BTreeMap::new());
+    let data: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let mut encoder = tensogram::StreamingEncoder::new(Vec::new(), &GlobalMetadata::default(), &EncodeOptions::default())
+        .expect("starts");
+    (0..objects).for_each(|_| encoder.write_object(&desc, &data).expect("writes"));
+    encoder.finish().expect("finishes")
+}
+
 /// How upstream writes a message: buffered (metadata and index before the objects), streamed
 /// into a seekable sink (after them, lengths filled in) or into a pipe (after them, length 0).
 #[derive(Debug, Clone, Copy)]

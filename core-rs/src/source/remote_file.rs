@@ -20,7 +20,6 @@ use tensogram::{DataObjectDescriptor, GlobalMetadata};
 use crate::errors::{CoreError, CoreResult, Kind};
 use crate::encoding::packing::Unpacked;
 use crate::read::fetch::PayloadRanges;
-use crate::source::mapped_file::index_messages;
 use crate::source::message::{fingerprint, ObjectEntry, ParsedMessage, Stored};
 use crate::source::remote_walk::{indexed, postamble, Describe, Found, Part, Ranges, Scan, Settings};
 use crate::read::selection::AxisSel;
@@ -94,9 +93,9 @@ pub struct RemoteFile {
 }
 
 /// The opening scan of the remote file of `size` bytes (`RemoteFile::from_scan` takes it once
-/// `wanted` gives `None`); streaming-mode messages are split as a mapped file's are.
+/// `wanted` gives `None`).
 pub fn scan(source: &str, size: u64, settings: Settings) -> Scan {
-    Scan::new(source, size, settings, index_messages)
+    Scan::new(source, size, settings)
 }
 
 /// Why a message read whole cannot be read, found without parsing it: its postamble disagrees.

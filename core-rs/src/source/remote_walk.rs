@@ -7,7 +7,8 @@
 //! Opening ([`Scan`]) reads the file from its start, hopping from preamble to preamble: small
 //! messages are read whole, many per request (contiguous blocks, several in flight at once);
 //! of large ones only the preamble and header frames (or the footer frames and postamble), never
-//! the payload. Descriptors of large messages come later ([`Describe`]), from the end of each
+//! the payload. A message written in streaming mode (no length in its preamble) is walked
+//! forward from frame header to frame header, its data-object frames skipped. Descriptors of large messages come later ([`Describe`]), from the end of each
 //! data-object frame that the message's index lists.
 
 use std::collections::HashMap;
@@ -65,17 +66,15 @@ pub enum Layout {
     Header,
     /// Metadata and index before the postamble (streaming writers).
     Footer,
-    /// Read whole: streaming mode (no length), per-object preceder frames, or no index.
+    /// Read whole: per-object preceder frames, or no index.
     Whole,
 }
 
-/// `(total_length, layout)` of the preamble that starts `buf`.
+/// `(total_length, layout)` of the preamble that starts `buf` (a length of 0: streaming mode).
 pub fn preamble(buf: &[u8]) -> CoreResult<(u64, Layout)> {
     let preamble = Preamble::read_from(buf).map_err(|e| CoreError::format(format!("not a message start (bad preamble): {e}")))?;
     let has = |flag| preamble.flags.has(flag);
-    let layout = if preamble.total_length == 0 {
-        Layout::Whole
-    } else if has(MessageFlags::FOOTER_METADATA) && has(MessageFlags::FOOTER_INDEX) {
+    let layout = if has(MessageFlags::FOOTER_METADATA) && has(MessageFlags::FOOTER_INDEX) {
         // Streaming writers merge per-object preceder metadata into the footer.
         Layout::Footer
     } else if has(MessageFlags::HEADER_METADATA)
@@ -234,8 +233,9 @@ pub fn indexed(found: &Found) -> CoreResult<Indexed> {
             (parsed, start)
         }
         Part::Footer => {
+            // A streaming-mode message's postamble gives no length, as its preamble.
             let (first_footer, length) = postamble(&found.data)?;
-            if length != found.length || first_footer != found.length - found.data.len() as u64 {
+            if (length != found.length && length != 0) || first_footer != found.length - found.data.len() as u64 {
                 return Err(CoreError::format("its postamble does not match its preamble"));
             }
             (frames(&found.data[..found.data.len() - POSTAMBLE_SIZE], first_footer)?, 0)
@@ -251,10 +251,6 @@ pub fn indexed(found: &Found) -> CoreResult<Indexed> {
     }
     Ok(Indexed { metadata, metadata_cbor, frames })
 }
-
-/// Splits bytes that hold whole messages, streaming-mode ones included, into `(offset, length)`
-/// spans that tile them (the binding passes the mapped reader's own rule).
-pub type SplitMessages = fn(&[u8]) -> CoreResult<Vec<(usize, usize)>>;
 
 /// Contiguous bytes of the file at hand: `data` starts at `start`.
 #[derive(Debug, Default)]
@@ -277,6 +273,26 @@ impl Window {
     }
 }
 
+/// Where the forward walk over a streaming-mode message's frames is: its frame headers are
+/// fetched one after the other (with the `ENDF` of the frame before), data-object frames
+/// skipped, until the footer frames, fetched whole to the postamble.
+#[derive(Debug, Clone)]
+struct Stream {
+    /// The message's offset.
+    start: u64,
+    /// Where the next frame header is looked for.
+    at: u64,
+    /// The frame skipped last, `(start, end, header)`: its `ENDF` is checked before going on.
+    skipped: Option<(u64, u64, FrameHeader)>,
+    /// Where the first footer frame starts.
+    footer: Option<u64>,
+    /// Where the message ends, once its postamble is found.
+    end: Option<u64>,
+    /// Bytes asked for at once: doubling while the frames are small, a header's guess after a
+    /// large one (whose payload is not fetched).
+    block: u64,
+}
+
 /// A pending request of the window: bytes before `keep_from` are dropped when it is fed.
 #[derive(Debug)]
 struct Request {
@@ -291,7 +307,6 @@ pub struct Scan {
     source: String,
     size: u64,
     settings: Settings,
-    split: SplitMessages,
     window: Window,
     block: u64,
     pending: Option<Request>,
@@ -308,17 +323,20 @@ pub struct Scan {
     missing: Option<Vec<u64>>,
     /// `(offset, total_length, layout)` of the last preamble parsed.
     head: Option<(u64, u64, Layout)>,
+    /// The walk over the streaming-mode message at hand, and the block its walk starts with
+    /// (the last one's: small messages follow each other).
+    stream: Option<Stream>,
+    stream_block: u64,
 }
 
 /// What a step of the scan needs: the bytes are at hand, or these ranges must be fetched first.
 type Step<T> = Result<T, Ranges>;
 
 impl Scan {
-    pub fn new(source: &str, size: u64, settings: Settings, split: SplitMessages) -> Self {
+    pub fn new(source: &str, size: u64, settings: Settings) -> Self {
         Scan {
             source: source.to_owned(),
             size,
-            split,
             window: Window::default(),
             block: settings.first_block,
             pending: None,
@@ -331,6 +349,8 @@ impl Scan {
             postambles: HashMap::new(),
             missing: None,
             head: None,
+            stream: None,
+            stream_block: settings.header_guess,
             settings,
         }
     }
@@ -468,22 +488,13 @@ impl Scan {
             }
         };
         if total == 0 {
-            // Streaming mode: the rest of the file, read whole and split as a mapped file is.
-            let ahead = self.ahead;
-            if let Err(ranges) = self.need(pos, size, ahead) {
-                return Ok(Err(ranges));
-            }
-            let rest = self.window.take(pos, size);
-            let found = (self.split)(rest)?.into_iter().map(|(offset, length)| Found {
-                offset: pos + offset as u64,
-                length: length as u64,
-                part: Part::Whole,
-                data: rest[offset..offset + length].to_vec(),
+            return self.streaming(pos, layout).map_err(|e| {
+                let message = format!(
+                    "bytes {pos}..{size} (after {found} complete message(s)) are a truncated or corrupt streaming-mode message ({})",
+                    e.message
+                );
+                CoreError::new(e.kind, message)
             });
-            let found: Vec<Found> = found.collect();
-            self.found.extend(found);
-            self.pos = size;
-            return Ok(Ok(()));
         }
         if pos.saturating_add(total) > size {
             return Err(CoreError::format(format!(
@@ -549,6 +560,154 @@ impl Scan {
         };
         self.found.push(message);
         (self.small, self.ahead, self.header_guess, self.footer_guess) = (small, ahead, header_guess, footer_guess);
+        self.pos = end;
+        Ok(Ok(()))
+    }
+}
+
+impl Scan {
+    /// Goes over the streaming-mode message at `pos` (its preamble parsed): its walk (`stream`)
+    /// is kept between fetches.
+    fn streaming(&mut self, pos: u64, layout: Layout) -> CoreResult<Step<()>> {
+        let mut s = match self.stream.take() {
+            Some(s) if s.start == pos => s,
+            _ => Stream {
+                start: pos,
+                at: pos + PREAMBLE_SIZE as u64,
+                skipped: None,
+                footer: None,
+                end: None,
+                block: self.stream_block,
+            },
+        };
+        let step = self.stream_step(&mut s, layout)?;
+        if step.is_err() {
+            self.stream = Some(s);
+        }
+        Ok(step)
+    }
+
+    /// The bytes of the window from `a` on (none where it does not hold `a`).
+    fn at_hand(&self, a: u64) -> &[u8] {
+        if self.window.start <= a && a <= self.window.stop() { self.window.take(a, self.window.stop()) } else { &[] }
+    }
+
+    /// Where the walk `s` reads from: the first footer frame, or the last bytes of the frame
+    /// skipped last, or where the next header is looked for.
+    fn stream_from(s: &Stream) -> u64 {
+        s.footer.unwrap_or_else(|| s.skipped.as_ref().map_or(s.at, |&(_, end, _)| end - 4))
+    }
+
+    /// The request for the walk `s`'s bytes up to `at_least` (a block more where the frames are
+    /// small). While the message may still be read whole, its bytes are kept from its start.
+    fn stream_fetch<T>(&mut self, s: &mut Stream, at_least: u64) -> CoreResult<Step<T>> {
+        let from = Self::stream_from(s);
+        if at_least > self.size {
+            return Err(CoreError::format(format!("the frame at byte {} runs past the end of the file", from - s.start)));
+        }
+        let keep = if from + s.block - s.start <= self.settings.whole_message_max { s.start } else { from };
+        let stop = if self.window.has(from, from) { self.window.stop() } else { from };
+        let b = at_least.max(stop + s.block);
+        s.block = (2 * s.block).min(self.settings.max_block);
+        match self.need(keep, b, 0) {
+            Err(ranges) => Ok(Err(ranges)),
+            Ok(_) => Err(CoreError::format("no postamble follows its frames")), // nothing more to fetch
+        }
+    }
+
+    fn stream_step(&mut self, s: &mut Stream, layout: Layout) -> CoreResult<Step<()>> {
+        let (size, whole_max) = (self.size, self.settings.whole_message_max);
+        let end = loop {
+            if let Some(end) = s.end {
+                break end;
+            }
+            let from = Self::stream_from(s);
+            let bytes = self.at_hand(from);
+            let available = (size - from) as usize;
+            let mut walk = FrameWalk::streaming_piece(bytes, 0, (from - s.start) as usize, available);
+            if let Some(footer) = s.footer {
+                // The footer frames, whole, to the postamble.
+                let need = loop {
+                    match walk.next_header()? {
+                        frames::Next::Header(header) if frames::phase(header.frame_type) < 2 => {
+                            let at = footer - s.start + walk.pos() as u64;
+                            return Err(CoreError::format(format!(
+                                "the frame at byte {at} comes after the footer frames it must precede"
+                            )));
+                        }
+                        frames::Next::Header(header) => match walk.frame(header)? {
+                            Taken::Frame(_) => {}
+                            Taken::Needs(need) => break need,
+                        },
+                        frames::Next::Needs(need) => break need,
+                        frames::Next::End if walk.pos() < bytes.len() => {
+                            s.end = Some(footer + (walk.pos() + POSTAMBLE_SIZE) as u64);
+                            break 0;
+                        }
+                        frames::Next::End if bytes.len() == available => {
+                            return Err(CoreError::format("no postamble follows its frames"))
+                        }
+                        frames::Next::End => break bytes.len() + 1,
+                    }
+                };
+                if s.end.is_none() {
+                    return self.stream_fetch(s, footer + need as u64);
+                }
+                continue;
+            }
+            if let Some((start, _, header)) = &s.skipped {
+                if bytes.len() < 4 {
+                    return self.stream_fetch(s, from + 4);
+                }
+                frames::check_frame_end(header, (start - s.start) as usize, &bytes[..4])?;
+                s.skipped = None;
+                continue;
+            }
+            match walk.next_header()? {
+                frames::Next::Header(header) => {
+                    let at = from + walk.pos() as u64;
+                    if frames::phase(header.frame_type) == 2 {
+                        s.footer = Some(at);
+                        continue;
+                    }
+                    let length = frames::frame_length(&header, (at - s.start) as usize)? as u64;
+                    let end = at.checked_add(length).filter(|&end| end <= size).ok_or_else(|| {
+                        CoreError::format(format!("the frame at byte {} runs past the end of the file", at - s.start))
+                    })?;
+                    s.at = at + frames::after_frame(0, length as usize, (size - at) as usize) as u64;
+                    if length > whole_max {
+                        s.block = self.settings.header_guess;
+                    }
+                    s.skipped = Some((at, end, header));
+                }
+                frames::Next::Needs(need) => return self.stream_fetch(s, from + need as u64),
+                frames::Next::End if walk.pos() < bytes.len() => {
+                    // A postamble before any footer frame.
+                    s.end = Some(from + (walk.pos() + POSTAMBLE_SIZE) as u64);
+                }
+                frames::Next::End if bytes.len() == available => return Err(CoreError::format("no postamble follows its frames")),
+                frames::Next::End => {
+                    // The last bytes may start a postamble not all fetched: they are looked at again.
+                    let len = bytes.len() as u64;
+                    s.at = s.at.max(from + len.saturating_sub(POSTAMBLE_SIZE as u64 - 1));
+                    return self.stream_fetch(s, from + len + 1);
+                }
+            }
+        };
+        let length = end - s.start;
+        let footer = s.footer.filter(|_| length > whole_max && layout == Layout::Footer);
+        let (from, part) = match footer {
+            Some(footer) => (footer, Part::Footer),
+            None => (s.start, Part::Whole),
+        };
+        let data = match self.need(from, end, 0) {
+            Ok(data) => data.to_vec(),
+            Err(ranges) => return Ok(Err(ranges)),
+        };
+        self.found.push(Found { offset: s.start, length, part, data });
+        self.stream_block = s.block;
+        self.small = length <= whole_max;
+        self.ahead = if self.small { self.settings.read_ahead } else { 0 };
         self.pos = end;
         Ok(Ok(()))
     }
@@ -694,13 +853,9 @@ mod tests {
     use super::*;
     use crate::testing::float_message as message;
 
-    fn no_streaming(_: &[u8]) -> CoreResult<Vec<(usize, usize)>> {
-        Err(CoreError::format("streaming mode"))
-    }
-
     /// Runs `scan` over `file`: what it found and the ranges it asked for, batch by batch.
     fn scan(file: &[u8], settings: Settings) -> CoreResult<(Vec<Found>, Vec<Ranges>)> {
-        let mut scan = Scan::new("file", file.len() as u64, settings, no_streaming);
+        let mut scan = Scan::new("file", file.len() as u64, settings);
         let mut requests = Vec::new();
         while let Some(ranges) = scan.wanted()? {
             requests.push(ranges.clone());
@@ -768,7 +923,7 @@ mod tests {
         let one = message(4096, 2);
         let file = [message(16, 1), one.clone(), one].concat();
         let settings = Settings { first_block: 256, whole_message_max: 1024, header_guess: 64, tail_guess: 64, ..Settings::default() };
-        let mut scan = Scan::new("file", file.len() as u64, settings, no_streaming);
+        let mut scan = Scan::new("file", file.len() as u64, settings);
         let mut batches = 0;
         while let Some(ranges) = scan.wanted().expect("wanted") {
             batches += 1;
@@ -842,6 +997,88 @@ mod tests {
         let (found, batches) = scan(&one, settings).expect("scans");
         assert!(batches.len() < 10, "{} batches", batches.len());
         assert_eq!(indexed(&found[0]).expect_err("no index").message, "its metadata or index frame is missing");
+    }
+
+    /// Runs `scan` over `file`, failing a walk that asks for more than `max_batches` batches.
+    fn bounded_scan(file: &[u8], settings: Settings, max_batches: usize) -> CoreResult<(Vec<Found>, Vec<Ranges>)> {
+        let mut scan = Scan::new("file", file.len() as u64, settings);
+        let mut requests = Vec::new();
+        while let Some(ranges) = scan.wanted()? {
+            requests.push(ranges.clone());
+            assert!(requests.len() <= max_batches, "{} batches", requests.len());
+            scan.feed(ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect())?;
+        }
+        Ok((scan.finish(), requests))
+    }
+
+    const STREAMED: Settings =
+        Settings { first_block: 1024, max_block: 8 << 20, read_ahead: 4, whole_message_max: 1024, header_guess: 256, tail_guess: 256 };
+
+    #[test]
+    fn streaming_mode_messages_are_walked_by_their_frame_headers() {
+        // Streaming messages (no length) among a normal one: each found where the mapped
+        // reader's rule finds it, read by its footer, and no payload fetched.
+        use crate::source::mapped_file::index_messages;
+        use crate::testing::streaming_float_message as streamed;
+        let file = [streamed(4096, 3), streamed(2048, 5), message(4096, 2), streamed(4096, 1)].concat();
+        let (found, batches) = bounded_scan(&file, STREAMED, 100).expect("scans");
+        let spans: Vec<(u64, u64)> = index_messages(&file).expect("a file").into_iter().map(|(o, l)| (o as u64, l as u64)).collect();
+        assert_eq!(found.iter().map(|m| (m.offset, m.length)).collect::<Vec<_>>(), spans);
+        for (m, objects) in found.iter().zip([3, 5, 2, 1]) {
+            assert!(m.part != Part::Whole, "message at {}", m.offset);
+            assert_eq!(indexed(m).expect("indexed").frames.len(), objects);
+        }
+        let fetched: u64 = batches.concat().iter().map(|(a, b)| b - a).sum();
+        assert!(fetched * 5 < file.len() as u64, "{fetched} of {} bytes fetched", file.len());
+    }
+
+    #[test]
+    fn small_streaming_mode_messages_come_whole_in_few_requests() {
+        use crate::testing::streaming_float_message as streamed;
+        let one = streamed(16, 2);
+        let file = one.repeat(200);
+        let (found, batches) = bounded_scan(&file, Settings { first_block: 1024, ..Settings::default() }, 20).expect("scans");
+        assert_eq!(found.len(), 200);
+        assert!(found.iter().all(|m| m.part == Part::Whole && m.data == one));
+        assert!(batches.len() < 20, "{} batches", batches.len());
+    }
+
+    #[test]
+    fn a_forged_or_truncated_streaming_message_is_an_error_in_few_requests() {
+        use crate::testing::streaming_float_message as streamed;
+        let one = streamed(4096, 2);
+        let fails = |file: &[u8], why: &str| {
+            let err = bounded_scan(file, STREAMED, 40).expect_err(why).message;
+            assert!(err.starts_with("file: bytes 0..") && err.contains("truncated or corrupt streaming-mode message"), "{why}: {err}");
+            err
+        };
+        for cut in [30, 100, 1000, one.len() / 2, one.len() - 30, one.len() - 10, one.len() - 1] {
+            fails(&one[..cut], &format!("cut at {cut}"));
+        }
+        let first = FrameHeader::read_from(&one[PREAMBLE_SIZE..]).expect("a frame");
+        let object_at = PREAMBLE_SIZE + (first.total_length as usize).next_multiple_of(8);
+        let object = FrameHeader::read_from(&one[object_at..]).expect("an object");
+        let with_length = |length: u64| {
+            let mut forged = one.clone();
+            forged[object_at + 8..object_at + 16].copy_from_slice(&length.to_be_bytes());
+            forged
+        };
+        // A frame length past the end of the file, or short of a header and footer, or one that
+        // lands in its payload (no ENDF there).
+        let err = fails(&with_length(u64::MAX), "past the end");
+        assert!(err.contains("runs past the end of the file"), "{err}");
+        let err = fails(&with_length(0), "zero length");
+        assert!(err.contains("shorter than its header and footer"), "{err}");
+        let err = fails(&with_length(object.total_length - 64), "inside the payload");
+        assert!(err.contains("does not end with ENDF"), "{err}");
+        // Zeros (or garbage) after the preamble: walked as padding, in blocks that double.
+        let mut zeros = one[..PREAMBLE_SIZE].to_vec();
+        zeros.resize(1 << 20, 0);
+        let err = fails(&zeros, "zeros");
+        assert!(err.contains("no postamble follows its frames"), "{err}");
+        let mut garbage = one[..PREAMBLE_SIZE].to_vec();
+        garbage.extend((0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8 | 0x80));
+        fails(&garbage, "garbage");
     }
 
     #[test]

@@ -947,7 +947,7 @@ mod tests {
     fn table_of_parts(file: &[u8]) -> Table {
         use crate::source::remote_walk::{indexed, Describe, Scan, Settings};
         let settings = Settings { first_block: 64, whole_message_max: 0, ..Settings::default() };
-        let mut walk = Scan::new("file", file.len() as u64, settings, |_| Err(CoreError::format("streaming mode")));
+        let mut walk = Scan::new("file", file.len() as u64, settings);
         let bytes = |ranges: Vec<(u64, u64)>| ranges.iter().map(|&(a, b)| file[a as usize..b as usize].to_vec()).collect();
         while let Some(ranges) = walk.wanted().expect("wanted") {
             walk.feed(bytes(ranges)).expect("fed");

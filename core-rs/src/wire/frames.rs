@@ -69,7 +69,7 @@ pub fn frame_length(header: &FrameHeader, at: usize) -> CoreResult<usize> {
 
 /// Where the bytes after a frame of `len` bytes at `pos` start: past its padding to 8 bytes from
 /// the frame's start, unless that padding would run past the bytes at hand (`available`).
-fn after_frame(pos: usize, len: usize, available: usize) -> usize {
+pub fn after_frame(pos: usize, len: usize, available: usize) -> usize {
     let aligned = pos + len.next_multiple_of(8);
     if aligned <= available { aligned } else { pos + len }
 }
@@ -107,20 +107,30 @@ pub struct FrameWalk<'a> {
     base: usize,
     /// A streaming message: its frames end at its postamble, wherever that is.
     streaming: bool,
+    /// The bytes a frame's padding may run into: those walked, or (a piece of a message fetched
+    /// by range) the rest of the file after their start.
+    available: usize,
 }
 
 impl<'a> FrameWalk<'a> {
     /// A walk over the frames that start in `bytes[start..end]`, which begin `base` bytes into
     /// their message (frames may run on past `end`, as upstream lets them).
     pub fn new(bytes: &'a [u8], start: usize, end: usize, base: usize) -> Self {
-        FrameWalk { bytes, pos: start, passed: start, end: end.min(bytes.len()), base, streaming: false }
+        FrameWalk { bytes, pos: start, passed: start, end: end.min(bytes.len()), base, streaming: false, available: bytes.len() }
     }
 
     /// A walk over the frames of the streaming-mode message (length 0 in its preamble) that
     /// starts `bytes`, ending at the first postamble between frames. Upstream's scan instead
     /// searches for the end marker, which stops inside any payload that holds those 8 bytes.
     pub fn streaming(bytes: &'a [u8]) -> Self {
-        FrameWalk { bytes, pos: PREAMBLE_SIZE, passed: PREAMBLE_SIZE, end: bytes.len(), base: 0, streaming: true }
+        Self::streaming_piece(bytes, PREAMBLE_SIZE, 0, bytes.len())
+    }
+
+    /// The walk of `streaming` over a piece of such a message fetched by range: `bytes` begin
+    /// `base` bytes into the message, at a frame or in the padding after one, and the file holds
+    /// `available` bytes from their start. A postamble ends it where the piece holds all of it.
+    pub fn streaming_piece(bytes: &'a [u8], start: usize, base: usize, available: usize) -> Self {
+        FrameWalk { bytes, pos: start, passed: start, end: bytes.len(), base, streaming: true, available }
     }
 
     /// Where the walk is in its bytes: at the header `next_header` found, past the frame `frame`
@@ -169,11 +179,9 @@ impl<'a> FrameWalk<'a> {
         let Some(frame) = rest.get(..len) else {
             return Ok(Taken::Needs(self.pos.saturating_add(len)));
         };
-        if !frame.ends_with(FRAME_END) {
-            return Err(CoreError::format(format!("the {} frame at byte {at} does not end with ENDF", kind(header.frame_type))));
-        }
+        check_frame_end(&header, at, frame)?;
         let range = self.pos..self.pos + len;
-        self.pos = after_frame(self.pos, len, self.bytes.len());
+        self.pos = after_frame(self.pos, len, self.available);
         self.passed = self.pos;
         Ok(Taken::Frame(Frame { header, range }))
     }
@@ -195,6 +203,15 @@ impl<'a> FrameWalk<'a> {
     fn runs_past(&self) -> CoreError {
         CoreError::format(format!("the frame at byte {} runs past the end of the message", self.base + self.pos))
     }
+}
+
+/// Checks that the frame with this header at byte `at` of its message ends with `ENDF`: `end`
+/// holds its last bytes (4 at least).
+pub fn check_frame_end(header: &FrameHeader, at: usize, end: &[u8]) -> CoreResult<()> {
+    if end.ends_with(FRAME_END) {
+        return Ok(());
+    }
+    Err(CoreError::format(format!("the {} frame at byte {at} does not end with ENDF", kind(header.frame_type))))
 }
 
 /// Where the frame at `offset` of `bytes` lies: one that upstream's `decode_message` found and
