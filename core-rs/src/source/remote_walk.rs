@@ -16,14 +16,15 @@ use std::ops::Range;
 
 use tensogram::types::IndexFrame;
 use tensogram::wire::{
-    DataObjectFlags, FrameHeader, FrameType, MessageFlags, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_HEADER_SIZE, MAGIC,
+    DataObjectFlags, FrameHeader, FrameType, MessageFlags, Preamble, DATA_OBJECT_FOOTER_SIZE, FRAME_HEADER_SIZE,
     POSTAMBLE_SIZE, PREAMBLE_SIZE,
 };
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
 
-use crate::wire::cbor::Walker;
 use crate::errors::{CoreError, CoreResult};
 use crate::source::message::walk;
+use crate::wire::cbor::Walker;
+use crate::wire::foreign;
 use crate::wire::frames::{self, FrameWalk, Taken};
 
 /// Byte ranges `[start, stop)` of the file.
@@ -473,8 +474,8 @@ impl Scan {
                 }
                 let parsed = match preamble(self.window.take(pos, (pos + head).min(self.window.stop()))) {
                     Ok(parsed) => parsed,
-                    Err(_) if found == 0 && !self.window.take(pos, self.window.stop()).starts_with(MAGIC) => {
-                        return Err(CoreError::format("not a Tensogram file (it does not start with TENSOGRM)"))
+                    Err(_) if found == 0 && !foreign::starts_as_tensogram(self.window.take(pos, self.window.stop())) => {
+                        return Err(foreign::not_tensogram("file", self.window.take(pos, self.window.stop())))
                     }
                     Err(_) => {
                         return Err(CoreError::format(format!(
@@ -941,7 +942,7 @@ mod tests {
         let err = scan(&[one.clone(), b"x".repeat(100)].concat(), Settings::default()).expect_err("garbage").message;
         assert!(err.contains(&format!("bytes {}..{} (after 1 complete message(s)) are not a message", one.len(), one.len() + 100)), "{err}");
         let err = scan(&[b"GRIB".as_slice(), &[0; 200]].concat(), Settings::default()).expect_err("not tgm").message;
-        assert!(err.starts_with("file: not a Tensogram file"), "{err}");
+        assert!(err.starts_with("file: not a Tensogram file: it is GRIB"), "{err}");
     }
 
     #[test]
