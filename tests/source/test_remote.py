@@ -449,7 +449,7 @@ def test_not_a_tgm_file(range_server, tmp_path):
     other = tmp_path / "x.tgm"
     other.write_bytes(b"GRIB" + bytes(200))
     url, _ = serve(range_server, other)
-    with pytest.raises(TgmFormatError, match=rf"{url}: not a Tensogram file"):
+    with pytest.raises(TgmFormatError, match=rf"{url}: not a Tensogram file: it is GRIB \(open it with engine=\"cfgrib\""):
         tgm_xarray.open_file(url)
 
 
