@@ -6,8 +6,10 @@ Each variable's Tensogram encoding becomes its nearest equivalent there (docs/cl
   packing again: the same dtype, ``scale_factor``, ``add_offset`` and ``_FillValue``;
 - simple packing whose parameters every field shares -> its own integers as CF packing
   (:func:`integer_packing`): uint8, uint16 or uint32, exactly the values the ``.tgm`` gives;
-- other simple packing -> float32 where that holds the values, else for at most 16 bits CF
-  packing over the variable's range (int8 or int16, :func:`packing`), else floats as decoded;
+- other simple packing (fields packed each over its own range) -> float32 where that holds the
+  values, else the floats as decoded; or, where the caller trades exactness for size
+  (``convert --pack-over-range``), CF packing over the variable's range for at most 16 bits
+  (int8 or int16, :func:`packing`: at most half its step added);
 - any compression -> zlib (NetCDF), zarr's default compressors (Zarr); none -> none; Zarr
   chunks are the stored fields (``preferred_chunks``);
 - everything else (filters, lossy zfp/sz3 values) is written as the floats it decodes to.
@@ -69,14 +71,18 @@ def packing(values: np.ndarray, bits: int) -> dict | None:
             "_FillValue": int(-top - 1)}
 
 
-def encodings(ds: xr.Dataset, fmt: str, warn: Callable[[str], None]) -> dict[str, dict]:
+def encodings(ds: xr.Dataset, fmt: str, warn: Callable[[str], None], *,
+              pack_over_range: bool = False) -> dict[str, dict]:
     """The ``encoding=`` of ``to_netcdf``/``to_zarr`` that stands for each variable's Tensogram
-    encoding (``warn`` names the packed variables kept as floats)."""
+    encoding. ``pack_over_range``: fields packed each over its own range that float32 does not
+    hold become CF packing over the variable's range (``warn`` names the wider ones, which stay
+    floats) instead of the floats they decode to."""
     out: dict[str, dict] = {}
     wide: list[str] = []
     for name, var in ds.variables.items():
         source = var.encoding
-        encoding = _packed(str(name), var, fmt, wide.append) if var.dtype.kind == "f" else {}
+        over_range = wide.append if pack_over_range else None
+        encoding = _packed(str(name), var, fmt, over_range) if var.dtype.kind == "f" else {}
         compressed = source.get("tensogram_compression", "none") != "none"
         if fmt == "netcdf":
             encoding.update({"zlib": True, "complevel": 4} if compressed else {"zlib": False})
@@ -93,11 +99,12 @@ def encodings(ds: xr.Dataset, fmt: str, warn: Callable[[str], None]) -> dict[str
     return out
 
 
-def _packed(name: str, var: xr.Variable, fmt: str, wide: Callable[[str], None]) -> dict:
+def _packed(name: str, var: xr.Variable, fmt: str, wide: Callable[[str], None] | None) -> dict:
     """The encoding of one floating-point variable: the CF packing its values had before they
     were written to the ``.tgm`` (recorded there), else the packed integers of its simple
-    packing (:func:`integer_packing`), else float32 where that holds the values, else CF
-    packing over their range for packing of up to 16 bits, else floats as decoded."""
+    packing (:func:`integer_packing`), else float32 where that holds the values, else (where
+    ``wide`` is given: packing over the range was asked for) CF packing over their range for
+    packing of up to 16 bits, else floats as decoded."""
     recorded = cf.packing(var.encoding)
     if recorded is not None:
         return cf.packing_encoding(recorded, var.dtype)
@@ -113,6 +120,8 @@ def _packed(name: str, var: xr.Variable, fmt: str, wide: Callable[[str], None]) 
         return {}  # the values as the .tgm gives them (float32 of cfgrib's fields, say)
     if _float32_holds(values):
         return {"dtype": "float32"}
+    if wide is None:
+        return {}
     if bits <= MAX_PACKED_BITS:
         return packing(values, int(bits)) or {}
     wide(f"{name} ({bits} bits)")
@@ -169,12 +178,13 @@ def integer_packing(values: np.ndarray, bits: int, params: Mapping[str, Any], *,
 def _float32_holds(values: np.ndarray) -> bool:
     """Whether float32 holds every one of ``values`` exactly."""
     return bool(np.array_equal(values.astype(np.float32), values, equal_nan=True))
-def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None], *, durable: bool = False) -> None:
+def export(ds: xr.Dataset, output: str, fmt: str, warn: Callable[[str], None], *, durable: bool = False,
+           pack_over_range: bool = False) -> None:
     """Writes ``ds`` to ``output`` (NetCDF or Zarr) atomically (:mod:`tgm_xarray.atomic`): into
     a temporary name beside it, renamed over ``output`` once complete (an existing ``output`` is
-    replaced)."""
+    replaced). ``pack_over_range``: as in :func:`encodings`."""
     engine = _netcdf_engine(output) if fmt == "netcdf" else None  # before anything is written
-    encoding = encodings(ds, fmt, warn)
+    encoding = encodings(ds, fmt, warn, pack_over_range=pack_over_range)
     ds = ds.copy()
     for var in ds.variables.values():
         var.encoding = {k: v for k, v in var.encoding.items() if k in _KEPT_ENCODING}

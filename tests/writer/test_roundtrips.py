@@ -246,20 +246,48 @@ def test_packing_exports_as_its_own_integers(tmp_path, dtype, bits, stored, suff
         xr.testing.assert_identical(again.drop_encoding(), tgm.drop_encoding())
 
 
-def test_fields_with_parameters_of_their_own_export_as_float32_where_exact(tmp_path, capsys):
-    """No one scale and offset holds the integers of fields packed each over its own range:
-    float32 where it holds the values (float32 ones), else, to 16 bits, CF packing over the
-    variable's range as before; wider packing stays floating point, with a warning."""
-    for dtype, bits, stored in [("float32", 16, np.float32), ("float64", 16, np.int16), ("float64", 24, np.float64)]:
-        tgm = packed_tgm(tmp_path / "p.tgm", dtype, bits, fields=2)
-        assert "sp_reference_value" not in tgm.t.encoding["tensogram_params"]
-        convert(tmp_path / "p.tgm", tmp_path / "p.nc", "--force")
-        raw, back = netcdf(tmp_path / "p.nc", mask_and_scale=False), netcdf(tmp_path / "p.nc")
-        assert raw.t.dtype == stored, (dtype, bits)
+@pytest.mark.parametrize("dtype, bits, stored", [
+    ("float32", 16, np.float32), ("float64", 16, np.float64), ("float64", 24, np.float64)])
+def test_fields_with_parameters_of_their_own_export_exactly_as_floats(tmp_path, capsys, dtype, bits, stored):
+    """No one scale and offset holds the integers of fields packed each over its own range: the
+    values as floats, float32 where it holds them, and back into a .tgm the same values."""
+    tgm = packed_tgm(tmp_path / "p.tgm", dtype, bits, fields=2)
+    assert "sp_reference_value" not in tgm.t.encoding["tensogram_params"]
+    convert(tmp_path / "p.tgm", tmp_path / "p.nc")
+    raw, back = netcdf(tmp_path / "p.nc", mask_and_scale=False), netcdf(tmp_path / "p.nc")
+    assert raw.t.dtype == stored and "scale_factor" not in raw.t.attrs
+    np.testing.assert_array_equal(back.t.values, tgm.t.values)
+    assert "warning" not in capsys.readouterr().err
+    convert(tmp_path / "p.nc", tmp_path / "again.tgm")
+    np.testing.assert_array_equal(open_tgm(tmp_path / "again.tgm").t.values, tgm.t.values)
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_packing_over_the_range_trades_half_a_step_for_size_when_asked(tmp_path, capsys, suffix):
+    """--pack-over-range: to 16 bits, int16 CF packing over the variable's range, within half its
+    step; wider packing stays floating point, with a warning naming it."""
+    for bits, stored in [(16, np.int16), (24, np.float64)]:
+        tgm = packed_tgm(tmp_path / "p.tgm", "float64", bits, fields=2)
+        out = tmp_path / f"p{suffix}"
+        convert(tmp_path / "p.tgm", out, "--force", "--pack-over-range")
+        raw, back = open_output(out, mask_and_scale=False), open_output(out)
+        assert raw.t.dtype == stored, bits
         if stored == np.int16:
             step = float(np.nanmax(tgm.t) - np.nanmin(tgm.t)) / (2 * 32767)
             np.testing.assert_allclose(back.t, tgm.t, rtol=0, atol=step / 2 * (1 + 1e-9))
+            assert not np.array_equal(back.t.values, tgm.t.values, equal_nan=True)
         else:
             np.testing.assert_array_equal(back.t.values, tgm.t.values)
         warned = "t (24 bits): fields packed to more than 16 bits with parameters of their own" in capsys.readouterr().err
         assert warned == (bits == 24)
+
+
+@pytest.mark.parametrize("output", ["out.tgm", "out.grib2"])
+def test_packing_over_the_range_is_only_for_netcdf_and_zarr(tmp_path, capsys, output):
+    tgm = tmp_path / "p.tgm"
+    packed_tgm(tgm, "float64", 16, fields=2)
+    with pytest.raises(SystemExit) as exit:
+        main(["convert", str(tgm), str(tmp_path / output), "--pack-over-range", "--no-progress"])
+    assert exit.value.code == 2
+    assert "--pack-over-range: only for a .nc or .zarr OUTPUT" in capsys.readouterr().err
+    assert not (tmp_path / output).exists()

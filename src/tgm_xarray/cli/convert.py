@@ -84,6 +84,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     convert.add_argument("--durable", action="store_true",
                          help="fsync each output before it replaces its name, and its directory after: "
                               "outputs that survive a power cut (slower; docs/writer.md)")
+    convert.add_argument("--pack-over-range", action="store_true",
+                         help="a .nc or .zarr OUTPUT: fields packed each over its own range that float32 "
+                              "does not hold become int16 (int8) CF packing over the variable's range, "
+                              "adding at most half its step, instead of float64 values (exact, about 4x larger)")
     add_storage_options(convert)
     add_progress_options(convert)
     convert.set_defaults(run=run, parser=convert)
@@ -94,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_ranges(args)
     fmt = output_format(args.output)
+    if args.pack_over_range and fmt not in ("netcdf", "zarr"):
+        raise UsageError(f"--pack-over-range: only for a .nc or .zarr OUTPUT (got {args.output!r})")
     if fmt is not None:
         return _convert_from_tgm(args, fmt)
     from tgm_xarray.writer import TgmWriter
@@ -323,7 +329,7 @@ def _convert_from_tgm(args: argparse.Namespace, fmt: str) -> int:
               f"from {args.inputs[0]} as GRIB 2")
         return 0
     export(ds, args.output, fmt, lambda text: print(f"tgm-xarray: warning: {text}", file=sys.stderr),
-           durable=args.durable)
+           durable=args.durable, pack_over_range=args.pack_over_range)
     print(f"{args.output}: wrote {plural(len(ds.data_vars), 'variable')} from {args.inputs[0]} as {name}")
     return 0
 
