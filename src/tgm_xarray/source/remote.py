@@ -24,14 +24,14 @@ import numpy as np
 
 from tgm_xarray import _core
 from tgm_xarray.errors import TgmFormatError
-from tgm_xarray.source import fetcher
+from tgm_xarray.source import fetcher as fetching  # not `fetcher`: RemoteHandle takes a `fetcher=`
 from tgm_xarray.source.fetcher import Fetcher, RangeFetcher, drive, drive_async
 from tgm_xarray.threads import check_threads
 
 if TYPE_CHECKING:
     from tgm_xarray.table import MetadataTable
 
-#: Opening reads the file from its start in blocks of ``fetcher.FIRST_BLOCK`` bytes (the first
+#: Opening reads the file from its start in blocks of ``fetching.FIRST_BLOCK`` bytes (the first
 #: request's), doubling up to ``MAX_BLOCK`` while the messages are small, ``READ_AHEAD`` blocks in
 #: flight at once.
 MAX_BLOCK = 8 * 2**20
@@ -53,7 +53,7 @@ def is_url(path: object) -> TypeGuard[str]:
 def scan_settings() -> dict[str, int]:
     """How much opening reads at once, as ``_core.scan_remote`` takes it (the module's settings and
     the fetcher's first block, read at each open so that they can be changed)."""
-    return {"first_block": fetcher.FIRST_BLOCK, "max_block": MAX_BLOCK, "read_ahead": READ_AHEAD,
+    return {"first_block": fetching.FIRST_BLOCK, "max_block": MAX_BLOCK, "read_ahead": READ_AHEAD,
             "whole_message_max": WHOLE_MESSAGE_MAX, "header_guess": HEADER_GUESS, "tail_guess": TAIL_GUESS}
 
 
