@@ -164,17 +164,8 @@ fn encode_direct(
     }
     // Bytes made here are framed as no payload (upstream's framing copies a payload it is given),
     // then moved into the frame.
-    let placeholders: Vec<Option<DataObjectDescriptor>> = stored.iter().map(Direct::placeholder).collect();
-    let pairs: Vec<(&DataObjectDescriptor, &[u8])> = stored
-        .iter()
-        .zip(&placeholders)
-        .map(|(object, placeholder)| match (object, placeholder) {
-            (_, Some(placeholder)) => (placeholder, &[][..]),
-            (Direct::Given(desc, data), None) => (*desc, *data),
-            (Direct::Compressed { raw, values, .. }, None) => (raw, *values),
-            (Direct::Made(..), None) => unreachable!("made bytes have a placeholder"),
-        })
-        .collect();
+    let framed: Vec<(Cow<DataObjectDescriptor>, &[u8])> = stored.iter().map(Direct::framed_as).collect();
+    let pairs: Vec<(&DataObjectDescriptor, &[u8])> = framed.iter().map(|(desc, data)| (desc.as_ref(), *data)).collect();
     let message = tensogram::encode_pre_encoded(global, &pairs, options)
         .map_err(|e| CoreError::from_tensogram(&e, "encode failed"))?;
     if stored.iter().all(|o| matches!(o, Direct::Given(..))) {
@@ -231,17 +222,18 @@ enum Direct<'a> {
 }
 
 impl Direct<'_> {
-    /// The descriptor upstream frames with no payload, for bytes made here: without their szip
-    /// offsets, which it would check against the payload.
-    fn placeholder(&self) -> Option<DataObjectDescriptor> {
+    /// The descriptor and bytes upstream frames: bytes made here as no payload, under their
+    /// descriptor without the szip offsets (which it would check against the payload); plain
+    /// values under their uncompressed descriptor (upstream checks their length).
+    fn framed_as(&self) -> (Cow<'_, DataObjectDescriptor>, &[u8]) {
         match self {
-            Direct::Given(..) => None,
+            Direct::Given(desc, data) => (Cow::Borrowed(*desc), data),
             Direct::Made(desc, _) => {
                 let mut placeholder = desc.clone();
                 placeholder.params.remove(szip::OFFSETS_KEY);
-                Some(placeholder)
+                (Cow::Owned(placeholder), &[])
             }
-            Direct::Compressed { .. } => None, // plain values: upstream checks their length
+            Direct::Compressed { raw, values, .. } => (Cow::Borrowed(raw), values),
         }
     }
 }
