@@ -25,6 +25,7 @@ _MODULES = {
     "write": "case_write",
     "write-stream": "case_write_stream",
     "write-dask": "case_write_dask",
+    "write-peak": "case_write_peak",
     "convert": "case_convert",
 }
 
