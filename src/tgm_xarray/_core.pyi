@@ -26,7 +26,7 @@ DTYPES: tuple[str, ...]
 # Raw reads below this much work (bytes copied + BYTES_PER_PIECE per separate run) keep the GIL.
 RELEASE_MIN_BYTES: int
 BYTES_PER_PIECE: int
-# Metadata keys the table keeps out of its key columns (core-rs/src/table.rs): the encoder's
+# Metadata keys the table keeps out of its key columns (core-rs/src/table/mod.rs): the encoder's
 # `_reserved_`, and the dimension-name hints and coordinate attributes that get columns of their own.
 RESERVED_KEY: str
 DIM_NAMES_KEY: str
