@@ -41,7 +41,7 @@ LABELS_KEY = "_labels_"
 #: back in the variable's ``encoding``.
 CF_PACKING_KEY = "_cf_packing_"
 #: Metadata that shapes the Dataset instead of describing the data: never attributes, dimensions
-#: or names. The core's table keeps the first three out of its key columns (core-rs/src/table.rs):
+#: or names. The core's table keeps the first three out of its key columns (core-rs/src/table/mod.rs):
 #: the encoder's ``_reserved_`` (tensor layout, encode time, UUID), the ``dim_names`` hints and
 #: ``_extra_``'s ``coordinate_attrs`` (``{"member": {"long_name": "ensemble member"}}``); the
 #: planner reads ``_values_dtype_`` (the dtype packed values were given in) and the writer's
