@@ -11,11 +11,13 @@ depends on the scheduler (docs/writer.md, "dask, threads and memory"):
   into its fields and encoded on the dask thread that computed it (:class:`EncodedFields`).
   Memory holds the blocks being computed and the messages not yet written in order, never the
   Dataset.
-- a ``dask.distributed`` client: every block is submitted at once, computed on the workers, and
-  fetched here in the order the file needs them, to be encoded on the writer's threads
-  (:class:`FetchedFields`); a block leaves this process once its last field is taken.
+- a ``dask.distributed`` client: a task per field, all submitted at once, takes the field from
+  its block (computed once, on the workers) and encodes it there (:class:`ClusterFields`); only
+  the messages come here, each fetched when the file needs it: memory holds the messages being
+  written, never a block.
 - any other scheduler (processes): each block is computed by itself when the writer first needs
-  it (shared intermediates then once per block).
+  it (shared intermediates then once per block), and encoded on the writer's threads
+  (:class:`FetchedFields`).
 
 >>> import dask.array as da, numpy as np, xarray as xr
 >>> from tgm_xarray.layout import plan
@@ -27,6 +29,7 @@ depends on the scheduler (docs/writer.md, "dask, threads and memory"):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -39,8 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
-from tgm_xarray.layout import MessageSpec, VariableLayout
+from tgm_xarray.layout import MessageSpec, ObjectSpec, VariableLayout
 
 #: A field of a dask-backed variable: its layout's ``id`` and its position along the stacked
 #: dimensions.
@@ -227,22 +231,90 @@ def _forget_compute_threads() -> None:
 os.register_at_fork(after_in_child=_forget_compute_threads)
 
 
+class ClusterFields:
+    """Each field encoded on the workers of a ``dask.distributed`` client, by a task of its own
+    that takes the field from its block's values and returns its message; every task is
+    submitted at once, as ``to_zarr`` submits its stores, so that each block is computed once
+    and what the blocks share once for all. :meth:`message` fetches a field's message when the
+    file needs it and drops it from the cluster: this process holds the messages being written,
+    never a block."""
+
+    def __init__(self, layouts: Sequence[VariableLayout], specs: dict[FieldKey, MessageSpec],
+                 encode: Encode, client: Any):
+        import dask
+
+        keys, tasks = [], []
+        portable = _Portable()
+        for block, values in _blocks(layouts):
+            for position, local in block.fields():
+                key = (id(block.layout), position)
+                # What the worker needs goes in the function, as in EncodedFields; the block's
+                # values are its one argument, fetched from the worker that holds them.
+                task = functools.partial(_encode_field, encode=encode, spec=portable(specs[key]), local=local)
+                keys.append(key)
+                tasks.append(dask.delayed(task, pure=False)(values))
+        self._client = client
+        self._lock = threading.Lock()
+        self._futures = dict(zip(keys, client.compute(tasks)))
+
+    def message(self, key: FieldKey) -> Any:
+        """The message of field ``key`` (``None``: left out), once the workers have encoded it;
+        the compute's error if it failed."""
+        with self._lock:
+            future = self._futures.pop(key)
+        try:
+            return future.result()
+        finally:
+            future.release()
+
+    def close(self) -> None:
+        """Cancel the fields not taken yet."""
+        with self._lock:
+            left, self._futures = list(self._futures.values()), {}
+        if left:
+            self._client.cancel(left)
+
+
+def _encode_field(values: np.ndarray, *, encode: Encode, spec: MessageSpec, local: tuple[int, ...]) -> Any:
+    return encode(spec, values[local])
+
+
+class _Portable:
+    """Field specs as a worker encodes them: nothing dask-backed, nothing of this process. The
+    field's values come from its block, so its object keeps no variable; the other objects (the
+    field's coordinates) are loaded here once for all the fields that share them."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[int, ObjectSpec] = {}
+
+    def __call__(self, spec: MessageSpec) -> MessageSpec:
+        field, *others = spec.objects
+        no_values = dataclasses.replace(field, whole=xr.Variable((), 0), at=())
+        return dataclasses.replace(spec, objects=(no_values, *map(self._load, others)), origin=None)
+
+    def _load(self, obj: ObjectSpec) -> ObjectSpec:
+        loaded = self._loaded.get(id(obj))
+        if loaded is None:
+            variable = obj.variable
+            loaded = self._loaded[id(obj)] = dataclasses.replace(
+                obj, whole=xr.Variable(variable.dims, np.asarray(variable.values), variable.attrs), at=())
+        return loaded
+
+
 class FetchedFields:
-    """Blocks computed elsewhere (a distributed cluster, or a scheduler of other processes) and
-    brought here when the writer first needs one of their fields; each is dropped once all its
+    """Blocks computed by a scheduler of other processes, each by itself when the writer first
+    needs one of its fields, and encoded on the writer's threads; each is dropped once all its
     fields are taken."""
 
     def __init__(self, layouts: Sequence[VariableLayout], specs: dict[FieldKey, MessageSpec],
-                 encode: Encode, client: Any | None):
+                 encode: Encode):
         self._specs = specs
         self._encode = encode
         self._lock = threading.Lock()
         blocks = _blocks(layouts)
         self._blocks = {(id(block.layout), position): block for block, _ in blocks
                         for position, _ in block.fields()}
-        self._pending = dict(blocks)  # each block's delayed values, until fetched
-        self._futures = dict(zip(self._pending, client.compute(list(self._pending.values())))) \
-            if client is not None else None
+        self._pending = dict(blocks)  # each block's delayed values, until computed
         self._held: dict[Block, _Fetched] = {}  # blocks some of whose fields are not taken yet
 
     def message(self, key: FieldKey) -> Any:
@@ -250,14 +322,13 @@ class FetchedFields:
         return self._encode(self._specs[key], self._values(key))
 
     def _values(self, key: FieldKey) -> np.ndarray:
-        """The values of field ``key`` (fetching or computing its block first: once, outside the
-        lock of the others, so that the writer's threads fetch different blocks at once)."""
+        """The values of field ``key`` (computing its block first: once, outside the lock of the
+        others, so that the writer's threads compute different blocks at once)."""
         block = self._blocks[key]
         with self._lock:
             fetched = self._held.get(block)
             if fetched is None:
-                future = self._futures.pop(block) if self._futures is not None else None
-                fetched = _Fetched(self._pending.pop(block), future, int(np.prod(block.counts)))
+                fetched = _Fetched(self._pending.pop(block), int(np.prod(block.counts)))
                 self._held[block] = fetched
             fetched.left -= 1
             if not fetched.left:
@@ -266,31 +337,23 @@ class FetchedFields:
         return fetched.values()[local]
 
     def close(self) -> None:
-        """Cancel the blocks no field was taken from yet."""
-        if self._futures:
-            for future in self._futures.values():
-                future.cancel()
         self._held.clear()
 
 
 class _Fetched:
-    """One block's values, fetched (or computed) by the first thread that asks for them, the
-    others waiting for that fetch only; ``left``: its fields not taken yet."""
+    """One block's values, computed by the first thread that asks for them, the others waiting
+    for that compute only; ``left``: its fields not taken yet."""
 
-    def __init__(self, delayed: Any, future: Any | None, left: int):
-        self._delayed, self._future, self.left = delayed, future, left
+    def __init__(self, delayed: Any, left: int):
+        self._delayed, self.left = delayed, left
         self._lock = threading.Lock()
         self._values: np.ndarray | None = None
 
     def values(self) -> np.ndarray:
         with self._lock:
             if self._values is None:
-                if self._future is None:
-                    self._values = np.asarray(self._delayed.compute())
-                else:
-                    self._values = np.asarray(self._future.result())
-                    self._future.release()
-                self._delayed = self._future = None
+                self._values = np.asarray(self._delayed.compute())
+                self._delayed = None
             return self._values
 
 
@@ -323,8 +386,8 @@ def scheduler_of(threads: int | None) -> tuple[str, Any]:
     return "other", None
 
 
-def block_fields(specs: Iterable[MessageSpec], encode: Encode, threads: int | None, *,
-                 spill_dir: str, in_memory: int | None = None) -> EncodedFields | FetchedFields | None:
+def block_fields(specs: Iterable[MessageSpec], encode: Encode, threads: int | None, *, spill_dir: str,
+                 in_memory: int | None = None) -> EncodedFields | ClusterFields | FetchedFields | None:
     """What gives the messages of the fields of dask-backed variables among ``specs`` (``None``
     where there are none), each block computed once, as the scheduler allows. Messages encoded
     before their turn wait in memory, ``in_memory`` of them at most (default: two per thread),
@@ -337,4 +400,6 @@ def block_fields(specs: Iterable[MessageSpec], encode: Encode, threads: int | No
     if kind == "local":
         waiting = in_memory if in_memory is not None else 2 * (threads or os.cpu_count() or 1) + 2
         return EncodedFields(layouts, keyed, encode, how, spill_dir=spill_dir, in_memory=waiting)
-    return FetchedFields(layouts, keyed, encode, how if kind == "distributed" else None)
+    if kind == "distributed":
+        return ClusterFields(layouts, keyed, encode, how)
+    return FetchedFields(layouts, keyed, encode)

@@ -35,7 +35,7 @@ import xarray as xr
 
 from tgm_xarray import _core
 from tgm_xarray.atomic import MODES, AtomicFile, CommitsOnSuccess, WriteMode
-from tgm_xarray.blocks import EncodedFields, FetchedFields, block_fields, field_key
+from tgm_xarray.blocks import ClusterFields, EncodedFields, FetchedFields, block_fields, field_key
 from tgm_xarray.errors import TgmCodecError, TgmError, TgmIndexWarning
 from tgm_xarray.layout import DatasetPlan, MessageSpec, ObjectSpec, plan
 from tgm_xarray.plans import index
@@ -190,10 +190,13 @@ class TgmWriter(CommitsOnSuccess):
             raise ValueError(f"{self.path}: the writer is already closed")
         self._out.check_owned()  # before any encoding: a forked child cannot write
         advance = self._advance(write_plan.count)
-        encode = functools.partial(_encode_message, hash=self.hash, scheduler=_dask_scheduler(),
-                                   skip_nan_fields=skip_nan_fields, threads=self.threads)
+        # The fields of dask blocks may be encoded on dask.distributed's workers: what encodes
+        # them pickles (no scheduler, which may be the client); the others are read here.
+        encode_field = functools.partial(_encode_message, hash=self.hash, skip_nan_fields=skip_nan_fields,
+                                         threads=self.threads)
+        encode = functools.partial(encode_field, scheduler=_dask_scheduler())
         specs = list(write_plan.messages())
-        fields = block_fields(specs, encode, self.threads, spill_dir=os.path.dirname(self._out.path))
+        fields = block_fields(specs, encode_field, self.threads, spill_dir=os.path.dirname(self._out.path))
         written = 0
         covered: set = set()  # what the written fields stand for (`MessageSpec.at`)
         holes: list[MessageSpec] = []  # all-NaN fields, written only if something needs them
@@ -234,7 +237,7 @@ class TgmWriter(CommitsOnSuccess):
         return None if self._progress is None else self._progress.update
 
     def _job(self, spec: MessageSpec, encode: Callable[[MessageSpec], memoryview | None],
-             fields: EncodedFields | FetchedFields | None):
+             fields: EncodedFields | ClusterFields | FetchedFields | None):
         """The work of one message, giving ``(spec, its bytes or None)``: a field of a dask block
         from ``fields``, any other read and encoded by the job. Auxiliary coordinates the file
         already holds are dropped (on this thread, before the message is queued)."""
@@ -310,19 +313,20 @@ def _ordered(jobs: Iterable[Callable[[], Any]], threads: int):
 
 @overload
 def _encode_message(spec: MessageSpec, field: np.ndarray | None = None, *, hash: bool,
-                    scheduler: str | None, skip_nan_fields: Literal[False],
-                    threads: int | None) -> memoryview: ...
+                    skip_nan_fields: Literal[False], threads: int | None,
+                    scheduler: Any = "synchronous") -> memoryview: ...
 @overload
 def _encode_message(spec: MessageSpec, field: np.ndarray | None = None, *, hash: bool,
-                    scheduler: str | None, skip_nan_fields: bool | None,
-                    threads: int | None) -> memoryview | None: ...
+                    skip_nan_fields: bool | None, threads: int | None,
+                    scheduler: Any = "synchronous") -> memoryview | None: ...
 def _encode_message(spec: MessageSpec, field: np.ndarray | None = None, *, hash: bool,
-                    scheduler: str | None, skip_nan_fields: bool | None,
-                    threads: int | None) -> memoryview | None:
-    """Read and encode one message (on a writer thread, or the dask thread that computed
-    ``field``, the values of its first object, when given); ``None`` for an all-NaN field
-    unless ``skip_nan_fields`` is ``False``. A large field is encoded on up to ``threads``
-    threads of what the core's budget has free: messages encoded at once share the cores."""
+                    skip_nan_fields: bool | None, threads: int | None,
+                    scheduler: Any = "synchronous") -> memoryview | None:
+    """Read and encode one message (on a writer thread, or where ``field``, the values of its
+    first object, when given, was computed: a dask thread or worker); ``None`` for an all-NaN
+    field unless ``skip_nan_fields`` is ``False``. Dask-backed objects are computed by
+    ``scheduler``. A large field is encoded on up to ``threads`` threads of what the core's
+    budget has free: messages encoded at once share the cores."""
     objects = []
     for i, obj in enumerate(spec.objects):
         values = np.asarray(field) if i == 0 and field is not None else _values(obj.variable, scheduler)
@@ -339,7 +343,7 @@ def _encode_message(spec: MessageSpec, field: np.ndarray | None = None, *, hash:
         raise TgmCodecError(f"cannot encode {spec.label}: {error}") from error
 
 
-def _values(variable: xr.Variable, scheduler: str | None) -> np.ndarray:
+def _values(variable: xr.Variable, scheduler: Any) -> np.ndarray:
     if variable.chunks is not None:
         import dask
 
@@ -353,7 +357,7 @@ def _nan_like(variable: xr.Variable) -> np.ndarray:
     return np.full(variable.shape, np.nan, variable.dtype)
 
 
-def _dask_scheduler() -> str | None:
+def _dask_scheduler() -> Any:
     """What computes a dask value read by itself (not a field of a dask block: an auxiliary
     coordinate): synchronously on the writer thread, unless a scheduler (such as a distributed
     client) is configured."""

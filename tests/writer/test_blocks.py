@@ -263,6 +263,54 @@ def test_on_a_cluster_each_block_is_computed_once_on_the_workers(tmp_path, dask_
     assert_same_messages(tmp_path / "cluster.tgm", tmp_path / "memory.tgm")
 
 
+# A client process of the test's cluster writes `n` fields of 500 x 500 float32 (1 MB each,
+# seeded by their step), `per_block` to a dask block, packed to 16 bits on 2 threads, and prints
+# how far its resident memory rose above what it was before the write (its peak reset there).
+CLUSTER_CLIENT_CHILD = textwrap.dedent("""
+    import sys
+    import dask, dask.array as da, distributed, numpy as np, pandas as pd, xarray as xr
+    import tgm_xarray
+    address, path, n, per_block = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+    def field(block_info=None):
+        (t0, t1), _, _ = block_info[None]["array-location"]
+        return np.stack([np.random.default_rng(t).random((500, 500), "float32") for t in range(t0, t1)])
+
+    data = da.map_blocks(field, chunks=((per_block,) * (n // per_block), (500,), (500,)), dtype="float32",
+                         meta=np.array((), "float32"))
+    ds = xr.Dataset({"t": (("step", "y", "x"), data)}, coords={"step": pd.to_timedelta(np.arange(n), unit="h")})
+
+    def status(key):
+        return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+    with distributed.Client(address) as client, dask.config.set(scheduler=client):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # VmHWM from here on
+        before = status("VmRSS:")
+        tgm_xarray.to_tgm(ds, path, threads=2, encoding={"t": {"bits": 16}})
+        print(status("VmHWM:") - before)
+""")
+
+
+@pytest.mark.thread_unsafe(reason="runs a client process of a cluster of worker processes")
+def test_on_a_cluster_the_writing_process_holds_a_few_messages_not_blocks(tmp_path, dask_client):
+    """The fields are encoded on the workers and only their messages come to the writing process,
+    a few at a time: its memory rises by far less than one dask block (24 fields) of a write of
+    96 fields, and the file holds every field."""
+    n, per_block, field = 96, 24, 500 * 500 * 4
+    path = tmp_path / "cluster.tgm"
+    run = subprocess.run([sys.executable, "-c", CLUSTER_CLIENT_CHILD, dask_client.scheduler.address, str(path),
+                          str(n), str(per_block)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    risen = int(run.stdout.split()[-1])
+    assert risen < 12 * field, f"the writing process rose by {risen / field:.1f} fields"
+    with xr.open_dataset(path, engine="tgm") as read:
+        assert read.t.shape == (n, 500, 500)
+        for step in (0, n - 1):
+            expected = np.random.default_rng(step).random((500, 500), "float32")
+            np.testing.assert_allclose(read.t[step].values, expected, atol=1 / 2**15)
+
+
 def _threads_by_another_name(dsk, keys, **kwargs):
     """A scheduler the writer does not know (as "processes" would be): dask's threads."""
     import dask.threaded
