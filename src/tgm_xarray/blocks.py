@@ -11,10 +11,10 @@ depends on the scheduler (docs/writer.md, "dask, threads and memory"):
   into its fields and encoded on the dask thread that computed it (:class:`EncodedFields`).
   Memory holds the blocks being computed and the messages not yet written in order, never the
   Dataset.
-- a ``dask.distributed`` client: a task per field, all submitted at once, takes the field from
-  its block (computed once, on the workers) and encodes it there (:class:`ClusterFields`); only
-  the messages come here, each fetched when the file needs it: memory holds the messages being
-  written, never a block.
+- a ``dask.distributed`` client: a task per block, all submitted at once, encodes the block's
+  fields on the worker that computed it, one thread each (:class:`ClusterFields`); only the
+  messages come here, a block's fetched when the file first needs one of them: memory holds the
+  messages of the blocks being written, never a block's values.
 - any other scheduler (processes): each block is computed by itself when the writer first needs
   it (shared intermediates then once per block), and encoded on the writer's threads
   (:class:`FetchedFields`).
@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import xarray as xr
@@ -49,8 +49,11 @@ from tgm_xarray.layout import MessageSpec, ObjectSpec, VariableLayout
 #: A field of a dask-backed variable: its layout's ``id`` and its position along the stacked
 #: dimensions.
 FieldKey = tuple[int, tuple[int, ...]]
-#: Encodes one field's message from its values: the bytes, or ``None`` (an all-NaN field left out).
-Encode = Callable[[MessageSpec, np.ndarray], Any]
+class Encode(Protocol):
+    """Encodes one field's message from its values: the bytes, or ``None`` (an all-NaN field left
+    out); ``threads``, where given, bounds the threads one field takes."""
+
+    def __call__(self, spec: MessageSpec, field: np.ndarray, *, threads: int | None = ...) -> Any: ...
 
 
 def is_dask_backed(layout: VariableLayout) -> bool:
@@ -232,51 +235,73 @@ os.register_at_fork(after_in_child=_forget_compute_threads)
 
 
 class ClusterFields:
-    """Each field encoded on the workers of a ``dask.distributed`` client, by a task of its own
-    that takes the field from its block's values and returns its message; every task is
-    submitted at once, as ``to_zarr`` submits its stores, so that each block is computed once
-    and what the blocks share once for all. :meth:`message` fetches a field's message when the
-    file needs it and drops it from the cluster: this process holds the messages being written,
-    never a block."""
+    """The fields of each block encoded on the ``dask.distributed`` worker that computed it, by one
+    task per block that returns its fields' messages; every task is submitted at once, as
+    ``to_zarr`` submits its stores, so that each block is computed once and what the blocks share
+    once for all. :meth:`message` fetches a block's messages when the file first needs one of them
+    and drops them from the cluster: this process holds the messages of the blocks being written,
+    never a block's values. The encodes run on one thread each: the workers' threads are the
+    parallelism (one field on every core would oversubscribe them)."""
 
     def __init__(self, layouts: Sequence[VariableLayout], specs: dict[FieldKey, MessageSpec],
                  encode: Encode, client: Any):
         import dask
 
-        keys, tasks = [], []
+        one_thread = functools.partial(encode, threads=1)
         portable = _Portable()
+        blocks, tasks = [], []
+        self._place: dict[FieldKey, tuple[Block, int]] = {}
         for block, values in _blocks(layouts):
-            for position, local in block.fields():
-                key = (id(block.layout), position)
-                # What the worker needs goes in the function, as in EncodedFields; the block's
-                # values are its one argument, fetched from the worker that holds them.
-                task = functools.partial(_encode_field, encode=encode, spec=portable(specs[key]), local=local)
-                keys.append(key)
-                tasks.append(dask.delayed(task, pure=False)(values))
+            fields = list(block.fields())
+            for i, (position, _) in enumerate(fields):
+                self._place[(id(block.layout), position)] = block, i
+            # What the worker needs goes in the function, as in EncodedFields; the block's values
+            # are its one argument, computed where the task runs.
+            task = functools.partial(_encode_block, encode=one_thread, locals_=[local for _, local in fields],
+                                     specs=[portable(specs[(id(block.layout), position)]) for position, _ in fields])
+            blocks.append(block)
+            tasks.append(dask.delayed(task, pure=False)(values))
         self._client = client
         self._lock = threading.Lock()
-        self._futures = dict(zip(keys, client.compute(tasks)))
+        self._futures = dict(zip(blocks, client.compute(tasks)))
+        self._held: dict[Block, _Fetched] = {}  # blocks some of whose messages are not taken yet
 
     def message(self, key: FieldKey) -> Any:
-        """The message of field ``key`` (``None``: left out), once the workers have encoded it;
-        the compute's error if it failed."""
+        """The message of field ``key`` (``None``: left out), once the workers have encoded its
+        block; the compute's error if it failed."""
+        block, i = self._place[key]
         with self._lock:
-            future = self._futures.pop(key)
-        try:
-            return future.result()
-        finally:
-            future.release()
+            fetched = self._held.get(block)
+            if fetched is None:
+                fetched = self._held[block] = _Fetched(_result_of(self._futures.pop(block)), int(np.prod(block.counts)))
+            fetched.left -= 1
+            if not fetched.left:
+                del self._held[block]
+        return fetched.values()[i]
 
     def close(self) -> None:
-        """Cancel the fields not taken yet."""
+        """Cancel the blocks no message was taken from yet."""
         with self._lock:
             left, self._futures = list(self._futures.values()), {}
+            self._held.clear()
         if left:
             self._client.cancel(left)
 
 
-def _encode_field(values: np.ndarray, *, encode: Encode, spec: MessageSpec, local: tuple[int, ...]) -> Any:
-    return encode(spec, values[local])
+def _encode_block(values: np.ndarray, *, encode: Encode, specs: list[MessageSpec],
+                  locals_: list[tuple[int, ...]]) -> list[Any]:
+    """The messages of a block's fields, encoded where the block was computed."""
+    return [encode(spec, values[local]) for spec, local in zip(specs, locals_)]
+
+
+def _result_of(future: Any) -> Callable[[], Any]:
+    """What waits for ``future``'s result and then lets the cluster drop it."""
+    def result() -> Any:
+        try:
+            return future.result()
+        finally:
+            future.release()
+    return result
 
 
 class _Portable:
@@ -328,7 +353,8 @@ class FetchedFields:
         with self._lock:
             fetched = self._held.get(block)
             if fetched is None:
-                fetched = _Fetched(self._pending.pop(block), int(np.prod(block.counts)))
+                delayed = self._pending.pop(block)
+                fetched = _Fetched(lambda: np.asarray(delayed.compute()), int(np.prod(block.counts)))
                 self._held[block] = fetched
             fetched.left -= 1
             if not fetched.left:
@@ -341,19 +367,20 @@ class FetchedFields:
 
 
 class _Fetched:
-    """One block's values, computed by the first thread that asks for them, the others waiting
-    for that compute only; ``left``: its fields not taken yet."""
+    """What ``get`` gives of one block (its values, or its fields' messages), got by the first
+    thread that asks for it, the others waiting for that one only; ``left``: its fields not taken
+    yet."""
 
-    def __init__(self, delayed: Any, left: int):
-        self._delayed, self.left = delayed, left
+    def __init__(self, get: Callable[[], Any], left: int):
+        self._get: Callable[[], Any] | None = get
+        self.left = left
         self._lock = threading.Lock()
-        self._values: np.ndarray | None = None
+        self._values: Any = None
 
-    def values(self) -> np.ndarray:
+    def values(self) -> Any:
         with self._lock:
-            if self._values is None:
-                self._values = np.asarray(self._delayed.compute())
-                self._delayed = None
+            if self._get is not None:
+                self._values, self._get = self._get(), None
             return self._values
 
 
