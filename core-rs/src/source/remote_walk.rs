@@ -292,6 +292,12 @@ struct Stream {
     /// Bytes asked for at once: doubling while the frames are small, a header's guess after a
     /// large one (whose payload is not fetched).
     block: u64,
+    /// Where the next frame starts if nothing but padding to 8 bytes follows the last one.
+    next_frame: u64,
+    /// Bytes other than that padding lie between frames: the footer's index, which does not
+    /// count them, cannot place the objects (upstream's walk passes them), so the message is
+    /// read whole and walked as a local one is.
+    irregular: bool,
 }
 
 /// A pending request of the window: bytes before `keep_from` are dropped when it is fed.
@@ -579,6 +585,8 @@ impl Scan {
                 footer: None,
                 end: None,
                 block: self.stream_block,
+                next_frame: pos + PREAMBLE_SIZE as u64,
+                irregular: false,
             },
         };
         let step = self.stream_step(&mut s, layout)?;
@@ -636,10 +644,13 @@ impl Scan {
                                 "the frame at byte {at} comes after the footer frames it must precede"
                             )));
                         }
-                        frames::Next::Header(header) => match walk.frame(header)? {
-                            Taken::Frame(_) => {}
-                            Taken::Needs(need) => break need,
-                        },
+                        frames::Next::Header(header) => {
+                            s.irregular |= walk.pos() != walk.passed();
+                            match walk.frame(header)? {
+                                Taken::Frame(_) => {}
+                                Taken::Needs(need) => break need,
+                            }
+                        }
                         frames::Next::Needs(need) => break need,
                         frames::Next::End if walk.pos() < bytes.len() => {
                             s.end = Some(footer + (walk.pos() + POSTAMBLE_SIZE) as u64);
@@ -667,6 +678,7 @@ impl Scan {
             match walk.next_header()? {
                 frames::Next::Header(header) => {
                     let at = from + walk.pos() as u64;
+                    s.irregular |= at != s.next_frame;
                     if frames::phase(header.frame_type) == 2 {
                         s.footer = Some(at);
                         continue;
@@ -676,6 +688,7 @@ impl Scan {
                         CoreError::format(format!("the frame at byte {} runs past the end of the file", at - s.start))
                     })?;
                     s.at = at + frames::after_frame(0, length as usize, (size - at) as usize) as u64;
+                    s.next_frame = s.at;
                     if length > whole_max {
                         s.block = self.settings.header_guess;
                     }
@@ -696,7 +709,7 @@ impl Scan {
             }
         };
         let length = end - s.start;
-        let footer = s.footer.filter(|_| length > whole_max && layout == Layout::Footer);
+        let footer = s.footer.filter(|_| length > whole_max && layout == Layout::Footer && !s.irregular);
         let (from, part) = match footer {
             Some(footer) => (footer, Part::Footer),
             None => (s.start, Part::Whole),
