@@ -2,7 +2,7 @@
 
 What the bytes say, below both the byte layer (:mod:`tgm_xarray.source`, which asks the core for
 a source's table) and the planner (:mod:`tgm_xarray.hypercube`, which reads nothing else). Only the core builds a table
-(``core-rs/src/table.rs``), from messages' bytes: of files (``_core.table_of_files``: mapped
+(``core-rs/src/table/``), from messages' bytes: of files (``_core.table_of_files``: mapped
 ones, and remote ones from the bytes their open fetched) or of messages in memory
 (:meth:`MetadataTable.of_bytes`). It flattens metadata as :func:`tgm_xarray.attrs.flatten`
 does: nested maps become dotted keys, ``_reserved_`` is left out, and the structural keys
