@@ -49,6 +49,8 @@ from tgm_xarray.layout import MessageSpec, ObjectSpec, VariableLayout
 #: A field of a dask-backed variable: its layout's ``id`` and its position along the stacked
 #: dimensions.
 FieldKey = tuple[int, tuple[int, ...]]
+
+
 class Encode(Protocol):
     """Encodes one field's message from its values: the bytes, or ``None`` (an all-NaN field left
     out); ``threads``, where given, bounds the threads one field takes."""
@@ -264,26 +266,28 @@ class ClusterFields:
         self._client = client
         self._lock = threading.Lock()
         self._futures = dict(zip(blocks, client.compute(tasks)))
-        self._held: dict[Block, _Fetched] = {}  # blocks some of whose messages are not taken yet
+        self._held = _Held()
 
     def message(self, key: FieldKey) -> Any:
         """The message of field ``key`` (``None``: left out), once the workers have encoded its
         block; the compute's error if it failed."""
         block, i = self._place[key]
+        return self._held.take(block, lambda: self._result(block))[i]
+
+    def _result(self, block: Block) -> list[Any]:
+        """The block's messages, once the workers have encoded them; the cluster then drops them."""
         with self._lock:
-            fetched = self._held.get(block)
-            if fetched is None:
-                fetched = self._held[block] = _Fetched(_result_of(self._futures.pop(block)), int(np.prod(block.counts)))
-            fetched.left -= 1
-            if not fetched.left:
-                del self._held[block]
-        return fetched.values()[i]
+            future = self._futures.pop(block)
+        try:
+            return future.result()
+        finally:
+            future.release()
 
     def close(self) -> None:
         """Cancel the blocks no message was taken from yet."""
         with self._lock:
             left, self._futures = list(self._futures.values()), {}
-            self._held.clear()
+        self._held.clear()
         if left:
             self._client.cancel(left)
 
@@ -292,16 +296,6 @@ def _encode_block(values: np.ndarray, *, encode: Encode, specs: list[MessageSpec
                   locals_: list[tuple[int, ...]]) -> list[Any]:
     """The messages of a block's fields, encoded where the block was computed."""
     return [encode(spec, values[local]) for spec, local in zip(specs, locals_)]
-
-
-def _result_of(future: Any) -> Callable[[], Any]:
-    """What waits for ``future``'s result and then lets the cluster drop it."""
-    def result() -> Any:
-        try:
-            return future.result()
-        finally:
-            future.release()
-    return result
 
 
 class _Portable:
@@ -335,12 +329,11 @@ class FetchedFields:
                  encode: Encode):
         self._specs = specs
         self._encode = encode
-        self._lock = threading.Lock()
         blocks = _blocks(layouts)
         self._blocks = {(id(block.layout), position): block for block, _ in blocks
                         for position, _ in block.fields()}
-        self._pending = dict(blocks)  # each block's delayed values, until computed
-        self._held: dict[Block, _Fetched] = {}  # blocks some of whose fields are not taken yet
+        self._pending = dict(blocks)  # each block's delayed values, until computed (by one taker)
+        self._held = _Held()
 
     def message(self, key: FieldKey) -> Any:
         """The message of field ``key``, encoded on the caller's thread."""
@@ -350,20 +343,36 @@ class FetchedFields:
         """The values of field ``key`` (computing its block first: once, outside the lock of the
         others, so that the writer's threads compute different blocks at once)."""
         block = self._blocks[key]
-        with self._lock:
-            fetched = self._held.get(block)
-            if fetched is None:
-                delayed = self._pending.pop(block)
-                fetched = _Fetched(lambda: np.asarray(delayed.compute()), int(np.prod(block.counts)))
-                self._held[block] = fetched
-            fetched.left -= 1
-            if not fetched.left:
-                del self._held[block]  # dropped with the last field's values
         local = tuple(p - s for p, s in zip(key[1], block.starts))
-        return fetched.values()[local]
+        return self._held.take(block, lambda: np.asarray(self._pending.pop(block).compute()))[local]
 
     def close(self) -> None:
         self._held.clear()
+
+
+class _Held:
+    """Blocks some of whose fields are not taken yet, each got once (by the first taker, outside
+    the lock of the others, so that threads get different blocks at once) and dropped with its
+    last field."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[Block, _Fetched] = {}
+
+    def take(self, block: Block, get: Callable[[], Any]) -> Any:
+        """What ``get`` gives of the block (called once per block), one of its fields taken."""
+        with self._lock:
+            fetched = self._held.get(block)
+            if fetched is None:
+                fetched = self._held[block] = _Fetched(get, int(np.prod(block.counts)))
+            fetched.left -= 1
+            if not fetched.left:
+                del self._held[block]
+        return fetched.values()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
 
 
 class _Fetched:

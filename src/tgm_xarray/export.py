@@ -79,9 +79,9 @@ def encodings(ds: xr.Dataset, fmt: str, warn: Callable[[str], None], *,
     floats) instead of the floats they decode to."""
     out: dict[str, dict] = {}
     wide: list[str] = []
+    over_range = wide.append if pack_over_range else None
     for name, var in ds.variables.items():
         source = var.encoding
-        over_range = wide.append if pack_over_range else None
         encoding = _packed(str(name), var, fmt, over_range) if var.dtype.kind == "f" else {}
         compressed = source.get("tensogram_compression", "none") != "none"
         if fmt == "netcdf":
