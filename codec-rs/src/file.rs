@@ -1,6 +1,6 @@
 //! `FileHandle`: a mapped `.tgm` file (`tgm_core::source::mapped_file`) and its Python methods.
 
-use numpy::PyUntypedArray;
+use numpy::{PyArray1, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -10,6 +10,7 @@ use crate::exceptions::Raised;
 use tgm_core::source::mapped_file::MappedFile;
 use tgm_core::source::message::ParsedMessage;
 use crate::index::parse_index;
+use crate::table::PyTable;
 use crate::read_into::{read_into_out, read_to_array};
 use tgm_core::read::object::{check_hash, Verify};
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
@@ -182,14 +183,33 @@ impl FileHandle {
         })
     }
 
-    /// An identity of the object's stored bytes: equal for objects stored identically.
-    fn fingerprint(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<String> {
+    /// An identity of the object's stored bytes (`tgm_core::source::message::fingerprint`):
+    /// equal for objects stored identically.
+    fn fingerprint(&self, py: Python<'_>, msg: i64, obj: i64) -> PyResult<u64> {
         crate::guard::guarded("FileHandle.fingerprint", || {
-            py.detach(|| -> CoreResult<String> {
+            py.detach(|| -> CoreResult<u64> {
                 let (parsed, obj) = self.file.object(msg, obj)?;
                 Ok(parsed.objects[obj].fingerprint(self.file.message_bytes(msg as usize)))
             })
             .raised()
+        })
+    }
+
+    /// Every object's `fingerprint`, as the rows of `table` (this file's table: message, then
+    /// object order), in one call with the interpreter released: from the inline hashes the
+    /// table holds, and the frames without one hashed here. `TgmFormatError` for a table of
+    /// other messages.
+    fn fingerprints<'py>(&self, py: Python<'py>, table: &Bound<'py, PyTable>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        crate::guard::guarded("FileHandle.fingerprints", || {
+            let table = table.get().table();
+            let prints = py.detach(|| {
+                let prints = table.fingerprints_in(&self.file);
+                if table.has_frame_hash.contains(&false) {
+                    self.file.release_all(); // the frames hashed, as a scan does its pages
+                }
+                prints
+            });
+            Ok(PyArray1::from_vec(py, prints.raised()?))
         })
     }
 

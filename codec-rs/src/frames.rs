@@ -66,7 +66,7 @@ pub fn check_frame_hash(py: Python<'_>, frame: &Bound<'_, PyBytes>, context: &st
 
 /// The fingerprint `FileHandle.fingerprint` gives the object in the data-object frame `frame`.
 #[pyfunction]
-pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult<String> {
+pub fn frame_fingerprint(py: Python<'_>, frame: &Bound<'_, PyBytes>) -> PyResult<u64> {
     crate::guard::guarded("frame_fingerprint", || {
         let bytes = frame.as_bytes();
         py.detach(|| ObjectEntry::from_frame(bytes).map(|e| e.fingerprint(bytes))).raised()

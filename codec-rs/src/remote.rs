@@ -193,7 +193,7 @@ impl RemoteMessages {
 
     /// `FileHandle.fingerprint` of object `obj` where it is known without fetching the payload
     /// (the frame's inline hash, or a frame read with its message), else `None`.
-    fn fingerprint(&self, msg: usize, obj: usize) -> PyResult<Option<String>> {
+    fn fingerprint(&self, msg: usize, obj: usize) -> PyResult<Option<u64>> {
         crate::guard::guarded("RemoteMessages.fingerprint", || {
             self.file.fingerprint(msg, obj).raised()
         })

@@ -111,6 +111,16 @@ impl PyTable {
         })
     }
 
+    /// Each row's fingerprint (`FileHandle.fingerprint`'s) where its frame's inline hash gives
+    /// it, without a byte of the file; 0 where the frame has none (`has_frame_hash` says which:
+    /// `FileHandle.fingerprints` hashes those frames).
+    fn fingerprints<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        crate::guard::guarded("Table.fingerprints", || {
+            let prints = py.detach(|| self.table.fingerprints(|_| Ok(None))).raised()?;
+            Ok(PyArray1::from_vec(py, prints.into_iter().map(|p| p.unwrap_or(0)).collect()))
+        })
+    }
+
     /// The table's stored form (`tgm_core::table::TABLE_FORMAT`), for an index.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         crate::guard::guarded("Table.to_bytes", || {

@@ -205,7 +205,7 @@ class _Grids:
             if name is not None:
                 msg, obj = int(objects.table.msg[row]), int(objects.table.obj[row])
                 self.by_message.setdefault(msg, {})[name] = (msg, obj)
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays: dict[int, np.ndarray] = {}
 
     def read(self, ref: tuple[int, int]) -> np.ndarray:
         key = self.file.fingerprint(*ref)

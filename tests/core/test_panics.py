@@ -80,6 +80,7 @@ CHILD = textwrap.dedent("""
             "FileHandle.metadata": lambda: f.metadata(0), "FileHandle.descriptors": lambda: f.descriptors(0),
             "FileHandle.object_layouts": lambda: f.object_layouts(0),
             "FileHandle.fingerprint": lambda: f.fingerprint(0, 0), "FileHandle.check_hash": lambda: f.check_hash(0, 0),
+            "FileHandle.fingerprints": lambda: f.fingerprints(_core.table_of_bytes(data)),
             "FileHandle.read": lambda: f.read(0, 0), "FileHandle.read_into": lambda: f.read_into(0, 0, None, np.empty(1)),
         }
     elif phase == "remote messages":
@@ -94,6 +95,7 @@ CHILD = textwrap.dedent("""
     elif phase == "tables":
         table = _core.table_of_bytes(data)
         calls = {"Table.column": lambda: table.column("msg"), "Table.to_bytes": table.to_bytes,
+                 "Table.fingerprints": table.fingerprints,
                  "Table.from_bytes": lambda: _core.Table.from_bytes(b"")}
     elif phase == "remote descriptions":
         walk = remote().describe([0])

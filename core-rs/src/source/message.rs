@@ -4,6 +4,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use tensogram::{DataObjectDescriptor, GlobalMetadata};
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use crate::wire::params::int_param;
 use crate::errors::{CoreError, CoreResult};
@@ -70,11 +71,8 @@ impl ObjectEntry {
         Ok(ObjectEntry::new(desc, 0..frame.len(), start..start + payload.len(), has_masks))
     }
 
-    /// An identity of the object's stored bytes: equal for objects stored identically. The
-    /// frame's inline hash stands for the bytes when the frame has one (a remote reader then
-    /// needs no payload to fingerprint it), else the whole frame is hashed: its descriptor too
-    /// (byte order, packing parameters, masks), which give the same payload other values.
-    pub fn fingerprint(&self, bytes: &[u8]) -> String {
+    /// The object's [`fingerprint`], its frame found in `bytes` (the message's).
+    pub fn fingerprint(&self, bytes: &[u8]) -> u64 {
         let frame = &bytes[self.frame.clone()];
         match inline_hash(frame) {
             Some(hash) => fingerprint(&self.descriptor, Stored::FrameHash(hash)),
@@ -170,11 +168,35 @@ pub enum Stored<'a> {
     Frame(&'a [u8]),
 }
 
-/// The one definition of an object's fingerprint (`FileHandle.fingerprint`, remote files too).
-pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> String {
-    let summary = format!("{}:{:?}:{}:{}:{}", desc.dtype, desc.shape, desc.encoding, desc.filter, desc.compression);
-    match stored {
-        Stored::FrameHash(hash) => format!("{summary}:frame-xxh3:{hash:016x}"),
-        Stored::Frame(frame) => format!("{summary}:xxh3:{}", tensogram::compute_hash(frame)),
+/// The one definition of "the same stored bytes": an object's 64-bit fingerprint, equal for
+/// objects stored identically (`FileHandle.fingerprint`, the table's `fingerprints`, remote
+/// files, the index's records). The frame's inline hash stands for the bytes when the frame
+/// has one (a reader then needs no payload to fingerprint it), else the whole frame is hashed:
+/// its descriptor too (byte order, packing parameters, masks), which give the same payload
+/// other values.
+pub fn fingerprint(desc: &DataObjectDescriptor, stored: Stored<'_>) -> u64 {
+    Summary::of(desc).fingerprint(stored)
+}
+
+/// What a fingerprint says of a descriptor next to the stored bytes, made once for every
+/// object of one kind (a table's rows share a few).
+pub struct Summary(String);
+
+impl Summary {
+    pub fn of(desc: &DataObjectDescriptor) -> Self {
+        Summary(format!("{}:{:?}:{}:{}:{}", desc.dtype, desc.shape, desc.encoding, desc.filter, desc.compression))
+    }
+
+    /// [`fingerprint`] of an object of this summary.
+    pub fn fingerprint(&self, stored: Stored<'_>) -> u64 {
+        let (kind, hash): (&[u8], u64) = match stored {
+            Stored::FrameHash(hash) => (b":frame-xxh3:", hash),
+            Stored::Frame(frame) => (b":xxh3:", xxh3_64(frame)),
+        };
+        let mut hasher = Xxh3::new();
+        hasher.update(self.0.as_bytes());
+        hasher.update(kind);
+        hasher.update(&hash.to_le_bytes());
+        hasher.digest()
     }
 }

@@ -35,7 +35,7 @@ fn format_err(m: impl Into<String>) -> CoreError {
 struct Object {
     descriptor: DataObjectDescriptor,
     /// Known without fetching the payload (the frame's inline hash, or a frame at hand).
-    fingerprint: Option<String>,
+    fingerprint: Option<u64>,
     /// `(descriptor CBOR, payload offset in the file, payload length)` where a read may fetch
     /// parts of the payload.
     payload: Option<(Vec<u8>, u64, u64)>,
@@ -487,18 +487,16 @@ impl RemoteFile {
 
     /// `FileHandle.fingerprint` of object `obj` where it is known without fetching the payload
     /// (the frame's inline hash, or a frame read with its message), else `None`.
-    pub fn fingerprint(&self, msg: usize, obj: usize) -> CoreResult<Option<String>> {
+    pub fn fingerprint(&self, msg: usize, obj: usize) -> CoreResult<Option<u64>> {
         self.object(msg, obj)?;
         let m = &self.messages[msg];
         if let Some(Ok(described)) = m.described.get() {
-            return Ok(described.objects[obj].fingerprint.clone());
+            return Ok(described.objects[obj].fingerprint);
         }
         let (Some(table), Some(first)) = (self.layout_table(), m.first_row) else {
             return Ok(None);
         };
-        let row = first + obj;
-        let descriptor = &table.descriptors[table.descriptor[row] as usize];
-        Ok(table.has_frame_hash[row].then(|| fingerprint(descriptor, Stored::FrameHash(table.frame_hash[row]))))
+        Ok(table.hashed_fingerprint(first + obj))
     }
 
     /// The inline hash the table (the scan's, or the index's) records of object `obj`'s frame.

@@ -25,6 +25,7 @@ use crate::encoding::szip;
 
 #[macro_use]
 mod columns;
+mod prints;
 mod stored;
 
 pub use columns::{Field, Rows};

@@ -26,7 +26,7 @@ from tgm_xarray.hypercube.columns import KeyColumn, Keys, factorize
 from tgm_xarray.hypercube.options import PlanOptions
 from tgm_xarray.table import MetadataTable
 
-Fingerprint = Callable[[int, int], "bytes | str"]
+Fingerprint = Callable[[int, int], int]
 #: ``locate(message)``: the file and the message's number in it, for a table of several files.
 Locate = Callable[[int], tuple[str, int]]
 

@@ -121,7 +121,7 @@ class TgmFile:
         """Every message's metadata as columns (``table_of``)."""
         return table_of([self])
 
-    def fingerprint(self, msg: int, obj: int) -> str:
+    def fingerprint(self, msg: int, obj: int) -> int:
         """What identifies an object's stored payload: its frame's inline hash where it has one,
         else a hash of the payload (read, or fetched for a URL)."""
         return self._handle.fingerprint(msg, obj)

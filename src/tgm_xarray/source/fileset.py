@@ -63,6 +63,6 @@ class FileSet:
         file, local = self._locate(msg)
         return file.layout(local, obj)
 
-    def fingerprint(self, msg: int, obj: int) -> str:
+    def fingerprint(self, msg: int, obj: int) -> int:
         file, local = self._locate(msg)
         return file.fingerprint(local, obj)

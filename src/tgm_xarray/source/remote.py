@@ -136,7 +136,7 @@ class RemoteHandle:
         the message (nothing fetched)."""
         return self.messages.object_layouts(self._readable(msg))
 
-    def fingerprint(self, msg: int, obj: int) -> str:
+    def fingerprint(self, msg: int, obj: int) -> int:
         """``FileHandle.fingerprint``: from the frame's inline hash where it has one (nothing
         fetched), else from its payload (the frame is fetched)."""
         known = self.messages.fingerprint(self._readable(msg), obj)

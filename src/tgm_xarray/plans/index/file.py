@@ -27,7 +27,7 @@ FORMAT = "tgm-xarray-index"
 #: ``dim_names`` as a tuple; 6: the writer's records of stacked dimensions and CF packing, and
 #: groups named after cfgrib's levels; 7: the table in the core's stored form, and GRIB facts as
 #: cfgrib's ``GRIB_<key>`` attributes).
-VERSION = 7
+VERSION = 8
 #: The metadata key (in ``_extra_``) that holds an index message's contents.
 KEY = "tgm_xarray_index"
 #: The most bytes an index's header may have: a file with a larger first message is not read.

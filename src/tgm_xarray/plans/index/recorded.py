@@ -4,7 +4,6 @@ the one indexed."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Mapping
 
@@ -16,15 +15,10 @@ from tgm_xarray.source.handles import FileVersion, changed
 from tgm_xarray.table import MetadataTable
 
 
-def stored_print(fingerprint: str) -> int:
-    """A fingerprint (``FileHandle.fingerprint``) as the 64-bit number an index stores."""
-    return int.from_bytes(hashlib.blake2b(fingerprint.encode(), digest_size=8).digest(), "little")
-
-
 def fingerprints(table: MetadataTable, handle) -> np.ndarray:
-    """Each of the table's objects' fingerprint (as stored: :func:`stored_print`), from ``handle``
+    """Each of the table's objects' fingerprint (``FileHandle.fingerprint``), from ``handle``
     (a ``FileHandle`` or ``RemoteHandle``; cheap where the frame carries its hash)."""
-    return np.array([stored_print(handle.fingerprint(m, o)) for m, o in zip(table.msg.tolist(), table.obj.tolist())],
+    return np.array([handle.fingerprint(m, o) for m, o in zip(table.msg.tolist(), table.obj.tolist())],
                     dtype=np.uint64)
 
 
@@ -80,7 +74,7 @@ class Recorded:
         """Checks ref ``which`` (message ``msg``, object ``obj``) in ``source``, the data file as a
         read reads it (a ``TgmFile``)."""
         if source.version == self.version:
-            if stored_print(source.fingerprint(msg, obj)) != int(self.prints[which]):
+            if source.fingerprint(msg, obj) != int(self.prints[which]):
                 raise TgmStaleFileError(
                     f"{self.path}: message {msg}, object {obj} is not the object its index recorded: the index is "
                     "stale (the file changed where its identity check does not look, keeping its size, mtime and "
@@ -96,7 +90,7 @@ class Recorded:
         """The check in a file that replaced the one the open found: the same stored bytes, proven."""
         why = changed(self.path, self.version, source.version)
         try:
-            same = stored_print(source.fingerprint(msg, obj)) == int(self.prints[which])
+            same = source.fingerprint(msg, obj) == int(self.prints[which])
         except TgmIndexError:  # the file holds no such object now
             same = False
         if not same:
