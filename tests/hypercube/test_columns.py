@@ -72,7 +72,7 @@ def _planning_work(table: MetadataTable, monkeypatch) -> tuple[int, int]:
 
     sys.setprofile(profile)
     try:
-        plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
+        plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: 0)
     finally:
         sys.setprofile(None)
         monkeypatch.undo()
@@ -93,7 +93,7 @@ def test_distinct_steps_sorted_and_placed():
     """Steps written in reverse order come out ascending, each field at its own step."""
     n = 1_000
     table = distinct_steps_table(n, reverse=True)  # row i's step is n - 1 - i
-    plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: b"")
+    plan = build_hypercube(table, source="steps.tgm", fingerprint=lambda m, o: 0)
     step = plan.index_coords["step"][1]
     assert (step == np.arange(n) * np.timedelta64(3600, "s")).all()
     var = plan.variables["2t"]

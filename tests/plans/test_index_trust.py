@@ -36,7 +36,7 @@ def forge(path: Path, target: Path, change, key: bytes | None = None) -> None:
     with open_file(path) as f:
         plans, values = change(dict(plans), {name: dimension_coords(p, f, {}) for name, p in plans.items()})
         table = f.table()
-        prints = index.fingerprints(table, f.handle)
+        prints = f.fingerprints(table)
     plan_key = index.plan_key(PlanOptions(), False)
     target.write_bytes(index.encode(key or os.urandom(index.KEY_SIZE), index.Identity.of_file(str(path)), table,
                                     prints, {plan_key: plans}, {plan_key: values}))

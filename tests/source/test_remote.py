@@ -149,10 +149,32 @@ def test_fingerprints_of_hashed_frames_fetch_nothing(range_server, ifs_file):
     rf.handle.parse_all()
     range_server.reset()
     prints = [[rf.handle.fingerprint(m, o) for o in range(len(rf.descriptors(m)))] for m in range(len(rf))]
+    every = rf.fingerprints(rf.table())  # in one call, as an index records them
     assert range_server.count() == 0
     assert prints == [[lf.handle.fingerprint(m, o) for o in range(len(lf.descriptors(m)))] for m in range(len(lf))]
-    assert all(":frame-xxh3:" in p for row in prints for p in row)
+    assert every.tolist() == [p for row in prints for p in row] == lf.fingerprints(lf.table()).tolist()
     assert len({row[1] for row in prints}) == 1  # every message's latitude is the same object
+    assert len({row[0] for row in prints}) == len(prints)  # each message's field is its own
+
+
+def test_a_tables_fingerprints_are_each_objects_hashed_frames_or_not(range_server, tmp_path):
+    """One call gives every object's fingerprint: the table's where the frame carries its hash,
+    the others hashed (read locally, fetched remotely), each the object's own ``fingerprint``."""
+    field = {"type": "ntensor", "shape": [64], "dtype": "float32", "encoding": "none",
+             "filter": "none", "compression": "none"}
+    messages = [_core.encode_message({"base": [{"name": "t", "step": step}]}, [(field, np.full(64, step, "float32"))],
+                                     hash=step % 2 == 0) for step in range(4)]
+    path, other = tmp_path / "mixed.tgm", tmp_path / "other.tgm"
+    path.write_bytes(b"".join(messages))
+    other.write_bytes(b"".join(messages[:2]))
+    url, _ = serve(range_server, path)
+    with tgm_xarray.open_file(path) as lf, tgm_xarray.open_file(url) as rf:
+        one_by_one = [lf.fingerprint(m, 0) for m in range(4)]
+        assert lf.fingerprints(lf.table()).tolist() == one_by_one == rf.fingerprints(rf.table()).tolist()
+        assert lf.table().has_frame_hash.tolist() == [True, False, True, False]
+        assert len(set(one_by_one)) == 4
+        with tgm_xarray.open_file(other) as shorter, pytest.raises(TgmFormatError, match="other.tgm.*not of this file"):
+            shorter.fingerprints(lf.table())
 
 
 #: Objects whose values sit at fixed byte positions (a window fetches only its bytes), and two

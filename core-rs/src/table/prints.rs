@@ -38,15 +38,17 @@ impl Table {
         if !same {
             return Err(CoreError::format(format!("{}: the table is not of this file (its messages differ)", file.path())));
         }
-        let prints = self.fingerprints(|row| {
+        self.fingerprints(|row| {
             let msg = self.msg[row] as usize;
             let offset = self.message_offset[msg];
             let (start, end) = ((self.frame_start[row] - offset) as usize, (self.frame_end[row] - offset) as usize);
             file.message_bytes(msg).get(start..end).map(Some).ok_or_else(|| {
                 CoreError::format(format!("{}: message {msg}, object {}: its frame is outside its message", file.path(), self.obj[row]))
             })
-        })?;
-        Ok(prints.into_iter().map(|p| p.expect("every frame at hand")).collect())
+        })?
+        .into_iter()
+        .collect::<Option<Vec<u64>>>()
+        .ok_or_else(|| CoreError::format(format!("{}: an object's frame was not at hand", file.path())))
     }
 }
 

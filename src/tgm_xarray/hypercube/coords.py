@@ -1,15 +1,14 @@
 """Coordinates stored as objects: one per name, shared by every message that holds it.
 
 A coordinate object is shared when its shape, dtype, hints and stored bytes agree everywhere.
-Stored bytes are compared by the frame's inline hash where the frame has one (equal hash and
-equal descriptor summary: the same bytes, as ``FileHandle.fingerprint`` says), and through the
-``fingerprint(message, object)`` callback only for frames without one.
+Stored bytes are compared by the core's fingerprints (``FileHandle.fingerprint``): the table's
+where the frame carries its hash, and through the ``fingerprint(message, object)`` callback only
+for frames without one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -17,42 +16,38 @@ from tgm_xarray.errors import TgmConflictError
 from tgm_xarray.hypercube.columns import factorize
 from tgm_xarray.hypercube.objects import Objects, Row
 
-# What `FileHandle.fingerprint` summarises of a descriptor next to the stored bytes.
-_SUMMARY = ("dtype", "shape", "encoding", "filter", "compression")
-
 
 class Fingerprints:
-    """Numbers identifying each object's stored bytes (equal numbers, same bytes), computed
-    once per object and only when asked."""
+    """Numbers identifying each object's stored bytes (equal numbers, same bytes): the core's
+    fingerprints, from the whole table at once where frames carry their hash, and through the
+    ``fingerprint`` callback once per other object, only when asked."""
 
     def __init__(self, objects: Objects):
         self.objects = objects
-        t = objects.table
-        index: dict[Any, int] = {}
-        summaries = [index.setdefault(tuple(str(d.get(k)) for k in _SUMMARY), len(index))
-                     for d in t.descriptors]
-        self._summary = np.array(summaries or [0], dtype=np.int64)[t.descriptor]
-        self._known = np.full(len(t), -1, dtype=np.int64)
-        self._index: dict[Any, int] = {}
+        self._known: np.ndarray | None = None  # per row; -1 until asked, for frames without a hash
+        self._called: dict[int, int] = {}  # the callback's fingerprints, numbered from _first on
+        self._first = 0  # how many distinct hashed ones there are
 
     def ids(self, rows: np.ndarray) -> np.ndarray:
-        todo = rows[self._known[rows] < 0]
+        known = self._hashed()
+        todo = rows[known[rows] < 0]
         if len(todo):
-            t = self.objects.table
-            hashed = todo[t.has_frame_hash[todo]]
-            if len(hashed):
-                hashes, hash_code = np.unique(t.frame_hash[hashed], return_inverse=True)
-                number, first = factorize(self._summary[hashed], hash_code.reshape(-1))
-                ids = np.array([self._id(("frame", int(self._summary[r]), int(t.frame_hash[r])))
-                                for r in hashed[first].tolist()], dtype=np.int64)
-                self._known[hashed] = ids[number]
-            callback = self.objects.fingerprint
-            for r in todo[~t.has_frame_hash[todo]].tolist():
-                self._known[r] = self._id(("callback", callback(int(t.msg[r]), int(t.obj[r]))))
-        return self._known[rows]
+            t, callback = self.objects.table, self.objects.fingerprint
+            for r in todo.tolist():
+                # A frame's own hash is never its inline one: numbers of their own.
+                known[r] = self._first + self._called.setdefault(callback(int(t.msg[r]), int(t.obj[r])),
+                                                                 len(self._called))
+        return known[rows]
 
-    def _id(self, key) -> int:
-        return self._index.setdefault(key, len(self._index))
+    def _hashed(self) -> np.ndarray:
+        if self._known is None:
+            t = self.objects.table
+            known = np.full(len(t), -1, dtype=np.int64)
+            hashed = t.has_frame_hash
+            distinct, number = np.unique(t.core.fingerprints()[hashed], return_inverse=True)
+            known[hashed] = number.reshape(-1)
+            self._first, self._known = len(distinct), known
+        return self._known
 
 
 @dataclass(frozen=True)

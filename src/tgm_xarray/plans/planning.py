@@ -107,7 +107,7 @@ def _planned(path: str | list[str], storage_options: dict | None, index: str | b
         return ref, plans, {name: {} for name in plans}, recorded
 
     def table_prints() -> np.ndarray:  # the index's, else computed when the index is written
-        return prints if prints is not None else tgm_index.fingerprints(table, ref.source)
+        return prints if prints is not None else ref.source.fingerprints(table)
 
     values = {name: dimension_coords(p, ref.source, recorded.get(name, {})) for name, p in plans.items()}
     tgm_index.save(path, found, table, table_prints, key, plans, values, to_beside=index == "beside",

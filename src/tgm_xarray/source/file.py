@@ -126,6 +126,11 @@ class TgmFile:
         else a hash of the payload (read, or fetched for a URL)."""
         return self._handle.fingerprint(msg, obj)
 
+    def fingerprints(self, table: MetadataTable) -> np.ndarray:
+        """Every object's :meth:`fingerprint` (uint64), in ``table``'s rows (this file's table),
+        in one call: from the table where frames carry their hash, the others hashed."""
+        return self._handle.fingerprints(table.core)
+
     def check_hash(self, msg: int, obj: int) -> bool:
         """Checks the object's stored hash against its bytes, decoding nothing (whatever its
         dtype, bitmasks included): ``True`` when it holds, ``False`` when the object was written

@@ -17,6 +17,7 @@ import numpy as np
 if TYPE_CHECKING:  # handles.py types its cache with Handle; file.py implements Source
     from tgm_xarray.source.file import TgmFile
     from tgm_xarray.source.handles import FileVersion
+from tgm_xarray import _core
 from tgm_xarray.table import MetadataTable
 
 
@@ -100,6 +101,8 @@ class Handle(Protocol):
     def check_hash(self, msg: int, obj: int) -> bool: ...
 
     def fingerprint(self, msg: int, obj: int) -> int: ...
+
+    def fingerprints(self, table: _core.Table) -> np.ndarray: ...
 
     def read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None,
              verify_hash: bool | None = None, threads: int | None = None) -> np.ndarray: ...

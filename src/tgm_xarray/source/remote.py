@@ -26,6 +26,7 @@ from tgm_xarray import _core
 from tgm_xarray.errors import TgmFormatError
 from tgm_xarray.source import fetcher as fetching  # not `fetcher`: RemoteHandle takes a `fetcher=`
 from tgm_xarray.source.fetcher import Fetcher, RangeFetcher, drive, drive_async
+from tgm_xarray.table import MetadataTable
 from tgm_xarray.threads import check_threads
 
 if TYPE_CHECKING:
@@ -143,6 +144,14 @@ class RemoteHandle:
         if known is not None:
             return known
         return _core.frame_fingerprint(self._fetcher.fetch(*self.messages.frame_range(msg, obj)))
+
+    def fingerprints(self, table: _core.Table) -> np.ndarray:
+        """``FileHandle.fingerprints``: the table's where frames carry their hash (nothing
+        fetched), the others one by one (:meth:`fingerprint`)."""
+        prints, rows = table.fingerprints(), MetadataTable(table)
+        for row in np.flatnonzero(~rows.has_frame_hash).tolist():
+            prints[row] = self.fingerprint(int(rows.msg[row]), int(rows.obj[row]))
+        return prints
 
     def check_hash(self, msg: int, obj: int) -> bool:
         """``FileHandle.check_hash``: of the frame, fetched."""

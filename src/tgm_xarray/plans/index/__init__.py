@@ -66,7 +66,7 @@ from tgm_xarray.plans.index.cache import (
 from tgm_xarray.plans.index.file import Index, OtherVersion, Untrusted, encode, write
 from tgm_xarray.plans.index.identity import EDGE, Identity
 from tgm_xarray.plans.index.places import CACHE_DIR_ENV, SUFFIX, beside, beside_file, cache_dir, cached, written_at
-from tgm_xarray.plans.index.recorded import Recorded, fingerprints, record
+from tgm_xarray.plans.index.recorded import Recorded, record
 from tgm_xarray.plans.index.stored import Packer, plan_key, unpack
 from tgm_xarray.plans.index.trust import KEY_FILE, KEY_SIZE, user_key
 from tgm_xarray.source.fetcher import unreachable
@@ -76,7 +76,7 @@ from tgm_xarray.table import MetadataTable
 
 __all__ = ["CACHE_DIR_ENV", "CACHE_MB", "CACHE_MB_ENV", "EDGE", "KEY_FILE", "KEY_SIZE", "MODES", "SUFFIX", "Found",
            "Identity", "Index", "Packer", "Recorded", "beside", "beside_file", "cache_dir", "cache_limit", "cached",
-           "cached_indexes", "encode", "fetch_beside", "find", "fingerprints", "load", "megabytes", "none_there",
+           "cached_indexes", "encode", "fetch_beside", "find", "load", "megabytes", "none_there",
            "plan_key", "prune_cache", "record", "save", "unpack", "user_key", "warn", "written_at"]
 
 #: The ``index=`` values the engine accepts.

@@ -95,7 +95,7 @@ class Index:
         return contents, read
 
     def table(self) -> tuple[MetadataTable, np.ndarray]:
-        """The table and its objects' fingerprints (:func:`fingerprints`)."""
+        """The table and its objects' fingerprints (``TgmFile.fingerprints``)."""
         contents, read = self._message(1)
         prints = unpack(contents["prints"], read)
         table = unpack_table(contents["table"], read)

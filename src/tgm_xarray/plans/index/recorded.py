@@ -15,13 +15,6 @@ from tgm_xarray.source.handles import FileVersion, changed
 from tgm_xarray.table import MetadataTable
 
 
-def fingerprints(table: MetadataTable, handle) -> np.ndarray:
-    """Each of the table's objects' fingerprint (``FileHandle.fingerprint``), from ``handle``
-    (a ``FileHandle`` or ``RemoteHandle``; cheap where the frame carries its hash)."""
-    return np.array([handle.fingerprint(m, o) for m, o in zip(table.msg.tolist(), table.obj.tolist())],
-                    dtype=np.uint64)
-
-
 def ref_prints(table: MetadataTable, prints: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """``refs`` (an ``(n, 2)`` array of (message, object)) -> their fingerprints in ``prints``
     (the table's, one per row: rows are in message, then object order)."""
