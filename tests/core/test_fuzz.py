@@ -104,16 +104,16 @@ def mutate(message: bytes, rng: np.random.Generator) -> bytes:
         i = start + int(rng.integers(0, 32))
         out[i] = int(rng.integers(256))
     elif kind == 3:  # a descriptor integer (shape, params) made bigger or smaller
-        cbor = bytes(out[start:end])
-        hits = [i for i in range(len(cbor) - 2) if cbor[i] in (0x18, 0x19, 0x1A)]
-        if hits:
+        body_bytes = np.frombuffer(message, np.uint8)[start:end]
+        hits = np.flatnonzero(np.isin(body_bytes[:max(len(body_bytes) - 2, 0)], (0x18, 0x19, 0x1A)))
+        if len(hits):
             i = start + hits[int(rng.integers(len(hits)))]
             width = {0x18: 1, 0x19: 2, 0x1A: 4}[out[i]]
             out[i + 1 : i + 1 + width] = rng.bytes(width)
     else:  # a descriptor string byte (dtype, codec names)
-        cbor = bytes(out[start:end])
-        hits = [i for i in range(len(cbor)) if 0x61 <= cbor[i] <= 0x7A]
-        if hits:
+        body_bytes = np.frombuffer(message, np.uint8)[start:end]
+        hits = np.flatnonzero((body_bytes >= 0x61) & (body_bytes <= 0x7A))
+        if len(hits):
             i = start + hits[int(rng.integers(len(hits)))]
             out[i] = int(rng.integers(0x61, 0x7B))
     return bytes(out)
