@@ -294,11 +294,13 @@ def test_a_second_writer_of_a_file_in_the_same_thread_fails_instead_of_waiting(t
     assert os.listdir(tmp_path) == ["nested.tgm"]
 
 
-# A write of 12 fields that takes ~12 s (each field sleeps while dask computes it).
+# A write of 12 fields that cannot end before the test opens its gate (every field but the first
+# waits for the gate file while dask computes it): the signal comes before its end, however busy
+# the machine.
 SLOW_WRITE = """
-    import signal, sys, time, numpy as np, xarray as xr, dask.array as da
+    import os, signal, sys, time, numpy as np, xarray as xr, dask.array as da
     from tgm_xarray.writer import to_tgm
-    path, handler = sys.argv[1:3]
+    path, handler, gate = sys.argv[1:4]
     if handler == "exits":
         def stop(signum, frame):
             print("the program's handler ran", flush=True)
@@ -307,11 +309,15 @@ SLOW_WRITE = """
     elif handler == "flags":
         signal.signal(signal.SIGTERM, lambda signum, frame: print("flagged", flush=True))
 
-    def slow(block):
-        time.sleep(2.0)  # the write lasts ~12 s: the signal comes long before its end, however busy the machine
+    def gated(block, block_info=None):
+        if block_info is None or block_info[None]["chunk-location"][0] == 0:
+            return block  # the first field goes through: the write has begun its temporary file
+        deadline = time.monotonic() + 300  # a test that never opens the gate fails, not hangs
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.02)
         return block
 
-    data = da.full((12, 4, 6), 5.0, chunks=(1, 4, 6)).map_blocks(slow)
+    data = da.full((12, 4, 6), 5.0, chunks=(1, 4, 6)).map_blocks(gated, dtype=float)
     ds = xr.Dataset({"t": (("number", "y", "x"), data)}, coords={"number": np.arange(12)})
     to_tgm(ds, path, threads=2)
     print("written", flush=True)
@@ -324,45 +330,63 @@ def _temporaries(directory) -> list[str]:
     return [name for name in os.listdir(directory) if name.endswith(".tmp")]
 
 
-def _start_slow_write(tmp_path, handler: str) -> tuple[subprocess.Popen, os.PathLike]:
-    path = tmp_path / "slow.tgm"
-    to_tgm(_dataset(1.0), path)  # the previous version, which must survive
-    writer = _python(SLOW_WRITE, path, handler)
-    _wait_for(lambda: _temporaries(tmp_path), "the writer's temporary file")
-    time.sleep(0.3)
-    return writer, path
+class _SlowWrite:
+    """A child writing ``slow.tgm`` over a previous version, waiting at its gate."""
+
+    def __init__(self, tmp_path, handler: str):
+        self.path, self.gate = tmp_path / "slow.tgm", tmp_path / "gate"
+        to_tgm(_dataset(1.0), self.path)  # the previous version, which must survive
+        self.writer = _python(SLOW_WRITE, self.path, handler, self.gate)
+        self.output = ""
+        # Its handler is installed before the file is created (atomic._create_temporary).
+        _wait_for(lambda: _temporaries(tmp_path) or self.writer.poll() is not None, "the writer's temporary file")
+        assert self.writer.poll() is None, self.writer.communicate()[0]
+
+    def _read_until(self, text: str) -> str:
+        assert self.writer.stdout is not None
+        output = ""
+        while text not in output and (line := self.writer.stdout.readline()):
+            output += line
+        return output
+
+    def signal_then_open(self, after: str | None) -> str:
+        """SIGTERM, then (once the child printed ``after``: its handler ran) the gate opened;
+        the child's whole output once it ended."""
+        self.writer.send_signal(signal.SIGTERM)
+        if after is not None:
+            self.output += self._read_until(after)
+        self.gate.touch()
+        return self.output + self.writer.communicate(timeout=CHILD_TIMEOUT)[0]
 
 
 def test_sigterm_while_writing_removes_the_temporary_file(tmp_path):
-    writer, path = _start_slow_write(tmp_path, "none")
-    writer.send_signal(signal.SIGTERM)
-    output = writer.communicate(timeout=CHILD_TIMEOUT)[0]
-    assert writer.returncode == -signal.SIGTERM, output  # still ended by SIGTERM
+    slow = _SlowWrite(tmp_path, "none")
+    output = slow.signal_then_open(after=None)
+    assert slow.writer.returncode == -signal.SIGTERM, output  # still ended by SIGTERM
     assert _temporaries(tmp_path) == []
-    np.testing.assert_array_equal(_read(path), np.full((2, 6), 1.0))  # the target is untouched
+    np.testing.assert_array_equal(_read(slow.path), np.full((2, 6), 1.0))  # the target is untouched
 
 
 def test_sigterm_goes_to_the_programs_own_handler(tmp_path):
-    writer, path = _start_slow_write(tmp_path, "exits")
-    writer.send_signal(signal.SIGTERM)
-    output = writer.communicate(timeout=CHILD_TIMEOUT)[0]
-    assert writer.returncode == 3 and "the program's handler ran" in output, output
+    slow = _SlowWrite(tmp_path, "exits")
+    output = slow.signal_then_open(after="the program's handler ran")
+    assert slow.writer.returncode == 3 and "the program's handler ran" in output, output
     assert _temporaries(tmp_path) == []  # sys.exit aborted the write, as Ctrl-C does
-    np.testing.assert_array_equal(_read(path), np.full((2, 6), 1.0))
+    np.testing.assert_array_equal(_read(slow.path), np.full((2, 6), 1.0))
 
 
 def test_sigterm_handled_by_the_program_lets_the_write_finish(tmp_path):
-    writer, path = _start_slow_write(tmp_path, "flags")
-    writer.send_signal(signal.SIGTERM)
-    output = writer.communicate(timeout=CHILD_TIMEOUT)[0]
-    assert writer.returncode == 0 and "flagged" in output and "written" in output, output
+    slow = _SlowWrite(tmp_path, "flags")
+    output = slow.signal_then_open(after="flagged")
+    assert slow.writer.returncode == 0 and "flagged" in output and "written" in output, output
     assert _temporaries(tmp_path) == []
-    with xr.open_dataset(path, engine=ENGINE) as ds:
+    with xr.open_dataset(slow.path, engine=ENGINE) as ds:
         np.testing.assert_array_equal(ds.t.values, np.full((12, 4, 6), 5.0))
 
 
 def test_temporary_files_of_killed_writers_are_swept_by_the_next_write(tmp_path):
-    writer, path = _start_slow_write(tmp_path, "none")
+    slow = _SlowWrite(tmp_path, "none")
+    writer, path = slow.writer, slow.path
     writer.kill()  # SIGKILL: nothing runs, the temporary file stays
     writer.communicate(timeout=CHILD_TIMEOUT)
     (left,) = _temporaries(tmp_path)
