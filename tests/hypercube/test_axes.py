@@ -177,13 +177,20 @@ def test_nan_coordinate_order_is_the_same_in_every_process_and_from_an_index(nan
     """8 processes with different hash seeds (NaN's hash is its address), cold and through the
     index each wrote or read: one output."""
     paths = ",".join(str(p) for p in nan_files)
-    outputs = set()
-    for seed in range(8):
+
+    def start(seed: int) -> subprocess.Popen:
         env = {**os.environ, "PYTHONHASHSEED": str(seed), "TGM_XARRAY_CACHE_DIR": str(tmp_path)}
         index = "False" if seed % 2 else "auto"
-        done = subprocess.run([sys.executable, "-c", _OPEN_AND_PRINT, paths, index], env=env,
-                              capture_output=True, text=True, timeout=300, check=True)
-        outputs.add(done.stdout)
+        return subprocess.Popen([sys.executable, "-c", _OPEN_AND_PRINT, paths, index], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def output(child: subprocess.Popen) -> str:
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err
+        return out
+
+    outputs = {output(start(0))}  # writes the index the other indexed opens read; they run at once
+    outputs |= {output(child) for child in [start(seed) for seed in range(1, 8)]}
     assert len(list(tmp_path.glob("*.tgmidx"))) == 2  # the indexed opens had an index to read
     (output,) = outputs
     assert "isobaricInhPa ('isobaricInhPa',) [850.0, 700.0, 500.0, nan]" in output
