@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tgm_xarray
+from tests.helpers.children import run_pythons
 from tests.helpers.hostile import (
     MEMORY_LIMIT,
     PAD,
@@ -361,9 +362,9 @@ def test_sz3_compress_out_of_memory_raises_memory_error():
     reservation's, or SZ3's caught) or the values, never in an abort."""
     desc = descriptor((16 * 2**20,), compression="sz3", sz3_error_bound_mode="abs", sz3_error_bound=1e-6)
     outcomes = {}
-    for budget in [200 * MiB, *range(960 * MiB, 1160 * MiB, 40 * MiB)]:
-        run = subprocess.run([sys.executable, "-c", SZ3_ENCODE, str(budget), json.dumps(desc)],
-                             capture_output=True, text=True, timeout=120)
+    budgets = [200 * MiB, *range(960 * MiB, 1160 * MiB, 40 * MiB)]
+    for budget, run in zip(budgets, run_pythons([(SZ3_ENCODE, [str(b), json.dumps(desc)]) for b in budgets],
+                                                timeout=120)):
         assert "std::bad_alloc" not in run.stderr and "terminate called" not in run.stderr, run.stderr[-2000:]
         assert run.returncode == 0, f"budget {budget // MiB} MiB: the child died ({run.returncode}): {run.stderr[-2000:]}"
         outcomes[budget // MiB] = json.loads(run.stdout.strip().splitlines()[-1])
