@@ -67,7 +67,9 @@ class FileHandle:
         """The object's stored hash checked against its bytes, nothing decoded: ``True`` when it
         holds, ``False`` without one; ``TgmHashMismatchError`` when it does not."""
     def fingerprint(self, msg: int, obj: int) -> int: ...
-    def fingerprints(self, table: Table) -> np.ndarray: ...
+    def fingerprints(self, table: Table) -> np.ndarray:
+        """Every object's ``fingerprint`` (uint64) in ``table``'s rows, this file's table, in one
+        call; ``TgmFormatError`` for a table of other messages."""
     def read(
         self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None, verify_hash: bool | None = None,
         threads: int | None = None,
@@ -194,11 +196,11 @@ class RemoteMessages:
     def fingerprint(self, msg: int, obj: int) -> int | None: ...
     def payload_read(self, msg: int, obj: int, index: Any = None, out: np.ndarray | None = None) -> RemoteRead | None: ...
 
-# `settings`: (first_block, max_block, read_ahead, whole_message_max, header_guess, tail_guess).
+# How much the open fetches at once: `tgm_xarray.source.remote.scan_settings()`.
 def scan_remote(source: str, size: int, *, first_block: int, max_block: int, read_ahead: int, whole_message_max: int,
                 header_guess: int, tail_guess: int) -> RemoteScan: ...
 
-# Metadata tables (`tgm_xarray.table.MetadataTable.from_core`)
+# Metadata tables (`tgm_xarray.table.MetadataTable` is their view)
 @final
 class Table:
     """A file's metadata table, frozen (``tgm_xarray.table.MetadataTable`` is its view): its
@@ -211,7 +213,9 @@ class Table:
     def __len__(self) -> int: ...
     def column(self, name: str) -> tuple[str, Any]:
         """``(kind, value)``: "array", "codes", "keys", "shapes" or "descriptors"."""
-    def fingerprints(self) -> np.ndarray: ...
+    def fingerprints(self) -> np.ndarray:
+        """Each row's fingerprint (uint64) where its frame's inline hash gives it; 0 where the
+        frame has none (``has_frame_hash``: ``FileHandle.fingerprints`` hashes those)."""
     def to_bytes(self) -> bytes: ...
     @staticmethod
     def from_bytes(data: bytes) -> Table: ...
