@@ -44,17 +44,18 @@ def _table(path) -> MetadataTable:
 
 
 class _Fingerprint:
-    """Identity of a stored object (sha256 of its decoded values), counting the calls."""
+    """Identity of a stored object (the first 8 bytes of the sha256 of its decoded values, as
+    the core's fingerprints are 64-bit numbers), counting the calls."""
 
     def __init__(self, path):
         self.path = str(path)
         self.calls = 0
 
-    def __call__(self, msg: int, obj: int) -> str:
+    def __call__(self, msg: int, obj: int) -> int:
         self.calls += 1
         with tensogram.TensogramFile.open(self.path) as f:
             _, _, array = tensogram.decode_object(f.read_message(msg), obj)
-        return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+        return int.from_bytes(hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest()[:8], "little")
 
 
 def _plan(path, **options) -> HypercubePlan:

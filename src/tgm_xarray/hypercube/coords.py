@@ -19,35 +19,29 @@ from tgm_xarray.hypercube.objects import Objects, Row
 
 class Fingerprints:
     """Numbers identifying each object's stored bytes (equal numbers, same bytes): the core's
-    fingerprints, from the whole table at once where frames carry their hash, and through the
-    ``fingerprint`` callback once per other object, only when asked."""
+    fingerprints, the table's where frames carry their hash and through the ``fingerprint``
+    callback for the others, numbered once per object and only when asked."""
 
     def __init__(self, objects: Objects):
         self.objects = objects
-        self._known: np.ndarray | None = None  # per row; -1 until asked, for frames without a hash
-        self._called: dict[int, int] = {}  # the callback's fingerprints, numbered from _first on
-        self._first = 0  # how many distinct hashed ones there are
+        self._prints: np.ndarray | None = None  # the table's, 0 where a frame has no hash
+        self._known = np.full(len(objects.table), -1, dtype=np.int64)
+        self._numbers: dict[int, int] = {}
 
     def ids(self, rows: np.ndarray) -> np.ndarray:
-        known = self._hashed()
-        todo = rows[known[rows] < 0]
+        todo = rows[self._known[rows] < 0]
         if len(todo):
-            t, callback = self.objects.table, self.objects.fingerprint
-            for r in todo.tolist():
-                # A frame's own hash is never its inline one: numbers of their own.
-                known[r] = self._first + self._called.setdefault(callback(int(t.msg[r]), int(t.obj[r])),
-                                                                 len(self._called))
-        return known[rows]
-
-    def _hashed(self) -> np.ndarray:
-        if self._known is None:
             t = self.objects.table
-            known = np.full(len(t), -1, dtype=np.int64)
-            hashed = t.has_frame_hash
-            distinct, number = np.unique(t.core.fingerprints()[hashed], return_inverse=True)
-            known[hashed] = number.reshape(-1)
-            self._first, self._known = len(distinct), known
-        return self._known
+            if self._prints is None:
+                self._prints = t.core.fingerprints()
+            prints = self._prints[todo]
+            for i in np.flatnonzero(~t.has_frame_hash[todo]).tolist():
+                prints[i] = self.objects.fingerprint(int(t.msg[todo[i]]), int(t.obj[todo[i]]))
+            distinct, number = np.unique(prints, return_inverse=True)
+            ids = np.array([self._numbers.setdefault(p, len(self._numbers)) for p in distinct.tolist()],
+                           dtype=np.int64)
+            self._known[todo] = ids[number.reshape(-1)]
+        return self._known[rows]
 
 
 @dataclass(frozen=True)
