@@ -298,8 +298,9 @@ def test_a_second_writer_of_a_file_in_the_same_thread_fails_instead_of_waiting(t
 # waits for the gate file while dask computes it): the signal comes before its end, however busy
 # the machine.
 SLOW_WRITE = """
-    import os, signal, sys, time, numpy as np, xarray as xr, dask.array as da
+    import faulthandler, os, signal, sys, time, numpy as np, xarray as xr, dask.array as da
     from tgm_xarray.writer import to_tgm
+    faulthandler.dump_traceback_later(400, exit=True)  # a hang ends with every thread's stack shown
     path, handler, gate = sys.argv[1:4]
     if handler == "exits":
         def stop(signum, frame):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import queue
 import sys
 import tempfile
 import threading
@@ -149,7 +150,7 @@ class EncodedFields:
         tasks = [dask.delayed(functools.partial(self._encode_block, block=block), pure=False)(
                      values, dask_key_name=f"{name}-{len(blocks) - 1 - i:0{width}d}")
                  for i, (block, values) in enumerate(blocks)]
-        self._computing = _compute_threads().submit(self._compute, tasks, scheduler)
+        self._computing = _COMPUTE_THREADS.submit(functools.partial(self._compute, tasks, scheduler))
 
     def _compute(self, tasks: list, scheduler: dict[str, Any]) -> None:
         import dask
@@ -211,29 +212,51 @@ class EncodedFields:
             self._spill.close()
 
 
-_compute_pool: futures.ThreadPoolExecutor | None = None
-_compute_pool_lock = threading.Lock()
-
-
-def _compute_threads() -> futures.ThreadPoolExecutor:
+class _ComputeThreads:
     """The threads the writes' ``dask.compute`` calls run on, kept for the process: dask keeps a
     pool of workers per calling thread, so a thread of its own per write left a pool (and an
     ``atexit`` entry holding it) behind at every write, and fresh threads' memory arenas kept
-    the process ~150 MB larger. Writes at once each get a thread."""
-    global _compute_pool
-    with _compute_pool_lock:
-        if _compute_pool is None:
-            _compute_pool = futures.ThreadPoolExecutor(thread_name_prefix="tgm-write-dask")
-        return _compute_pool
+    the process ~150 MB larger. Writes at once each get a thread.
+
+    Daemon threads, not a ``ThreadPoolExecutor``'s: a SIGTERM handler that raises (``sys.exit``)
+    may interrupt the main thread while it starts one, and an executor's thread started so is
+    never told to stop: the interpreter then waited for it at exit, forever (2 runs in 30)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[tuple[futures.Future, Callable[[], Any]]] = queue.SimpleQueue()
+        self._idle = 0  # threads waiting for a job, less the jobs handed to them
+
+    def submit(self, job: Callable[[], Any]) -> futures.Future:
+        future: futures.Future = futures.Future()
+        self._jobs.put((future, job))  # first: a thread started below finds it
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        if start:
+            threading.Thread(target=self._run, name="tgm-write-dask", daemon=True).start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, job = self._jobs.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(job())
+                except BaseException as exc:  # the submitter's to raise
+                    future.set_exception(exc)
+            del future, job  # what the job held is not kept while this thread waits
+            with self._lock:
+                self._idle += 1
+
+    def forget_after_fork(self) -> None:
+        # A forked child has none of the threads.
+        self._lock, self._jobs, self._idle = threading.Lock(), queue.SimpleQueue(), 0
 
 
-def _forget_compute_threads() -> None:
-    # A forked child has none of the pool's threads, which the pool would wait for.
-    global _compute_pool, _compute_pool_lock
-    _compute_pool, _compute_pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_compute_threads)
+_COMPUTE_THREADS = _ComputeThreads()
+os.register_at_fork(after_in_child=_COMPUTE_THREADS.forget_after_fork)
 
 
 class ClusterFields:
