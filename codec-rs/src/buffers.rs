@@ -305,7 +305,7 @@ pub fn init(py: Python<'_>) -> PyResult<()> {
 }
 
 /// Frees every block the pool holds (its limit stays): for a reservation that failed, which
-/// the pool's blocks may have stood in the way of.
+/// the pool's blocks may have stood in the way of, and after a table scan.
 pub fn drain() {
     let evicted = pool().evict(0);
     free_all(evicted);
